@@ -1,0 +1,93 @@
+"""Imports point downward only, as the layer table in docs/architecture.md says."""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "tracegrad"
+
+# layer -> the layers it may import
+ALLOWED = {
+    "errors": set(),
+    "core": {"errors", "core"},
+    "ops": {"errors", "core", "ops"},
+    "passes": {"errors", "core", "ops", "passes"},
+    "transforms": {"errors", "core", "ops", "passes", "transforms"},
+    "backends": {"errors", "core", "ops", "passes", "backends"},
+    "api": {"errors", "core", "ops", "passes", "transforms", "backends", "api"},
+    "cli": {"errors", "public"},
+    "public": {"errors", "core", "ops", "passes", "transforms", "backends", "api", "cli",
+               "public"},
+}
+
+API_MODULES = {"function", "numpy", "nn", "eager", "autodiff"}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts == ["tracegrad"]:
+        return "public"
+    head = parts[1]
+    if head in ("core", "ops", "passes", "transforms", "backends", "errors"):
+        return head
+    if head in ("cli", "__main__"):
+        return "cli"
+    if head in API_MODULES:
+        return "api"
+    raise AssertionError(f"module {module} is in no layer: add it to the table")
+
+
+def modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imported(path: pathlib.Path, module: str):
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            for alias in node.names:
+                candidate = f"{name}.{alias.name}"
+                rel = pathlib.Path(*candidate.split(".")[1:])
+                if (ROOT / rel).is_dir() or (ROOT / rel).with_suffix(".py").is_file():
+                    yield candidate
+                else:
+                    yield name
+
+
+@pytest.mark.parametrize("module,path", list(modules()), ids=lambda x: str(x))
+def test_module_imports_respect_layers(module, path):
+    mine = layer_of(module)
+    for name in imported(path, module):
+        if not (name == "tracegrad" or name.startswith("tracegrad.")):
+            continue
+        target = layer_of(name)
+        if mine == "cli" and target not in ALLOWED["cli"]:
+            if name in ("tracegrad", "tracegrad.numpy", "tracegrad.nn", "tracegrad.errors"):
+                continue
+        assert target in ALLOWED[mine] or (mine == "cli" and target == "public"), (
+            f"{module} ({mine}) imports {name} ({target})"
+        )
+
+
+def test_numba_is_imported_only_by_the_numba_backend():
+    for module, path in modules():
+        if module.startswith("tracegrad.backends.numba"):
+            continue
+        for name in imported(path, module):
+            assert not name.startswith("numba"), f"{module} imports {name}"

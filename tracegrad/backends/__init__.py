@@ -1,0 +1,1 @@
+"""Backends that turn an optimized FuncGraph into something callable."""

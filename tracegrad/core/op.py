@@ -1,0 +1,222 @@
+"""`Primitive`: an op with rule slots, its registry, and `bind` (where a new op goes).
+
+`prim.bind(*arrays, **attrs)` asks the context stack:
+- inside a trace, it appends an `Operation` to the graph being built and returns symbolic
+  tensors whose types `abstract_eval` inferred;
+- eagerly with `tg.Tensor`/`tg.Variable` inputs, it runs `impl`, wraps the results as
+  tensors and offers the op to every recording tape;
+- with plain NumPy inputs and nothing recording, it runs `impl` and returns NumPy.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Operation
+from tracegrad.core.source import user_location
+from tracegrad.core.state import state
+from tracegrad.core.types import TensorType
+from tracegrad.errors import DTypeError, TracegradError
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+class Primitive:
+    """A named op with rule slots filled where it is defined.
+
+    - `abstract_eval(*types, **attrs)` -> result `TensorType` (a list if `multiple_results`);
+      raises `ShapeError` / `DTypeError` naming the op.
+    - `impl(*ndarrays, **attrs)` -> ndarray(s): the NumPy reference.
+    - `grad(op, *out_grads)` -> one gradient (or None) per input, built with tracegrad ops.
+    - `jvp`, `batch`: forward-mode and vectorization rules (optional).
+    """
+
+    __slots__ = ("name", "multiple_results", "abstract_eval", "impl", "grad", "jvp", "batch")
+
+    def __init__(self, name: str, *, multiple_results: bool = False):
+        if name in REGISTRY:
+            raise ValueError(f"a primitive named {name!r} is already registered")
+        self.name = name
+        self.multiple_results = multiple_results
+        self.abstract_eval: Callable | None = None
+        self.impl: Callable | None = None
+        self.grad: Callable | None = None
+        self.jvp: Callable | None = None
+        self.batch: Callable | None = None
+        REGISTRY[name] = self
+
+    def def_abstract_eval(self, fn):
+        self.abstract_eval = fn
+        return fn
+
+    def def_impl(self, fn):
+        self.impl = fn
+        return fn
+
+    def def_grad(self, fn):
+        self.grad = fn
+        return fn
+
+    def def_jvp(self, fn):
+        self.jvp = fn
+        return fn
+
+    def def_batch(self, fn):
+        self.batch = fn
+        return fn
+
+    def __repr__(self):
+        return f"<Primitive {self.name}>"
+
+    def infer(self, types, attrs) -> list[TensorType]:
+        out = self.abstract_eval(*types, **attrs)
+        return list(out) if self.multiple_results else [out]
+
+    def bind(self, *args, **attrs):
+        graph = state.graph
+        if graph is not None:
+            return self.bind_in_graph(graph, args, attrs)
+        return _bind_eager(self, args, attrs)
+
+    def bind_in_graph(self, graph: FuncGraph, args, attrs):
+        inputs = [
+            a if type(a) is GraphTensor and a.graph is graph else graph.to_tensor(a) for a in args
+        ]
+        source = user_location()
+        try:
+            out_types = self.infer([t.type for t in inputs], attrs)
+        except TracegradError as e:
+            raise _located(e, source) from None
+        op = graph.add_operation(self, inputs, attrs, out_types, source)
+        if state.tapes:
+            for tape in state.tapes:
+                tape.record(op)
+        return op.outputs if self.multiple_results else op.outputs[0]
+
+
+def get_primitive(name: str) -> Primitive:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no primitive named {name!r}") from None
+
+
+def _located(e: TracegradError, source: str) -> TracegradError:
+    """`e` with the user's file:line appended to its message."""
+    msg = str(e)
+    if " at " in msg and source in msg:
+        return e
+    new = type(e)(f"{msg} (at {source})")
+    new.__traceback__ = e.__traceback__
+    return new
+
+
+def _eager_input(a):
+    """(ndarray, tensor-or-None) for an eager argument."""
+    from tracegrad.core.variables import Variable
+
+    if isinstance(a, Variable):
+        t = a.value()
+        return t._value, t
+    if isinstance(a, GraphTensor):
+        raise TracegradError(
+            f"a traced Tensor ({a.type}) created at {a._where()} is used eagerly at "
+            f"{user_location()} (a leaked tracer); return it from the traced function instead"
+        )
+    if isinstance(a, EagerTensor):
+        return a._value, a
+    arr = np.asarray(a)
+    if arr.dtype not in dtypes.SUPPORTED:
+        arr = arr.astype(dtypes.canonicalize(arr.dtype))
+    return arr, None
+
+
+def _bind_eager(prim: Primitive, args, attrs):
+    values = []
+    tensors = []
+    eager = False
+    for a in args:
+        cls = type(a)
+        if cls is EagerTensor:
+            values.append(a._value)
+            tensors.append(a)
+            eager = True
+        elif cls is np.ndarray:
+            values.append(a)
+            tensors.append(None)
+        else:
+            v, t = _eager_input(a)
+            values.append(v)
+            tensors.append(t)
+            eager = eager or t is not None
+    try:
+        out = prim.impl(*values, **attrs)
+    except Exception as e:
+        _raise_eager_error(prim, values, attrs, e)
+    if not eager:
+        if prim.multiple_results:
+            return tuple(_numpy_result(o) for o in out)
+        return _numpy_result(out)
+    if prim.multiple_results:
+        outputs = tuple(EagerTensor(_ndarray(o)) for o in out)
+    else:
+        outputs = (EagerTensor(_ndarray(out)),)
+    if state.tapes:
+        inputs = [
+            t if t is not None else EagerTensor(v) for t, v in zip(tensors, values, strict=True)
+        ]
+        op = Operation(
+            prim, inputs, attrs, None, None, state.grad_overrides.get(prim.name)
+        )
+        op.outputs = outputs
+        for tape in state.tapes:
+            tape.record(op)
+    return outputs if prim.multiple_results else outputs[0]
+
+
+def _ndarray(x) -> np.ndarray:
+    return x if type(x) is np.ndarray else np.asarray(x)
+
+
+def _numpy_result(x):
+    if type(x) is np.ndarray:
+        return x[()] if x.ndim == 0 else x
+    return x
+
+
+def _raise_eager_error(prim: Primitive, values, attrs, e: Exception):
+    source = user_location()
+    if isinstance(e, TracegradError):
+        raise _located(e, source) from None
+    types = [TensorType(v.shape, v.dtype) for v in values]
+    try:
+        prim.infer(types, attrs)
+    except TracegradError as err:
+        raise _located(err, source) from None
+    if hasattr(e, "add_note"):
+        e.add_note(f"in tracegrad op {prim.name!r} at {source}")
+    raise e
+
+
+# -- the one primitive the IR itself needs ----------------------------------------------------
+
+constant_p = Primitive("constant")
+
+
+@constant_p.def_abstract_eval
+def _constant_abstract_eval(*, value, weak=False):
+    v = value.value
+    if v.dtype not in dtypes.SUPPORTED:
+        raise DTypeError(f"constant: unsupported dtype {v.dtype}")
+    return TensorType(v.shape, v.dtype, weak)
+
+
+@constant_p.def_impl
+def _constant_impl(*, value, weak=False):
+    return value.value
+
+
+constant_p.def_grad(lambda op, g: ())

@@ -1,0 +1,15 @@
+"""The per-thread context stack: the graph being built, recording tapes, gradient overrides."""
+
+from __future__ import annotations
+
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.graph = None  # the FuncGraph new ops go into; None when eager
+        self.tapes = []  # the recording tapes (innermost last)
+        self.grad_overrides = {}  # primitive name -> registered gradient name
+
+
+state = _State()

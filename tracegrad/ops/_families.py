@@ -1,0 +1,117 @@
+"""Rule factories for families of primitives, and op properties as data.
+
+`unary`, `binary`, `compare` install the shared `abstract_eval` and `impl` of an
+elementwise family; each op module then attaches the rules that differ right beneath
+the primitive.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.core.op import Primitive
+from tracegrad.core.shapes import shape_str
+from tracegrad.core.types import TensorType
+from tracegrad.errors import DTypeError, ShapeError
+
+# Op properties (sets of primitives), used by passes, backends and tests.
+ELEMENTWISE: set[Primitive] = set()  # result element i depends on operand elements i only
+UNARY: set[Primitive] = set()
+BINARY: set[Primitive] = set()
+COMPARISONS: set[Primitive] = set()
+REDUCTIONS: set[Primitive] = set()
+COMMUTATIVE: set[Primitive] = set()
+NONDIFFERENTIABLE: set[Primitive] = set()  # results are integer/bool or piecewise constant
+
+# Which dtypes an op accepts.
+KINDS = {
+    "float": dtypes.FLOATS,
+    "int": dtypes.INTS,
+    "numeric": dtypes.FLOATS | dtypes.INTS,
+    "intbool": dtypes.INTS | {dtypes.bool_},
+    "any": frozenset(dtypes.SUPPORTED),
+}
+
+
+def check_kind(op: str, t: TensorType, kind: str, what: str = "operand") -> None:
+    if t.dtype not in KINDS[kind]:
+        allowed = ", ".join(sorted(d.name for d in KINDS[kind]))
+        raise DTypeError(f"{op}: {what} has dtype {t.dtype.name}; expected one of {allowed}")
+
+
+def same_shape(op: str, *types: TensorType) -> tuple:
+    """The common shape of operands that must have equal shapes (None matches any size)."""
+    shape = types[0].shape
+    for t in types[1:]:
+        if len(t.shape) != len(shape) or any(
+            a is not None and b is not None and a != b for a, b in zip(shape, t.shape)
+        ):
+            shapes = " and ".join(shape_str(x.shape) for x in types)
+            raise ShapeError(
+                f"{op}: operands must have equal shapes, got {shapes} "
+                "(tracegrad.numpy inserts broadcast_in_dim for NumPy broadcasting)"
+            )
+        shape = tuple(a if a is not None else b for a, b in zip(shape, t.shape))
+    return shape
+
+
+def same_dtype(op: str, *types: TensorType) -> np.dtype:
+    dtype = types[0].dtype
+    for t in types[1:]:
+        if t.dtype != dtype:
+            names = " and ".join(x.dtype.name for x in types)
+            raise DTypeError(
+                f"{op}: operands must have the same dtype, got {names} "
+                "(tracegrad.numpy promotes dtypes as NumPy does)"
+            )
+    return dtype
+
+
+def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Primitive:
+    """An elementwise primitive of one operand; the result has its type (or `out_dtype`)."""
+    prim = Primitive(name)
+
+    @prim.def_abstract_eval
+    def abstract_eval(x):
+        check_kind(name, x, kind)
+        if out_dtype is not None:
+            return TensorType(x.shape, out_dtype)
+        return x
+
+    prim.def_impl(impl)
+    ELEMENTWISE.add(prim)
+    UNARY.add(prim)
+    return prim
+
+
+def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool = False,
+           out_dtype=None) -> Primitive:
+    """An elementwise primitive of two operands with equal shapes and dtypes."""
+    prim = Primitive(name)
+
+    @prim.def_abstract_eval
+    def abstract_eval(x, y):
+        shape = same_shape(name, x, y)
+        dtype = same_dtype(name, x, y)
+        check_kind(name, x, kind)
+        if out_dtype is not None:
+            return TensorType(shape, out_dtype)
+        return TensorType(shape, dtype, x.weak and y.weak)
+
+    prim.def_impl(impl)
+    ELEMENTWISE.add(prim)
+    BINARY.add(prim)
+    if commutative:
+        COMMUTATIVE.add(prim)
+    return prim
+
+
+def compare(name: str, impl: Callable) -> Primitive:
+    """An elementwise comparison: equal shapes and dtypes, a bool result."""
+    prim = binary(name, impl, kind="any", out_dtype=dtypes.bool_)
+    COMPARISONS.add(prim)
+    NONDIFFERENTIABLE.add(prim)
+    return prim

@@ -1,0 +1,316 @@
+"""Primitives that move data without arithmetic: broadcast, reshape, transpose, slice,
+rev, pad, concatenate, iota and dim_size.
+
+A dim that is unknown while tracing (`None`) and must be materialised (the target of a
+broadcast, the extent of an iota) is supplied at run time by a scalar int64 operand,
+one per `None` in the static `shape` attribute, in order (as StableHLO's
+`dynamic_broadcast_in_dim` does); `dim_size(x, axis=k)` reads such a dim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.core.op import Primitive
+from tracegrad.core.shapes import shape_str
+from tracegrad.core.types import TensorType
+from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.ops._families import NONDIFFERENTIABLE, same_dtype
+
+
+def _check_dyn_dims(op: str, shape, dyn) -> None:
+    needed = sum(d is None for d in shape)
+    if len(dyn) != needed:
+        raise ShapeError(
+            f"{op}: shape {shape_str(shape)} has {needed} unknown dims but {len(dyn)} "
+            "dim operands were given"
+        )
+    for t in dyn:
+        if t.shape != () or not dtypes.is_int(t.dtype):
+            raise DTypeError(f"{op}: dim operands must be integer scalars, got {t}")
+
+
+def _resolve_shape(shape, dyn) -> tuple:
+    it = iter(dyn)
+    return tuple(int(next(it)) if d is None else d for d in shape)
+
+
+# -- broadcast_in_dim ------------------------------------------------------------------------
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim")
+"""Operand dim i becomes result dim `broadcast_dimensions[i]` (size 1 or equal); the other
+result dims are new. `shape` is the result shape."""
+
+
+@broadcast_in_dim_p.def_abstract_eval
+def _broadcast_in_dim_abstract_eval(x, *dyn, shape, broadcast_dimensions):
+    _check_dyn_dims("broadcast_in_dim", shape, dyn)
+    bd = broadcast_dimensions
+    if len(bd) != x.ndim or any(not 0 <= d < len(shape) for d in bd) or list(bd) != sorted(
+        set(bd)
+    ):
+        raise ShapeError(
+            f"broadcast_in_dim: broadcast_dimensions {bd} do not map operand "
+            f"{shape_str(x.shape)} into {shape_str(shape)} (need one increasing dim each)"
+        )
+    for i, d in enumerate(bd):
+        xd, td = x.shape[i], shape[d]
+        if xd != 1 and xd is not None and td is not None and xd != td:
+            raise ShapeError(
+                f"broadcast_in_dim: operand {shape_str(x.shape)} cannot be broadcast to "
+                f"{shape_str(shape)}"
+            )
+    return TensorType(shape, x.dtype, x.weak)
+
+
+@broadcast_in_dim_p.def_impl
+def _broadcast_in_dim_impl(x, *dyn, shape, broadcast_dimensions):
+    shape = _resolve_shape(shape, dyn)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+# -- reshape ---------------------------------------------------------------------------------
+
+reshape_p = Primitive("reshape")
+"""The operand's elements (row-major) in shape `new_sizes`; one entry may be -1 when the
+operand has unknown dims."""
+
+
+@reshape_p.def_abstract_eval
+def _reshape_abstract_eval(x, *, new_sizes):
+    if sum(d == -1 for d in new_sizes) > 1 or any(d < -1 for d in new_sizes):
+        raise ShapeError(f"reshape: bad new_sizes {new_sizes}")
+    known = 1
+    for d in new_sizes:
+        if d != -1:
+            known *= d
+    size = 1
+    for d in x.shape:
+        size = None if size is None or d is None else size * d
+    if -1 in new_sizes:
+        if size is None:
+            out = tuple(None if d == -1 else d for d in new_sizes)
+        elif known == 0 or size % known:
+            raise ShapeError(
+                f"reshape: cannot reshape {shape_str(x.shape)} into {new_sizes}"
+            )
+        else:
+            out = tuple(size // known if d == -1 else d for d in new_sizes)
+    else:
+        if size is not None and size != known:
+            raise ShapeError(
+                f"reshape: cannot reshape {shape_str(x.shape)} ({size} elements) into "
+                f"{shape_str(new_sizes)} ({known} elements)"
+            )
+        out = tuple(new_sizes)
+    return TensorType(out, x.dtype, x.weak)
+
+
+@reshape_p.def_impl
+def _reshape_impl(x, *, new_sizes):
+    return x.reshape(new_sizes)
+
+
+# -- transpose -------------------------------------------------------------------------------
+
+transpose_p = Primitive("transpose")
+"""Result dim i is operand dim `permutation[i]`."""
+
+
+@transpose_p.def_abstract_eval
+def _transpose_abstract_eval(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(
+            f"transpose: permutation {permutation} is not a permutation of {x.ndim} axes"
+        )
+    return TensorType(tuple(x.shape[p] for p in permutation), x.dtype, x.weak)
+
+
+@transpose_p.def_impl
+def _transpose_impl(x, *, permutation):
+    return np.transpose(x, permutation)
+
+
+# -- slice -----------------------------------------------------------------------------------
+
+slice_p = Primitive("slice")
+"""`x[start:limit:stride, ...]` per dim (strides > 0). Indices are non-negative and in
+bounds for known dims; for an unknown dim they follow Python slice rules (negative counts
+from the end, None is the full extent)."""
+
+
+def slice_extent(n, start, limit, stride):
+    if n is None:
+        return None
+    return len(range(*slice(start, limit, stride).indices(n)))
+
+
+@slice_p.def_abstract_eval
+def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
+    if not len(start_indices) == len(limit_indices) == len(strides) == x.ndim:
+        raise ShapeError(f"slice: need one start, limit and stride per dim of {x}")
+    out = []
+    for n, s, l, st in zip(x.shape, start_indices, limit_indices, strides):
+        if st is None or st <= 0:
+            raise ShapeError(f"slice: strides must be positive, got {strides}")
+        if n is not None and not (
+            s is not None and l is not None and 0 <= s <= l <= n
+        ):
+            raise ShapeError(
+                f"slice: start {start_indices} / limit {limit_indices} out of bounds for "
+                f"{shape_str(x.shape)}"
+            )
+        out.append(slice_extent(n, s, l, st))
+    return TensorType(tuple(out), x.dtype, x.weak)
+
+
+@slice_p.def_impl
+def _slice_impl(x, *, start_indices, limit_indices, strides):
+    return x[tuple(map(slice, start_indices, limit_indices, strides))]
+
+
+# -- rev -------------------------------------------------------------------------------------
+
+rev_p = Primitive("rev")
+"""The operand reversed along `dimensions`."""
+
+
+@rev_p.def_abstract_eval
+def _rev_abstract_eval(x, *, dimensions):
+    if any(not 0 <= d < x.ndim for d in dimensions) or len(set(dimensions)) != len(dimensions):
+        raise ShapeError(f"rev: bad dimensions {dimensions} for {x}")
+    return x
+
+
+@rev_p.def_impl
+def _rev_impl(x, *, dimensions):
+    return np.flip(x, dimensions) if dimensions else x
+
+
+# -- pad -------------------------------------------------------------------------------------
+
+pad_p = Primitive("pad")
+"""`x` with `lo` / `hi` copies of the scalar `padding_value` before / after each dim and
+`interior` copies between its elements: `padding_config=((lo, hi, interior), ...)`."""
+
+
+@pad_p.def_abstract_eval
+def _pad_abstract_eval(x, padding_value, *, padding_config):
+    same_dtype("pad", x, padding_value)
+    if padding_value.shape != ():
+        raise ShapeError(f"pad: padding_value must be a scalar, got {padding_value}")
+    if len(padding_config) != x.ndim or any(
+        min(c) < 0 or len(c) != 3 for c in padding_config
+    ):
+        raise ShapeError(f"pad: bad padding_config {padding_config} for {x}")
+    out = tuple(
+        None if n is None else lo + hi + n + max(n - 1, 0) * interior
+        for n, (lo, hi, interior) in zip(x.shape, padding_config)
+    )
+    return TensorType(out, x.dtype, x.weak and padding_value.weak)
+
+
+@pad_p.def_impl
+def _pad_impl(x, padding_value, *, padding_config):
+    shape = tuple(
+        lo + hi + n + max(n - 1, 0) * interior
+        for n, (lo, hi, interior) in zip(x.shape, padding_config)
+    )
+    out = np.full(shape, padding_value, dtype=x.dtype)
+    index = tuple(
+        slice(lo, lo + n + max(n - 1, 0) * interior, interior + 1)
+        for n, (lo, hi, interior) in zip(x.shape, padding_config)
+    )
+    out[index] = x
+    return out
+
+
+# -- concatenate -----------------------------------------------------------------------------
+
+concatenate_p = Primitive("concatenate")
+"""The operands joined along `dimension` (all other dims equal)."""
+
+
+@concatenate_p.def_abstract_eval
+def _concatenate_abstract_eval(*xs, dimension):
+    if not xs:
+        raise ShapeError("concatenate: needs at least one operand")
+    dtype = same_dtype("concatenate", *xs)
+    ndim = xs[0].ndim
+    if not 0 <= dimension < ndim:
+        raise ShapeError(f"concatenate: dimension {dimension} out of range for rank {ndim}")
+    out = list(xs[0].shape)
+    out[dimension] = 0
+    for x in xs:
+        if x.ndim != ndim:
+            raise ShapeError(
+                "concatenate: operands must have the same rank, got "
+                + ", ".join(shape_str(t.shape) for t in xs)
+            )
+        for i, d in enumerate(x.shape):
+            if i == dimension:
+                out[i] = None if out[i] is None or d is None else out[i] + d
+            elif out[i] is None:
+                out[i] = d
+            elif d is not None and d != out[i]:
+                raise ShapeError(
+                    f"concatenate: shapes {', '.join(shape_str(t.shape) for t in xs)} "
+                    f"differ outside dimension {dimension}"
+                )
+    return TensorType(tuple(out), dtype, all(x.weak for x in xs))
+
+
+@concatenate_p.def_impl
+def _concatenate_impl(*xs, dimension):
+    return np.concatenate(xs, axis=dimension)
+
+
+# -- iota ------------------------------------------------------------------------------------
+
+iota_p = Primitive("iota")
+"""An array of `shape` whose elements are their index along `dimension`."""
+
+
+@iota_p.def_abstract_eval
+def _iota_abstract_eval(*dyn, dtype, shape, dimension):
+    _check_dyn_dims("iota", shape, dyn)
+    dtypes.canonicalize(dtype, op="iota")
+    if not 0 <= dimension < len(shape):
+        raise ShapeError(f"iota: dimension {dimension} out of range for {shape_str(shape)}")
+    return TensorType(shape, dtype)
+
+
+@iota_p.def_impl
+def _iota_impl(*dyn, dtype, shape, dimension):
+    shape = _resolve_shape(shape, dyn)
+    expanded = [1] * len(shape)
+    expanded[dimension] = shape[dimension]
+    return np.broadcast_to(np.arange(shape[dimension], dtype=dtype).reshape(expanded), shape)
+
+
+NONDIFFERENTIABLE.add(iota_p)
+
+
+# -- dim_size --------------------------------------------------------------------------------
+
+dim_size_p = Primitive("dim_size")
+"""The size of the operand's dim `axis`, as an int64 scalar."""
+
+
+@dim_size_p.def_abstract_eval
+def _dim_size_abstract_eval(x, *, axis):
+    if not 0 <= axis < x.ndim:
+        raise ShapeError(f"dim_size: axis {axis} out of range for {x}")
+    return TensorType((), dtypes.int64)
+
+
+@dim_size_p.def_impl
+def _dim_size_impl(x, *, axis):
+    return np.asarray(x.shape[axis], dtype=np.int64)
+
+
+NONDIFFERENTIABLE.add(dim_size_p)

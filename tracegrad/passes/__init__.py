@@ -1,0 +1,1 @@
+"""Pure graph -> graph rewrites (dead code, common subexpressions, folding, simplification)."""

@@ -1,0 +1,1 @@
+"""Graph -> graph transforms and the interpreters that run graphs."""

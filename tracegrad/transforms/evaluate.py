@@ -1,0 +1,98 @@
+"""The reference interpreter: runs a FuncGraph op by op with each primitive's NumPy `impl`.
+
+This is the living definition every other backend is tested against (`backend="numpy"`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core.ir import FuncGraph
+from tracegrad.core.types import TensorType
+from tracegrad.errors import ShapeError, TracegradError
+
+
+def _has_unknown_dims(op) -> bool:
+    return any(None in t.type.shape for t in op.inputs + op.outputs)
+
+
+def _check_op_shapes(op, args, results):
+    """At run time, the concrete shapes of an op traced with unknown dims must fit it."""
+    try:
+        expected = op.primitive.infer([TensorType(a.shape, a.dtype) for a in args], op.attrs)
+    except TracegradError as e:
+        raise type(e)(f"{e} (at run time, op created at {op.source})") from None
+    for t, r in zip(expected, results, strict=True):
+        if tuple(t.shape) != r.shape:
+            raise ShapeError(
+                f"{op.primitive.name}: produced shape {r.shape}, expected {t.shape} "
+                f"(op created at {op.source})"
+            )
+
+
+class Interpreter:
+    """A FuncGraph prepared for repeated evaluation: `interp(arrays) -> list of arrays`.
+
+    `arrays` feeds `graph.all_inputs` (inputs, then capture placeholders) in order.
+    """
+
+    def __init__(self, graph: FuncGraph):
+        slots: dict[int, int] = {}
+        for t in graph.all_inputs:
+            slots[id(t)] = len(slots)
+        self.n_inputs = len(slots)
+        plan = []
+        for op in graph.operations:
+            ins = tuple(slots[id(t)] for t in op.inputs)
+            outs = []
+            for t in op.outputs:
+                if id(t) in slots:
+                    raise TracegradError(f"{op.primitive.name}: tensor assigned twice")
+                slots[id(t)] = len(slots)
+                outs.append(slots[id(t)])
+            plan.append((op, ins, tuple(outs), _has_unknown_dims(op)))
+        self.plan = plan
+        self.n_slots = len(slots)
+        self.out_slots = [slots[id(t)] for t in graph.outputs]
+        self.graph = graph
+
+    def __call__(self, arrays) -> list[np.ndarray]:
+        env = [None] * self.n_slots
+        env[: self.n_inputs] = arrays
+        with np.errstate(all="ignore"):
+            for op, ins, outs, check in self.plan:
+                args = [env[i] for i in ins]
+                try:
+                    result = op.primitive.impl(*args, **op.attrs)
+                except TracegradError:
+                    raise
+                except Exception as e:
+                    if hasattr(e, "add_note"):
+                        e.add_note(f"in tracegrad op {op.primitive.name!r} created at {op.source}")
+                    raise
+                if op.primitive.multiple_results:
+                    result = [np.asarray(r) for r in result]
+                else:
+                    result = [np.asarray(result)]
+                if check:
+                    _check_op_shapes(op, args, result)
+                for i, r in zip(outs, result):
+                    env[i] = r
+        return [_owned(env[i], i < self.n_inputs) for i in self.out_slots]
+
+
+def _owned(x: np.ndarray, is_input: bool) -> np.ndarray:
+    """`x`, copied when it may alias an input, a constant or a read-only view."""
+    if is_input or x.base is not None or not x.flags.writeable:
+        return np.array(x)
+    return x
+
+
+def compile_graph(graph: FuncGraph) -> Interpreter:
+    """The numpy backend's compile step."""
+    return Interpreter(graph)
+
+
+def evaluate(graph: FuncGraph, *arrays) -> list[np.ndarray]:
+    """Run `graph` once on `arrays` (one per input and capture placeholder)."""
+    return Interpreter(graph)([np.asarray(a) for a in arrays])

@@ -348,3 +348,8 @@ __all__ = [
     "slogdet_p",
     "slogdet",
 ]
+
+
+from tracegrad.ops.shape_ops import broadcast_like, full_like, ones_like, zeros_like  # noqa: E402
+
+__all__ += ["full_like", "zeros_like", "ones_like", "broadcast_like"]

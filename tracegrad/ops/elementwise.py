@@ -38,21 +38,31 @@ def _erf(x):
 # -- unary math ------------------------------------------------------------------------------
 
 neg_p = unary("neg", np.negative, kind="numeric")
+neg_p.def_grad(lambda op, g: [neg_p.bind(g)])
+
 sign_p = unary("sign", np.sign, kind="numeric")
 abs_p = unary("abs", np.abs, kind="numeric")
 floor_p = unary("floor", np.floor)
 ceil_p = unary("ceil", np.ceil)
 round_p = unary("round", np.rint)  # half to even, as np.round
 exp_p = unary("exp", np.exp)
+exp_p.def_grad(lambda op, g: [mul_p.bind(g, op.outputs[0])])
+
 exp2_p = unary("exp2", np.exp2)
 expm1_p = unary("expm1", np.expm1)
 log_p = unary("log", np.log)
+log_p.def_grad(lambda op, g: [div_p.bind(g, op.inputs[0])])
+
 log2_p = unary("log2", np.log2)
 log10_p = unary("log10", np.log10)
 log1p_p = unary("log1p", np.log1p)
 sqrt_p = unary("sqrt", np.sqrt)
 sin_p = unary("sin", np.sin)
+sin_p.def_grad(lambda op, g: [mul_p.bind(g, cos_p.bind(op.inputs[0]))])
+
 cos_p = unary("cos", np.cos)
+cos_p.def_grad(lambda op, g: [neg_p.bind(mul_p.bind(g, sin_p.bind(op.inputs[0])))])
+
 tan_p = unary("tan", np.tan)
 asin_p = unary("asin", np.arcsin)
 acos_p = unary("acos", np.arccos)
@@ -98,8 +108,19 @@ ELEMENTWISE.add(integer_pow_p)
 # -- binary math -----------------------------------------------------------------------------
 
 add_p = binary("add", np.add, kind="any", commutative=True)
+add_p.def_grad(lambda op, g: [g, g])
+
 sub_p = binary("sub", np.subtract)
+sub_p.def_grad(lambda op, g: [g, neg_p.bind(g)])
+
 mul_p = binary("mul", np.multiply, kind="any", commutative=True)
+
+
+@mul_p.def_grad
+def _mul_grad(op, g):
+    x, y = op.inputs
+    return [mul_p.bind(g, y), mul_p.bind(g, x)]
+
 div_p = binary("div", np.true_divide, kind="float")
 floor_div_p = binary("floor_div", np.floor_divide)
 mod_p = binary("mod", np.mod)  # NumPy's: the sign of the divisor
@@ -160,6 +181,14 @@ def _convert_impl(x, *, new_dtype, weak=False):
 ELEMENTWISE.add(convert_element_type_p)
 
 
+@convert_element_type_p.def_grad
+def _convert_grad(op, g):
+    (x,) = op.inputs
+    if not dtypes.is_float(x.dtype):
+        return [None]
+    return [convert_element_type_p.bind(g, new_dtype=x.dtype, weak=x.type.weak)]
+
+
 # -- identity that stops gradients -----------------------------------------------------------
 
 stop_gradient_p = Primitive("stop_gradient")
@@ -168,3 +197,4 @@ stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.def_abstract_eval(lambda x: x)
 stop_gradient_p.def_impl(lambda x: x)
 ELEMENTWISE.add(stop_gradient_p)
+stop_gradient_p.def_grad(lambda op, g: [None])

@@ -12,6 +12,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError
+from tracegrad.ops import shape_ops
 from tracegrad.ops._families import NONDIFFERENTIABLE, REDUCTIONS, check_kind
 
 
@@ -48,6 +49,16 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
 
 
 reduce_sum_p = reduction("reduce_sum", np.sum, "any", identity=True)
+
+
+@reduce_sum_p.def_grad
+def _reduce_sum_grad(op, g):
+    (x,) = op.inputs
+    axes, keepdims = op.attrs["axes"], op.attrs.get("keepdims", False)
+    kept = tuple(range(x.ndim)) if keepdims else tuple(i for i in range(x.ndim) if i not in axes)
+    return [shape_ops.broadcast_like(g, x, kept)]
+
+
 reduce_prod_p = reduction("reduce_prod", np.prod, "any", identity=True)
 reduce_max_p = reduction("reduce_max", np.max, "any", identity=False)  # NaN-propagating
 reduce_min_p = reduction("reduce_min", np.min, "any", identity=False)

@@ -15,8 +15,9 @@ from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops._families import NONDIFFERENTIABLE, same_dtype
+from tracegrad.ops.reductions import reduce_sum_p
 
 
 def _check_dyn_dims(op: str, shape, dyn) -> None:
@@ -73,6 +74,19 @@ def _broadcast_in_dim_impl(x, *dyn, shape, broadcast_dimensions):
     return np.broadcast_to(x.reshape(expanded), shape)
 
 
+@broadcast_in_dim_p.def_grad
+def _broadcast_in_dim_grad(op, g):
+    x, *dyn = op.inputs
+    shape, bd = op.attrs["shape"], op.attrs["broadcast_dimensions"]
+    new = tuple(i for i in range(len(shape)) if i not in bd)
+    ones = tuple(d for i, d in enumerate(bd) if x.shape[i] == 1 and shape[d] != 1)
+    if ones:
+        g = reduce_sum_p.bind(g, axes=ones, keepdims=True)
+    if new:
+        g = reduce_sum_p.bind(g, axes=new, keepdims=False)
+    return [g] + [None] * len(dyn)
+
+
 # -- reshape ---------------------------------------------------------------------------------
 
 reshape_p = Primitive("reshape")
@@ -115,6 +129,16 @@ def _reshape_impl(x, *, new_sizes):
     return x.reshape(new_sizes)
 
 
+@reshape_p.def_grad
+def _reshape_grad(op, g):
+    (x,) = op.inputs
+    if None in x.shape:
+        raise NotDifferentiableError(
+            f"reshape: gradient of a reshape of {x.type} (unknown dims) is not supported"
+        )
+    return [reshape_p.bind(g, new_sizes=tuple(x.shape))]
+
+
 # -- transpose -------------------------------------------------------------------------------
 
 transpose_p = Primitive("transpose")
@@ -133,6 +157,12 @@ def _transpose_abstract_eval(x, *, permutation):
 @transpose_p.def_impl
 def _transpose_impl(x, *, permutation):
     return np.transpose(x, permutation)
+
+
+@transpose_p.def_grad
+def _transpose_grad(op, g):
+    inverse = tuple(np.argsort(op.attrs["permutation"]).tolist())
+    return [transpose_p.bind(g, permutation=inverse)]
 
 
 # -- slice -----------------------------------------------------------------------------------
@@ -314,3 +344,43 @@ def _dim_size_impl(x, *, axis):
 
 
 NONDIFFERENTIABLE.add(dim_size_p)
+
+
+# -- composites every gradient rule needs ----------------------------------------------------
+
+
+def broadcast_like(g, x, broadcast_dimensions):
+    """`g` broadcast to `x`'s shape, g's dims becoming `broadcast_dimensions` (unknown dims of
+    `x` are read from `x` at run time)."""
+    shape = tuple(x.shape)
+    dyn = [dim_size_p.bind(x, axis=i) for i, d in enumerate(shape) if d is None]
+    if tuple(g.shape) == shape and not dyn:
+        return g
+    return broadcast_in_dim_p.bind(g, *dyn, shape=shape,
+                                   broadcast_dimensions=tuple(broadcast_dimensions))
+
+
+def full_like(x, fill_value, dtype=None):
+    """A tensor of `x`'s shape filled with `fill_value` (unknown dims read from `x`)."""
+    from tracegrad.core.ir import EagerTensor, Tensor
+    from tracegrad.core.state import state
+    from tracegrad.core.variables import Variable
+
+    dtype = x.dtype if dtype is None else dtype
+    shape = tuple(x.shape)
+    scalar = np.asarray(fill_value, dtype=dtype)
+    if state.graph is not None:
+        scalar = state.graph.constant(scalar)
+    elif not isinstance(x, (Tensor, Variable)):
+        return np.full(shape, fill_value, dtype=dtype)
+    else:
+        scalar = EagerTensor(scalar)
+    return broadcast_like(scalar, x, ())
+
+
+def zeros_like(x, dtype=None):
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None):
+    return full_like(x, 1, dtype)

@@ -1,0 +1,27 @@
+"""Shared fixtures: the backend(s) under test and float64 finite-difference helpers."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+# The backends every backend-parametrised test runs on.
+TEST_BACKENDS = os.environ.get("TRACEGRAD_TEST_BACKENDS", "numpy").split(",")
+
+
+@pytest.fixture(params=TEST_BACKENDS)
+def backend(request):
+    """Run the test with `tg.config.backend` set to each backend under test."""
+    saved = tg.config.backend
+    tg.config.backend = request.param
+    try:
+        yield request.param
+    finally:
+        tg.config.backend = saved
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

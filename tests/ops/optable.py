@@ -1,0 +1,59 @@
+"""The systematic op table: one row per (op, shapes, dtypes) case.
+
+Every check (values vs NumPy, abstract_eval vs impl, gradients vs finite differences,
+the numba backend vs the numpy backend) is generated from these rows.
+
+A `Case`:
+- `name`: the test id, e.g. "add[3x4,4]" or "reduce_sum[axes=(0,)]".
+- `fn(*arrays)`: the computation under test, written with `tracegrad.numpy` / `tracegrad.nn`
+  / `tracegrad.ops`; it must run traced, eagerly on tg.Tensors and on plain NumPy.
+- `reference(*arrays)`: the same computation in plain NumPy/SciPy (the oracle).
+- `args`: the input arrays (NumPy), already in the case's dtypes.
+- `grad_argnums`: which args to differentiate (float args only); () for no gradient check.
+- `rtol`, `atol`: tolerance of the value check (0 means exact).
+- `grad_rtol`: tolerance of the finite-difference gradient check.
+- `primitive`: the primitive name the case exercises, if it targets one (for the
+  completeness tests: every primitive has at least one case).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    fn: Callable
+    reference: Callable
+    args: tuple
+    grad_argnums: tuple = ()
+    rtol: float = 0.0
+    atol: float = 0.0
+    grad_rtol: float = 1e-6
+    primitive: str | None = None
+
+    def __repr__(self):
+        return self.name
+
+
+CASES: list[Case] = []
+
+
+def case(name, fn, reference, *args, **options) -> Case:
+    c = Case(name, fn, reference, tuple(args), **options)
+    CASES.append(c)
+    return c
+
+
+def rand(shape, dtype="float64", low=-2.0, high=2.0, seed=0):
+    """Deterministic random input of `shape` and `dtype` in [low, high)."""
+    r = np.random.default_rng(abs(hash((tuple(shape), str(dtype), low, high, seed))) % 2**32)
+    if np.dtype(dtype).kind == "f":
+        return r.uniform(low, high, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return r.random(size=shape) < 0.5
+    return r.integers(int(low), int(high) + 1, size=shape).astype(dtype)

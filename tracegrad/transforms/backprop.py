@@ -40,8 +40,15 @@ def unconnected_mode(value) -> str:
 
 
 def gradient_rule(op) -> Callable | None:
-    """The rule that differentiates `op`: its override if one was in force, else its own."""
-    if op.grad_override is not None:
+    """The rule that differentiates `op`: its override if one was in force, else its own.
+
+    An override is a name registered with `tg.RegisterGradient`, or the rule itself (a
+    callable `(op, *out_grads) -> in_grads`, as custom gradients attach to their records).
+    """
+    override = op.grad_override
+    if callable(override):
+        return override
+    if override is not None:
         try:
             return GRADIENT_REGISTRY[op.grad_override]
         except KeyError:

@@ -31,3 +31,11 @@ class TracerBoolError(TracegradError, TypeError):
 
 class RetracingWarning(UserWarning):
     """One function has been traced for many different input signatures."""
+
+
+class GraphParseError(TracegradError, ValueError):
+    """Text or JSON that is not a well-formed FuncGraph (the message gives the line)."""
+
+
+class GraphVerificationError(TracegradError):
+    """A FuncGraph that breaks the IR's rules (`tracegrad.core.verify`); names the op."""

@@ -1,39 +1,118 @@
-"""The IR's text form (what `str(graph)` prints) and its Graphviz dot form."""
+"""The IR's text form (what `str(graph)` prints, read back by `core.parser`) and its dot form.
+
+```
+func @loss(%x: f64[3], %y: f64[3]) -> (f64[]) {
+  %0 = sin %x : f64[3]
+  %1 = mul %0, %y : f64[3]
+  %2 = reduce_sum %1 {axes=(0,), keepdims=False} : f64[]
+  return %2
+}
+```
+
+The grammar is in docs/ir.md. Constant arrays (`Literal` attributes) print as
+`VALUES:TYPE` (`[1.0, 2.0]:f64[2]`); one with more than `LITERAL_PRINT_LIMIT` elements
+prints its first and last three elements around `...` and cannot be parsed back (the
+JSON form keeps every byte).
+"""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import FuncGraph, Literal
+from tracegrad.core.ir import FuncGraph, GraphTensor, Literal
 from tracegrad.core.source import short_location
+from tracegrad.core.types import TensorType
+from tracegrad.core.verify import sub_graphs
+
+LITERAL_PRINT_LIMIT = 32  # elements; larger Literals are elided in the text form
+_ELIDED_EDGE = 3  # elements shown at each end of an elided Literal
+_PLAIN_NAME = re.compile(r"[A-Za-z_<>][\w.<>]*\Z")
 
 
-def format_attr(value, names=None, indent="") -> str:
-    """One attribute value in the text form (parsed back by `core.parser`)."""
+# -- attribute values ------------------------------------------------------------------------
+
+
+def format_scalar(x) -> str:
+    """A Python or NumPy scalar as the text form writes it (`2.0`, `inf`, `-3`, `True`)."""
+    if isinstance(x, (bool, np.bool_)):
+        return "True" if x else "False"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if type(x) is float:
+        return repr(x)
+    return str(x)  # a NumPy float: the shortest string that reads back to its dtype
+
+
+def format_literal(lit: Literal) -> str:
+    """`[[1.0, 2.0], [3.0, 4.0]]:f64[2,2]`; elided (`[0.0, 1.0, 2.0, ..., 39.0]`) when large."""
+    v = lit.value
+    type_ = TensorType(v.shape, v.dtype)
+    if v.size > LITERAL_PRINT_LIMIT:
+        flat = v.reshape(-1)
+        head = [format_scalar(x) for x in flat[:_ELIDED_EDGE]]
+        tail = [format_scalar(x) for x in flat[-_ELIDED_EDGE:]]
+        return "[" + ", ".join(head + ["..."] + tail) + f"]:{type_}"
+    return f"{_nested_values(v)}:{type_}"
+
+
+def _nested_values(v: np.ndarray) -> str:
+    if v.ndim == 0:
+        return format_scalar(v[()])
+    return "[" + ", ".join(_nested_values(row) for row in v) + "]"
+
+
+def format_attr(value, names=None, indent: str = "", locations: bool = False) -> str:
+    """One attribute value in the text form (see docs/ir.md for the syntax)."""
     if isinstance(value, FuncGraph):
-        return _format_body(value, names, indent + "  ", nested=True)
-    if isinstance(value, np.dtype):
-        return dtypes.short_name(value)
-    if isinstance(value, Literal):
-        return repr(value)
+        return _format_graph(value, names if names is not None else _Names(), indent, locations)
     if isinstance(value, tuple):
-        inner = ", ".join(format_attr(v, names, indent) for v in value)
+        inner = ", ".join(format_attr(v, names, indent, locations) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, float):
+    if isinstance(value, np.dtype):
+        return dtypes.short_name(value) if value in dtypes.SHORT_NAMES else f"<dtype {value}>"
+    if isinstance(value, Literal):
+        return format_literal(value)
+    if isinstance(value, TensorType):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, np.bool_, np.number)):
+        return format_scalar(value) if value is not None else "None"
+    if isinstance(value, str):
         return repr(value)
-    return repr(value)
+    return _opaque(value)
+
+
+def _opaque(value) -> str:
+    """A Python object the text form cannot hold, written so that the parser rejects it."""
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    module = getattr(value, "__module__", None)
+    what = "function" if callable(value) else "object"
+    return f"<{what} {module + '.' if module else ''}{name}>"
+
+
+def format_graph_name(name: str) -> str:
+    return "@" + (name if _PLAIN_NAME.match(name) else _quote(name))
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+# -- graphs ----------------------------------------------------------------------------------
 
 
 class _Names:
+    """SSA names for one printing: `%name` for inputs and captures, `%0, %1 ...` for results."""
+
     def __init__(self):
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
         self.counter = 0
 
     def input(self, t, fallback: str) -> str:
-        base = t.name or fallback
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or fallback
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in (t.name or "")) or fallback
         name = base
         k = 1
         while name in self.used or name.isdigit():
@@ -49,73 +128,146 @@ class _Names:
         self.names[id(t)] = "%" + name
         return "%" + name
 
+    def get(self, t) -> str | None:
+        return self.names.get(id(t))
+
     def __getitem__(self, t) -> str:
-        return self.names.get(id(t), "%<?>")
+        return self.names.get(id(t), "%<undefined>")
 
 
 def format_graph(graph: FuncGraph, *, locations: bool = False) -> str:
-    return _format_body(graph, _Names(), "", nested=False, locations=locations)
+    """The text form of `graph`; `locations=True` ends each op line with `# file.py:LINE`."""
+    return _format_graph(graph, _Names(), "", locations)
 
 
-def _format_body(graph, names, indent, nested, locations=False) -> str:
+def format_op(op, names: _Names | None = None, indent: str = "",
+              locations: bool = False) -> str:
+    """One op in the text form (`%2 = add %0, %1 : f64[3]`); sub-graphs span several lines.
+
+    Without `names`, operands are named by their position (`%in0`) and results `%0...`.
+    """
+    if names is None:
+        names = _Names()
+        for i, t in enumerate(op.inputs):
+            names.names.setdefault(id(t), f"%in{i}")
+    results = ", ".join(names.result(t) for t in op.outputs)
+    line = f"{results} = {op.primitive.name}" if results else op.primitive.name
+    if op.inputs:
+        line += " " + ", ".join(names[t] for t in op.inputs)
+    if op.attrs:
+        attrs = ", ".join(
+            f"{k}={format_attr(v, names, indent, locations)}" for k, v in op.attrs.items()
+        )
+        line += f" {{{attrs}}}"
+    if op.outputs:
+        line += " : " + ", ".join(str(t.type) for t in op.outputs)
+    if locations and op.source:
+        line += f"    # {short_location(op.source)}"
+    return line
+
+
+def _format_graph(graph: FuncGraph, names: _Names, indent: str, locations: bool) -> str:
     params = ", ".join(
         f"{names.input(t, f'arg{i}')}: {t.type}" for i, t in enumerate(graph.inputs)
     )
-    header = f"func @{graph.name}({params})"
+    header = f"func {format_graph_name(graph.name)}({params})"
     if graph.captures:
-        caps = ", ".join(
-            f"{names.input(p, f'capture{i}')}: {p.type}"
-            for i, (_, p) in enumerate(graph.captures)
-        )
-        header += f" captures({caps})"
+        caps = []
+        for i, (external, p) in enumerate(graph.captures):
+            cap = f"{names.input(p, f'capture{i}')}: {p.type}"
+            outer = names.get(external) if isinstance(external, GraphTensor) else None
+            caps.append(cap + (f" = {outer}" if outer else ""))
+        header += f" captures({', '.join(caps)})"
     outs = ", ".join(str(t.type) for t in graph.outputs)
     lines = [f"{header} -> ({outs}) {{"]
     body = indent + "  "
     for op in graph.operations:
-        results = ", ".join(names.result(t) for t in op.outputs)
-        line = f"{body}{results} = {op.primitive.name}" if results else f"{body}{op.primitive.name}"
-        if op.inputs:
-            line += " " + ", ".join(names[t] for t in op.inputs)
-        if op.attrs:
-            attrs = ", ".join(f"{k}={format_attr(v, names, body)}" for k, v in op.attrs.items())
-            line += f" {{{attrs}}}"
-        line += " : " + ", ".join(str(t.type) for t in op.outputs)
-        if locations and op.source:
-            line += f"    # {short_location(op.source)}"
-        lines.append(line)
-    lines.append(f"{body}return " + ", ".join(names[t] for t in graph.outputs))
+        lines.append(body + format_op(op, names, body + "  ", locations))
+    returned = ", ".join(names[t] for t in graph.outputs)
+    lines.append(f"{body}return {returned}" if returned else f"{body}return")
     lines.append(indent + "}")
     return "\n".join(lines)
 
 
+# -- Graphviz dot ----------------------------------------------------------------------------
+
+
 def format_dot(graph: FuncGraph) -> str:
-    """The graph in Graphviz dot: one node per input, op and output."""
-    names = {}
-    out = [f'digraph "{graph.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
-    for i, t in enumerate(graph.all_inputs):
-        node = f"in{i}"
-        names[id(t)] = node
-        label = f"{t.name or f'arg{i}'}: {t.type}"
-        out.append(f'  {node} [shape=ellipse, label="{_escape(label)}"];')
-    for k, op in enumerate(graph.operations):
-        node = f"op{k}"
-        attrs = ", ".join(
-            f"{a}={format_attr(v) if not isinstance(v, FuncGraph) else '@' + v.name}"
-            for a, v in op.attrs.items()
-        )
-        label = op.primitive.name + (f"\\n{_escape(attrs)}" if attrs else "")
-        label += "\\n" + ", ".join(str(t.type) for t in op.outputs)
-        out.append(f'  {node} [shape=box, label="{label}"];')
-        for j, t in enumerate(op.inputs):
-            out.append(f"  {names.get(id(t), 'missing')} -> {node} [label=\"{j}\"];")
-        for t in op.outputs:
-            names[id(t)] = node
-    for i, t in enumerate(graph.outputs):
-        out.append(f'  out{i} [shape=ellipse, style=dashed, label="return {i}: {t.type}"];')
-        out.append(f"  {names.get(id(t), 'missing')} -> out{i};")
+    """`graph` in Graphviz dot: inputs and outputs as ellipses, ops as boxes, sub-graphs
+    as clusters (`dot -Tsvg` renders it)."""
+    out = [
+        f"digraph {_quote(graph.name)} {{",
+        "  rankdir=TB;",
+        '  node [fontname="monospace", fontsize=10];',
+        '  edge [fontname="monospace", fontsize=9];',
+    ]
+    _dot_graph(graph, out, {}, [0], "  ")
     out.append("}")
     return "\n".join(out)
 
 
-def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"')
+def _dot_graph(graph: FuncGraph, out: list, nodes: dict, counter: list, indent: str) -> list:
+    """Emit `graph`'s nodes and edges; returns the node ids of its outputs."""
+    prefix = f"g{counter[0]}_"
+    counter[0] += 1
+    for i, t in enumerate(graph.inputs):
+        node = f"{prefix}in{i}"
+        nodes[id(t)] = node
+        label = f"{t.name or f'arg{i}'}: {t.type}"
+        out.append(f"{indent}{node} [shape=ellipse, label={_quote(label)}];")
+    for i, (external, p) in enumerate(graph.captures):
+        node = f"{prefix}cap{i}"
+        nodes[id(p)] = node
+        label = f"capture {p.name or i}: {p.type}"
+        out.append(f"{indent}{node} [shape=ellipse, style=dashed, label={_quote(label)}];")
+        if id(external) in nodes:
+            out.append(f"{indent}{nodes[id(external)]} -> {node} [style=dashed];")
+    for k, op in enumerate(graph.operations):
+        node = f"{prefix}op{k}"
+        attrs = [f"{a}={_dot_attr(v)}" for a, v in op.attrs.items()]
+        label = "\n".join([op.primitive.name, *attrs, ", ".join(str(t.type) for t in op.outputs)])
+        out.append(f"{indent}{node} [shape=box, label={_quote(label)}];")
+        many = len(op.inputs) > 1
+        for j, t in enumerate(op.inputs):
+            src = nodes.get(id(t))
+            if src is None:
+                src = f"{prefix}undefined{k}_{j}"
+                out.append(f'{indent}{src} [shape=plaintext, label="undefined", fontcolor=red];')
+            out.append(f"{indent}{src} -> {node}" + (f' [label="{j}"];' if many else ";"))
+        if len(op.outputs) == 1:
+            nodes[id(op.outputs[0])] = node
+        else:  # a point per result so edges say which one they carry
+            for i, t in enumerate(op.outputs):
+                point = f"{node}_r{i}"
+                out.append(f'{indent}{point} [shape=plaintext, label="#{i}"];')
+                out.append(f"{indent}{node} -> {point} [arrowhead=none];")
+                nodes[id(t)] = point
+        for attr, sub in sub_graphs(op.attrs):
+            sub_prefix = f"g{counter[0]}_"
+            out.append(f"{indent}subgraph cluster_{sub_prefix[:-1]} {{")
+            label = f"{op.primitive.name} {attr} = @{sub.name}"
+            out.append(f"{indent}  label={_quote(label)}; style=rounded; color=gray50;")
+            returned = _dot_graph(sub, out, nodes, counter, indent + "  ")
+            out.append(f"{indent}}}")
+            for r in returned:
+                out.append(f"{indent}{r} -> {node} [style=dotted];")
+    returned = []
+    for i, t in enumerate(graph.outputs):
+        node = f"{prefix}out{i}"
+        label = f"return {i}: {t.type}"
+        out.append(f"{indent}{node} [shape=ellipse, style=dashed, label={_quote(label)}];")
+        src = nodes.get(id(t), None)
+        if src is not None:
+            out.append(f"{indent}{src} -> {node};")
+        returned.append(node)
+    return returned
+
+
+def _dot_attr(value) -> str:
+    """An attribute in a dot label: as in the text form, a sub-graph by its name only."""
+    if isinstance(value, FuncGraph):
+        return format_graph_name(value.name)
+    if isinstance(value, tuple):
+        inner = ", ".join(_dot_attr(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return format_attr(value)

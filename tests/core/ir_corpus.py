@@ -1,0 +1,240 @@
+"""Graphs for the printer, parser, JSON and verifier tests.
+
+`EXAMPLES` gives, per primitive, invocations `(operand types, attributes)`; `op_graph`
+builds a one-op graph from one. `TRACED` holds builders of graphs traced from real code
+(tracegrad.numpy, tracegrad.ops, Python scalars, Variables). `nested_graph` builds graphs
+whose op attributes hold sub-graphs (with captures of the enclosing graph), using a
+`test_call` primitive registered only while `call_primitive()` is active.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tracegrad import ops
+from tracegrad.core.ir import FuncGraph, Literal
+from tracegrad.core.op import REGISTRY, Primitive
+from tracegrad.core.types import TensorType
+
+
+def T(text: str) -> TensorType:
+    return TensorType.parse(text)
+
+
+def lit(values, dtype) -> Literal:
+    a = np.array(values, dtype=dtype)
+    a.flags.writeable = False
+    return Literal(a)
+
+
+F64, F32, I64, I32, BOOL = (np.dtype(n) for n in ("float64", "float32", "int64", "int32", "bool"))
+
+_UNARY_FLOAT = """exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh
+tanh asinh acosh atanh logistic erf floor ceil round is_finite is_nan is_inf""".split()
+_BINARY_NUMERIC = "add sub mul div floor_div mod pow max min atan2".split()
+_COMPARE = "eq ne lt le gt ge".split()
+
+EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
+    **{name: [(("f64[3]",), {}), (("f32[?,2]",), {})] for name in _UNARY_FLOAT},
+    "neg": [(("i32[4]",), {}), (("~f64[]",), {})],
+    "sign": [(("f64[2]",), {})],
+    "abs": [(("i64[2,2]",), {})],
+    "not": [(("bool[3]",), {}), (("i64[3]",), {})],
+    "integer_pow": [(("f64[3]",), {"y": 3}), (("f32[]",), {"y": -2})],
+    **{name: [(("f64[3]", "f64[3]"), {}), (("f32[?]", "f32[4]"), {})]
+       for name in _BINARY_NUMERIC if name not in ("div", "atan2")},
+    "div": [(("f64[2,3]", "f64[2,3]"), {})],
+    "atan2": [(("f32[5]", "f32[5]"), {})],
+    "and": [(("bool[3]", "bool[3]"), {})],
+    "or": [(("i32[2]", "i32[2]"), {})],
+    "xor": [(("bool[]", "bool[]"), {})],
+    **{name: [(("f64[3]", "f64[3]"), {}), (("i64[?]", "i64[?]"), {})] for name in _COMPARE},
+    "select": [(("bool[3]", "f64[3]", "f64[3]"), {}), (("bool[?]", "~f64[?]", "~f64[?]"), {})],
+    "convert_element_type": [
+        (("f64[3]",), {"new_dtype": F32}),
+        (("i64[]",), {"new_dtype": F64, "weak": True}),
+        (("bool[2]",), {"new_dtype": I32}),
+    ],
+    "stop_gradient": [(("f64[3]",), {})],
+    "broadcast_in_dim": [
+        (("f64[3]",), {"shape": (2, 3), "broadcast_dimensions": (1,)}),
+        (("f64[]", "i64[]"), {"shape": (None, 4), "broadcast_dimensions": ()}),
+    ],
+    "reshape": [(("f64[2,3]",), {"new_sizes": (3, 2)}), (("f64[?,3]",), {"new_sizes": (-1,)})],
+    "transpose": [(("f64[2,3,4]",), {"permutation": (2, 0, 1)})],
+    "slice": [
+        (("f64[5,4]",), {"start_indices": (1, 0), "limit_indices": (5, 4), "strides": (2, 1)}),
+        (("f64[?]",), {"start_indices": (None,), "limit_indices": (-1,), "strides": (1,)}),
+    ],
+    "rev": [(("f64[3,2]",), {"dimensions": (0, 1)}), (("f64[3]",), {"dimensions": ()})],
+    "pad": [(("f64[3]", "f64[]"), {"padding_config": ((1, 2, 1),)})],
+    "concatenate": [(("f64[2,3]", "f64[4,3]", "f64[?,3]"), {"dimension": 0})],
+    "iota": [
+        ((), {"dtype": I64, "shape": (3, 2), "dimension": 0}),
+        (("i64[]",), {"dtype": F32, "shape": (None,), "dimension": 0}),
+    ],
+    "dim_size": [(("f64[?,3]",), {"axis": 0})],
+    "reduce_sum": [(("f64[3,4]",), {"axes": (0,), "keepdims": False}),
+                   (("i32[?,4]",), {"axes": (0, 1), "keepdims": True})],
+    "reduce_prod": [(("f64[3,4]",), {"axes": (1,), "keepdims": False})],
+    "reduce_max": [(("f32[3,4]",), {"axes": (0, 1), "keepdims": False})],
+    "reduce_min": [(("i64[3]",), {"axes": (0,), "keepdims": True})],
+    "argmax": [(("f64[3,4]",), {"axis": 1, "keepdims": False, "index_dtype": I32})],
+    "argmin": [(("f64[3]",), {"axis": 0})],
+    "cumsum": [(("f64[3,4]",), {"axis": 1, "reverse": True})],
+    "cumprod": [(("i64[5]",), {"axis": 0})],
+    "sort": [(("f64[4,3]",), {"axis": 0})],
+    "argsort": [(("f64[4]",), {"axis": 0, "index_dtype": I64})],
+    "gather": [(("f64[5,3]", "i64[2,2]"), {"axis": 0}), (("f64[5,?]", "i32[4]"), {"axis": 1})],
+    "scatter_add": [(("f64[5,3]", "i64[2]", "f64[2,3]"), {"axis": 0})],
+    "scatter": [(("f32[5]", "i32[3]", "f32[3]"), {"axis": 0})],
+    "dot_general": [
+        (("f64[2,3]", "f64[3,4]"), {"dimension_numbers": (((1,), (0,)), ((), ()))}),
+        (("f32[7,2,3]", "f32[7,3]"), {"dimension_numbers": (((2,), (1,)), ((0,), (0,)))}),
+    ],
+    "cholesky": [(("f64[3,3]",), {}), (("f64[2,?,?]",), {})],
+    "triangular_solve": [
+        (("f64[3,3]", "f64[3,2]"), {}),
+        (("f64[3,3]", "f64[2,3]"), {"left_side": False, "lower": False, "transpose_a": True,
+                                    "unit_diagonal": True}),
+    ],
+    "solve": [(("f64[3,3]", "f64[3,1]"), {})],
+    "det": [(("f64[4,3,3]",), {})],
+    "slogdet": [(("f32[3,3]",), {})],
+    "constant": [
+        ((), {"value": lit(2.0, F64)}),
+        ((), {"value": lit(3, I64), "weak": True}),
+        ((), {"value": lit([[1.5, -0.0], [np.inf, -np.inf]], F64)}),
+        ((), {"value": lit([np.nan, 0.1, 1e-45, 3.4028235e38, 16777217.0], F32)}),
+        ((), {"value": lit([2**63 - 1, -(2**63), 0], I64)}),
+        ((), {"value": lit([[True], [False]], BOOL)}),
+        ((), {"value": lit(np.zeros((0, 3)), F64)}),
+        ((), {"value": lit([-7, 2**31 - 1], I32)}),
+        ((), {"value": lit(np.arange(32.0).reshape(4, 8) / 7, F64)}),  # the print limit
+    ],
+}
+
+
+def op_graph(name: str, operand_types, attrs) -> FuncGraph:
+    """A graph applying primitive `name` once to fresh inputs of `operand_types`."""
+    prim = REGISTRY[name]
+    graph = FuncGraph(f"{name}_example")
+    with graph.as_default():
+        inputs = [graph.add_input(T(t), f"x{i}") for i, t in enumerate(operand_types)]
+        out = prim.bind(*inputs, **attrs)
+        graph.outputs = list(out) if prim.multiple_results else [out]
+    return graph
+
+
+def example_graphs():
+    """`(id, graph)` for every example invocation."""
+    for name, examples in EXAMPLES.items():
+        for k, (types, attrs) in enumerate(examples):
+            yield f"{name}-{k}", op_graph(name, types, attrs)
+
+
+# -- graphs traced from real code -----------------------------------------------------------
+
+
+def _mlp(x, w, b):
+    h = tnp.tanh(tnp.matmul(x, w) + b)
+    return tnp.sum(h * h) / 2.0
+
+
+def _mixed(x, n):
+    y = tnp.exp(x) - tnp.log(tnp.abs(x) + 1.0)
+    z = tnp.where(x > 0, y, -y)
+    return tnp.stack([z, tnp.sqrt(z * z + n)]).reshape(-1), n * 2
+
+
+def _ops_pipeline(x, idx):
+    s = ops.reduce_sum(ops.sin(x), axes=(1,), keepdims=True)
+    g = ops.gather(x, idx, axis=0)
+    t = ops.transpose(g, permutation=(1, 0))
+    c = ops.concatenate(t, t, dimension=0)
+    sign, logdet = ops.slogdet(ops.dot_general(
+        x, x, dimension_numbers=(((0,), (0,)), ((), ()))))
+    return s, c, sign + logdet, ops.cumsum(x, axis=0, reverse=True)
+
+
+def _unknown_dims(x):
+    y = x * 2.0 + tnp.sin(x)
+    return tnp.sum(y, axis=0), y.reshape(-1)
+
+
+_VARIABLE = tg.Variable(np.arange(3.0), name="w")
+
+
+def _with_variable(x):
+    return tnp.sum(x * _VARIABLE) + tnp.sum(_VARIABLE)
+
+
+def _nothing(x):
+    return ()
+
+
+def _no_ops(x, y):
+    return y, x
+
+
+TRACED = {
+    "mlp": lambda: tg.trace(_mlp)(tg.TensorSpec([4, 3]), tg.TensorSpec([3, 5]),
+                                  tg.TensorSpec([5])),
+    "mixed_weak_scalar": lambda: tg.trace(_mixed)(tg.TensorSpec([3], "float32"), 1.5),
+    "ops_pipeline": lambda: tg.trace(_ops_pipeline)(tg.TensorSpec([3, 3]),
+                                                    tg.TensorSpec([2], "int32")),
+    "unknown_dims": lambda: tg.trace(_unknown_dims)(tg.TensorSpec([None, 2])),
+    "variable_capture": lambda: tg.trace(_with_variable)(tg.TensorSpec([3])),
+    "no_outputs": lambda: tg.trace(_nothing)(tg.TensorSpec([3])),
+    "no_ops": lambda: tg.trace(_no_ops)(tg.TensorSpec([3]), tg.TensorSpec([], "bool")),
+    "lambda_name": lambda: tg.trace(lambda v: tnp.cos(v))(tg.TensorSpec([2])),
+}
+
+
+# -- sub-graphs ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def call_primitive():
+    """`test_call(*operands, body=g, extra=(g1, g2)) -> outputs of g`: a primitive whose
+    attributes hold sub-graphs, registered while the context is active."""
+    prim = Primitive("test_call", multiple_results=True)
+
+    @prim.def_abstract_eval
+    def abstract_eval(*types, body, extra=()):
+        if [t for t in types] != [t.type for t in body.inputs]:
+            raise tg.errors.ShapeError("test_call: operands do not fit the body's inputs")
+        return [t.type for t in body.outputs]
+
+    try:
+        yield prim
+    finally:
+        del REGISTRY["test_call"]
+
+
+def nested_graph(call) -> FuncGraph:
+    """`@outer` holding a `test_call` whose body captures an outer value and itself holds a
+    `test_call` whose body captures values of both enclosing graphs."""
+    outer = FuncGraph("outer")
+    with outer.as_default():
+        x = outer.add_input(T("f64[3]"), "x")
+        y = ops.sin(x)
+        body = FuncGraph("body", outer=outer)
+        with body.as_default():
+            a = body.add_input(T("f64[3]"), "a")
+            inner = FuncGraph("inner", outer=body)
+            with inner.as_default():
+                b = inner.add_input(T("f64[3]"), "a")  # the same name as the body's input
+                inner.outputs = [ops.mul(ops.mul(b, inner.to_tensor(y)), inner.to_tensor(a))]
+            (r,) = call.bind(a, body=inner)
+            body.outputs = [ops.add(r, body.to_tensor(y)), ops.neg(a)]
+        alt = FuncGraph("alt", outer=outer)
+        with alt.as_default():
+            alt.outputs = [ops.cos(alt.add_input(T("f64[3]"), "p"))]
+        z, w = call.bind(x, body=body, extra=(alt, (alt, 3)))
+        outer.outputs = [z, w]
+    return outer

@@ -201,65 +201,63 @@ def format_dot(graph: FuncGraph) -> str:
         '  node [fontname="monospace", fontsize=10];',
         '  edge [fontname="monospace", fontsize=9];',
     ]
-    _dot_graph(graph, out, {}, [0], "  ")
+    edges: list[str] = []
+    _dot_graph(graph, out, edges, {}, [0], "  ")
+    # Edges come after every node so that each node stays in the cluster that declares it.
+    out += ["  " + e for e in edges]
     out.append("}")
     return "\n".join(out)
 
 
-def _dot_graph(graph: FuncGraph, out: list, nodes: dict, counter: list, indent: str) -> list:
-    """Emit `graph`'s nodes and edges; returns the node ids of its outputs."""
+def _dot_graph(graph: FuncGraph, out: list, edges: list, nodes: dict, counter: list,
+               indent: str) -> list:
+    """Emit `graph`'s nodes into `out` and its edges into `edges`; returns its output nodes."""
     prefix = f"g{counter[0]}_"
     counter[0] += 1
+
+    def node(name: str, label: str, style: str):
+        out.append(f"{indent}{name} [{style}, label={_quote(label)}];")
+
     for i, t in enumerate(graph.inputs):
-        node = f"{prefix}in{i}"
-        nodes[id(t)] = node
-        label = f"{t.name or f'arg{i}'}: {t.type}"
-        out.append(f"{indent}{node} [shape=ellipse, label={_quote(label)}];")
+        nodes[id(t)] = f"{prefix}in{i}"
+        node(nodes[id(t)], f"{t.name or f'arg{i}'}: {t.type}", "shape=ellipse")
     for i, (external, p) in enumerate(graph.captures):
-        node = f"{prefix}cap{i}"
-        nodes[id(p)] = node
-        label = f"capture {p.name or i}: {p.type}"
-        out.append(f"{indent}{node} [shape=ellipse, style=dashed, label={_quote(label)}];")
+        nodes[id(p)] = f"{prefix}cap{i}"
+        node(nodes[id(p)], f"capture {p.name or i}: {p.type}", "shape=ellipse, style=dashed")
         if id(external) in nodes:
-            out.append(f"{indent}{nodes[id(external)]} -> {node} [style=dashed];")
+            edges.append(f"{nodes[id(external)]} -> {nodes[id(p)]} [style=dashed];")
     for k, op in enumerate(graph.operations):
-        node = f"{prefix}op{k}"
+        box = f"{prefix}op{k}"
         attrs = [f"{a}={_dot_attr(v)}" for a, v in op.attrs.items()]
-        label = "\n".join([op.primitive.name, *attrs, ", ".join(str(t.type) for t in op.outputs)])
-        out.append(f"{indent}{node} [shape=box, label={_quote(label)}];")
+        types = ", ".join(str(t.type) for t in op.outputs)
+        node(box, "\n".join([op.primitive.name, *attrs, types]), "shape=box")
         many = len(op.inputs) > 1
         for j, t in enumerate(op.inputs):
             src = nodes.get(id(t))
             if src is None:
                 src = f"{prefix}undefined{k}_{j}"
-                out.append(f'{indent}{src} [shape=plaintext, label="undefined", fontcolor=red];')
-            out.append(f"{indent}{src} -> {node}" + (f' [label="{j}"];' if many else ";"))
+                node(src, "undefined", "shape=plaintext, fontcolor=red")
+            edges.append(f"{src} -> {box}" + (f' [label="{j}"];' if many else ";"))
         if len(op.outputs) == 1:
-            nodes[id(op.outputs[0])] = node
-        else:  # a point per result so edges say which one they carry
+            nodes[id(op.outputs[0])] = box
+        else:  # a point per result, so that edges say which result they carry
             for i, t in enumerate(op.outputs):
-                point = f"{node}_r{i}"
-                out.append(f'{indent}{point} [shape=plaintext, label="#{i}"];')
-                out.append(f"{indent}{node} -> {point} [arrowhead=none];")
-                nodes[id(t)] = point
+                nodes[id(t)] = f"{box}_r{i}"
+                node(nodes[id(t)], f"#{i}", "shape=plaintext")
+                edges.append(f"{box} -> {nodes[id(t)]} [arrowhead=none];")
         for attr, sub in sub_graphs(op.attrs):
-            sub_prefix = f"g{counter[0]}_"
-            out.append(f"{indent}subgraph cluster_{sub_prefix[:-1]} {{")
+            out.append(f"{indent}subgraph cluster_g{counter[0]} {{")
             label = f"{op.primitive.name} {attr} = @{sub.name}"
             out.append(f"{indent}  label={_quote(label)}; style=rounded; color=gray50;")
-            returned = _dot_graph(sub, out, nodes, counter, indent + "  ")
+            returned = _dot_graph(sub, out, edges, nodes, counter, indent + "  ")
             out.append(f"{indent}}}")
-            for r in returned:
-                out.append(f"{indent}{r} -> {node} [style=dotted];")
+            edges += [f"{r} -> {box} [style=dotted];" for r in returned]
     returned = []
     for i, t in enumerate(graph.outputs):
-        node = f"{prefix}out{i}"
-        label = f"return {i}: {t.type}"
-        out.append(f"{indent}{node} [shape=ellipse, style=dashed, label={_quote(label)}];")
-        src = nodes.get(id(t), None)
-        if src is not None:
-            out.append(f"{indent}{src} -> {node};")
-        returned.append(node)
+        returned.append(f"{prefix}out{i}")
+        node(returned[-1], f"return {i}: {t.type}", "shape=ellipse, style=dashed")
+        if id(t) in nodes:
+            edges.append(f"{nodes[id(t)]} -> {returned[-1]};")
     return returned
 
 

@@ -42,10 +42,13 @@ VERSION = 1
 
 class _Writer:
     def __init__(self):
-        self.ids: dict[int, int] = {}
+        self.ids: dict[int, int] = {}  # id(tensor) -> its id in the document
+        self.count = 0
 
     def tensor(self, t: GraphTensor, **extra) -> dict:
-        self.ids[id(t)] = len(self.ids)
+        # A sub-graph held twice is written twice, with fresh ids the second time.
+        self.ids[id(t)] = self.count
+        self.count += 1
         out = {"id": self.ids[id(t)]}
         if t.name is not None:
             out["name"] = t.name

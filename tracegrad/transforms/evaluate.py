@@ -23,7 +23,8 @@ def _check_op_shapes(op, args, results):
     except TracegradError as e:
         raise type(e)(f"{e} (at run time, op created at {op.source})") from None
     for t, r in zip(expected, results, strict=True):
-        if tuple(t.shape) != r.shape:
+        if len(t.shape) != r.ndim or any(d is not None and d != n
+                                         for d, n in zip(t.shape, r.shape)):
             raise ShapeError(
                 f"{op.primitive.name}: produced shape {r.shape}, expected {t.shape} "
                 f"(op created at {op.source})"

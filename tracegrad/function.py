@@ -1,9 +1,10 @@
 """`tg.function`, `ConcreteFunction` and `tg.trace`: the trace cache and the call path.
 
 The first call with a new input signature (structure, dtypes, shapes, static values)
-traces the Python function into a `FuncGraph` and compiles it with the chosen backend;
-later calls with that signature go straight to the compiled code:
-flatten -> signature key -> dict lookup -> call -> unflatten.
+traces the Python function into a `FuncGraph`; later calls with that signature go
+straight to the compiled graph: flatten -> signature key -> dict lookup -> convert ->
+call -> unflatten. Calls whose arguments are all top-level arrays (the common case)
+take a shorter path keyed by the arrays' shapes and dtypes alone.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
+import threading
 import warnings
 import weakref
 from typing import Any, Callable
@@ -19,201 +22,40 @@ import numpy as np
 
 from tracegrad.core import dtypes, tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Tensor
-from tracegrad.core.source import user_location
+from tracegrad.core.source import user_frame, user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec, TensorType
 from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, RetracingWarning, ShapeError, TracegradError
 
 BACKENDS = ("numba", "numpy")
-RETRACE_WARNING_THRESHOLD = 10
+RETRACE_WARNING_THRESHOLD = 10  # distinct input shapes traced before RetracingWarning
+EXACT_KEYS_PER_FUNCTION = 4096  # memoized call signatures that map onto None-dim traces
 
 
 class Config:
-    """Process-wide defaults: `backend` (env TRACEGRAD_BACKEND) and `parallel`."""
+    """Process-wide settings.
+
+    - `backend`: used when a function names none ("numpy" or "numba"; env TRACEGRAD_BACKEND);
+    - `parallel`: the numba backend's default for `parallel`;
+    - `verify`: check every traced graph with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1).
+    """
 
     def __init__(self):
         self.backend = os.environ.get("TRACEGRAD_BACKEND", "numpy")
         self.parallel = False
+        self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
 
 
 config = Config()
 
 
-# -- leaves and signature keys ---------------------------------------------------------------
+def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool | None = None):
+    """The executor `run(list of arrays) -> list of arrays` for `graph` on `backend`.
 
-_WEAK = {
-    float: ((), dtypes.float64, True),
-    int: ((), dtypes.int64, True),
-    bool: ((), dtypes.bool_, True),
-}
-
-
-class _Static:
-    """Marks where a static argument sits in the flattened arguments."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index):
-        self.index = index
-
-    def __eq__(self, other):
-        return type(other) is _Static and other.index == self.index
-
-    def __hash__(self):
-        return hash(("static", self.index))
-
-
-class _ArgSpec(TensorSpec):
-    """A TensorSpec for a traced argument, remembering whether it was a weak Python scalar."""
-
-    __slots__ = ("weak",)
-
-    def __init__(self, shape, dtype, name=None, weak=False):
-        super().__init__(shape, dtype, name)
-        self.weak = weak
-
-    def __eq__(self, other):
-        return super().__eq__(other) and getattr(other, "weak", False) == self.weak
-
-    def __hash__(self):
-        return hash((self.shape, self.dtype, self.name, self.weak))
-
-
-def _leaf_spec(x):
-    """`(shape, dtype, weak)` of an array leaf, or None for a non-array leaf."""
-    t = type(x)
-    if t is np.ndarray:
-        return (x.shape, x.dtype, False)
-    if t is EagerTensor:
-        v = x._value
-        return (v.shape, v.dtype, False)
-    spec = _WEAK.get(t)
-    if spec is not None:
-        return spec
-    if isinstance(x, Variable):
-        return (x._value.shape, x._value.dtype, False)
-    if isinstance(x, (np.ndarray, np.generic)):
-        return (np.shape(x), np.asarray(x).dtype, False)
-    if isinstance(x, (list, tuple)):  # only reached for namedtuple-like leaves
-        return None
-    return None
-
-
-def _as_array(x, dtype) -> np.ndarray:
-    t = type(x)
-    if t is np.ndarray:
-        return x if x.dtype == dtype else x.astype(dtype)
-    if t is EagerTensor:
-        return x._value
-    if isinstance(x, Variable):
-        return x.value()._value
-    return np.asarray(x, dtype=dtype)
-
-
-# -- concrete functions ----------------------------------------------------------------------
-
-
-class ConcreteFunction:
-    """One traced graph of a `Function`, for one input signature; callable.
-
-    `graph` is the `FuncGraph`; `structured_input_signature` the `(args, kwargs)` specs.
+    The numpy backend (the reference) runs the graph as traced; the numba backend
+    compiles `tg.optimize(graph)`.
     """
-
-    def __init__(self, graph: FuncGraph, in_treedef, in_specs, out_treedef, backend, parallel,
-                 python_name: str):
-        self.graph = graph
-        self._in_treedef = in_treedef
-        self._in_specs = in_specs  # per flat leaf: TensorSpec or _Static
-        self._out_treedef = out_treedef
-        self._backend = backend
-        self._parallel = parallel
-        self._executor = None
-        self._variables = [v for v, _ in graph.captures if isinstance(v, Variable)]
-        self._array_leaves = [i for i, s in enumerate(in_specs) if isinstance(s, TensorSpec)]
-        self._dtypes = [in_specs[i].dtype for i in self._array_leaves]
-        self.name = python_name
-
-    @property
-    def structured_input_signature(self):
-        args, kwargs = tree.unflatten(self._in_treedef, [
-            s if isinstance(s, TensorSpec) else None for s in self._in_specs
-        ])
-        return args, kwargs
-
-    @property
-    def structured_outputs(self):
-        return tree.unflatten(self._out_treedef, [
-            TensorSpec(t.shape, t.dtype) for t in self.graph.outputs
-        ])
-
-    @property
-    def executor(self):
-        if self._executor is None:
-            self._executor = compile_graph(self.graph, self._backend, self._parallel)
-        return self._executor
-
-    def _run(self, leaves, eager: bool):
-        arrays = [_as_array(leaves[i], d) for i, d in zip(self._array_leaves, self._dtypes)]
-        if self._variables:
-            arrays += [v._value for v in self._variables]
-        outs = self.executor(arrays)
-        if eager:
-            results = [EagerTensor(o) for o in outs]
-            if state.tapes:
-                _record_call(self, leaves, results)
-        else:
-            results = [o[()] if o.ndim == 0 else o for o in outs]
-        return tree.unflatten(self._out_treedef, results)
-
-    def __call__(self, *args, **kwargs):
-        leaves, treedef = tree.flatten((args, kwargs))
-        if treedef != self._in_treedef:
-            raise TypeError(
-                f"{self.name}: this concrete function takes arguments structured as "
-                f"{tree.treedef_str(self._in_treedef)}, got {tree.treedef_str(treedef)}"
-            )
-        eager = False
-        for x, spec in zip(leaves, self._in_specs, strict=True):
-            if isinstance(spec, TensorSpec):
-                _check_against_spec(self.name, x, spec)
-                eager = eager or isinstance(x, (EagerTensor, Variable))
-        return self._run(leaves, eager)
-
-    def __repr__(self):
-        return f"<ConcreteFunction {self.name}{self.structured_input_signature}>"
-
-
-def _record_call(concrete, leaves, results):
-    """Record a compiled call on the recording tapes (installed by the autodiff layer)."""
-    recorder = _CALL_RECORDER[0]
-    if recorder is not None:
-        recorder(concrete, leaves, results)
-
-
-_CALL_RECORDER: list = [None]
-
-
-def _check_against_spec(name, x, spec: TensorSpec):
-    s = _leaf_spec(x)
-    if s is None:
-        raise TypeError(f"{name}: expected an array for {spec}, got {type(x).__name__}")
-    shape, dtype, _ = s
-    if len(shape) != len(spec.shape) or any(
-        d is not None and d != n for d, n in zip(spec.shape, shape)
-    ):
-        raise ShapeError(
-            f"{name}: argument of shape {tuple(shape)} does not match {spec} "
-            f"(at {user_location()})"
-        )
-    if dtype != spec.dtype and not (
-        isinstance(x, (bool, int, float)) or np.can_cast(dtype, spec.dtype, "same_kind")
-    ):
-        raise DTypeError(f"{name}: argument of dtype {dtype} does not match {spec}")
-
-
-def compile_graph(graph: FuncGraph, backend: str | None, parallel: bool | None = None):
-    """The executor `run(list of arrays) -> list of arrays` for `graph` on `backend`."""
     backend = backend or config.backend
     if backend == "numpy":
         from tracegrad.transforms.evaluate import compile_graph as compile_numpy
@@ -228,268 +70,648 @@ def compile_graph(graph: FuncGraph, backend: str | None, parallel: bool | None =
     raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
+def compiled_source(graph: FuncGraph) -> str:
+    """The Python source the numba backend generates for `tg.optimize(graph)`."""
+    try:
+        from tracegrad.backends.numba import generate_source
+    except ImportError as e:
+        raise TracegradError(
+            f"compiled_source needs the numba backend, which is not available ({e})"
+        ) from None
+    from tracegrad.passes import optimize
+
+    return generate_source(optimize(graph))
+
+
+# -- arguments: leaves, entries, keys --------------------------------------------------------
+#
+# Each flat leaf of `(args, kwargs)` gets an *entry* in the signature key:
+#   (shape, dtype)        an array (ndarray, NumPy scalar, tg.Tensor, tg.Variable); a dim
+#                         may be None in the entries of a trace made for many sizes;
+#   (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor;
+#   _Static(i)            a static argument (its value is `statics[i]`);
+#   _StaticLeaf(value)    any other object (a string, a callable): baked into the trace.
+
+_ndarray = np.ndarray
+_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, bool: dtypes.bool_}
+_WEAK_ENTRIES = {t: ((), d, True) for t, d in _PY_SCALARS.items()}
+
+
+class _Static:
+    """Stands for static argument number `index` in the flattened arguments."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __eq__(self, other):
+        return type(other) is _Static and other.index == self.index
+
+    def __hash__(self):
+        return hash(("static", self.index))
+
+    def __repr__(self):
+        return f"<static {self.index}>"
+
+
+class _StaticLeaf:
+    """A non-array leaf, compared by type and value."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value, where):
+        self.value = value
+        self.key = _typed_key(value, where)
+
+    def __eq__(self, other):
+        return type(other) is _StaticLeaf and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _typed_key(value, where):
+    """A hashable key for a static value that tells `1`, `1.0` and `True` apart."""
+    if type(value) is tuple:
+        return (tuple, tuple(_typed_key(v, where) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(
+            f"{where} must be hashable (it is part of the trace cache key), got "
+            f"{type(value).__name__}; pass arrays as traced arguments instead"
+        ) from None
+    return (type(value), value)
+
+
+def _entry(x):
+    """The signature-key entry of one leaf."""
+    t = type(x)
+    if t is _ndarray:
+        return (x.shape, x.dtype)
+    if t is EagerTensor:
+        v = x._value
+        return (v.shape, v.dtype)
+    weak = _WEAK_ENTRIES.get(t)
+    if weak is not None:
+        return weak
+    if t is _Static:
+        return x
+    if isinstance(x, Variable):
+        return (x._value.shape, x._value.dtype)
+    if isinstance(x, (_ndarray, np.generic)):
+        return (np.shape(x), np.asarray(x).dtype)
+    if isinstance(x, GraphTensor):
+        if state.graph is not None:  # a ConcreteFunction called inside a trace
+            return (x.shape, x.dtype)
+        raise TracegradError(
+            f"a traced Tensor ({x.type}) created at {x._where()} is passed to a compiled "
+            f"function at {user_location()} outside the trace that made it (a leaked tracer)"
+        )
+    if isinstance(x, TensorSpec):
+        raise TypeError(f"a TensorSpec ({x}) stands for an array only in "
+                        "get_concrete_function and tg.trace; call the function with arrays")
+    return _StaticLeaf(x, "a non-array argument")
+
+
+def _is_array(entry) -> bool:
+    return type(entry) is tuple
+
+
+def _family(entry):
+    """What must match for a trace with None dims to serve this leaf: dtype, weakness, rank."""
+    if type(entry) is tuple:
+        return (entry[1], len(entry) == 3, len(entry[0]))
+    return entry
+
+
+def _dims_fit(spec_shape, shape) -> bool:
+    return len(spec_shape) == len(shape) and all(
+        s is None or s == d for s, d in zip(spec_shape, shape)
+    )
+
+
+def _spec_dtype_accepts(x, dtype, given) -> bool:
+    """Arrays must have the spec's dtype (`given`); a Python scalar may be of a kind that
+    promotes into it (an int for a float spec, a bool for anything), as NEP 50 weak
+    scalars do."""
+    py = _PY_SCALARS.get(type(x))
+    if py is None:
+        return given == dtype
+    return dtypes.result_type((dtype, False), (py, True)) == (dtype, False)
+
+
+def _check_leaf(fname, name, x, shape, dtype, what):
+    """Raise if leaf `x` (a value, or a TensorSpec) does not fit `shape` and `dtype`."""
+    entry = (x.shape, x.dtype) if isinstance(x, TensorSpec) else _entry(x)
+    if _is_array(entry) and _dims_fit(shape, entry[0]) and _spec_dtype_accepts(
+        x, dtype, entry[1]
+    ):
+        return
+    spec = f"{what} {TensorType(shape, dtype)}"
+    if not _is_array(entry):
+        raise TypeError(f"{fname}: argument {name} must be an array for {spec}, got "
+                        f"{type(x).__name__} (at {user_location()})")
+    if not _dims_fit(shape, entry[0]):
+        raise ShapeError(f"{fname}: argument {name} has shape {tuple(entry[0])}, which does "
+                         f"not fit {spec} (at {user_location()})")
+    raise DTypeError(f"{fname}: argument {name} has dtype {np.dtype(entry[1]).name}, which "
+                     f"does not fit {spec} (at {user_location()})")
+
+
+def _to_array(x, dtype) -> np.ndarray:
+    """The array fed to the executor for leaf `x` (Variables have been read already)."""
+    t = type(x)
+    if t is _ndarray:
+        return x
+    if t is EagerTensor:
+        return x._value
+    return np.asarray(x, dtype=dtype)
+
+
+# -- concrete functions ----------------------------------------------------------------------
+
+
+class ConcreteFunction:
+    """One trace of a `Function` for one input signature; callable like the function.
+
+    `graph` is the `tg.FuncGraph`; `structured_input_signature` is `(args, kwargs)` with a
+    `TensorSpec` for every traced argument and the value of every static one.
+    """
+
+    def __init__(self, owner: Function, graph: FuncGraph, treedef, entries, statics,
+                 out_treedef):
+        self.graph = graph
+        self.name = owner.__name__
+        self._owner = owner
+        self._treedef = treedef
+        self._entries = entries
+        self._statics = statics
+        self._statics_key = _typed_key(statics, "static arguments")
+        self._out_treedef = out_treedef
+        self._pack = _packer(out_treedef)
+        self._array_leaves = [i for i, e in enumerate(entries) if _is_array(e)]
+        self._in_dtypes = [entries[i][1] for i in self._array_leaves]
+        self._captures = [ext for ext, _ in graph.captures]
+        self._variables = any(isinstance(c, Variable) for c in self._captures)
+        self._executor = None
+
+    @property
+    def structured_input_signature(self):
+        names = iter(t.name for t in self.graph.inputs)
+        leaves = []
+        for e in self._entries:
+            if _is_array(e):
+                leaves.append(TensorSpec(e[0], e[1], next(names)))
+            elif type(e) is _Static:
+                leaves.append(self._statics[e.index])
+            else:
+                leaves.append(e.value)
+        return tree.unflatten(self._treedef, leaves)
+
+    @property
+    def structured_outputs(self):
+        return tree.unflatten(self._out_treedef,
+                              [TensorSpec(t.shape, t.dtype) for t in self.graph.outputs])
+
+    @property
+    def executor(self):
+        """`run(list of arrays) -> list of arrays`, compiled on first use."""
+        if self._executor is None:
+            self._executor = compile_graph(self.graph, self._owner._backend,
+                                           self._owner._parallel)
+        return self._executor
+
+    def __call__(self, *args, **kwargs):
+        leaves, treedef, statics = self._owner._canonicalize(args, kwargs)
+        if treedef != self._treedef or _typed_key(statics, "") != self._statics_key:
+            raise TypeError(
+                f"{self.name}: this concrete function takes arguments structured as "
+                f"{_describe(self._treedef, self._statics)}, got {_describe(treedef, statics)}"
+            )
+        names = [t.name for t in self.graph.inputs]
+        k = 0
+        for x, e in zip(leaves, self._entries, strict=True):
+            if _is_array(e):
+                _check_leaf(self.name, names[k], x, e[0], e[1], "the traced input")
+                k += 1
+            elif type(e) is _StaticLeaf and _entry(x) != e:
+                raise TypeError(f"{self.name}: this concrete function was traced with "
+                                f"{e.value!r} where it is now given {x!r}")
+        return self._call_leaves(leaves)
+
+    def _call_leaves(self, leaves):
+        inputs = [leaves[i] for i in self._array_leaves]
+        if state.graph is not None:
+            return self._inline(inputs)
+        eager = False
+        for i, x in enumerate(inputs):
+            if isinstance(x, Variable):
+                inputs[i] = x.value()  # a snapshot, reported to the recording tapes
+                eager = True
+            elif type(x) is EagerTensor:
+                eager = True
+        arrays = [_to_array(x, d) for x, d in zip(inputs, self._in_dtypes, strict=True)]
+        return self._run(arrays, inputs, eager)
+
+    def _run(self, arrays, inputs, eager: bool):
+        """Feed `arrays` (one per graph input) and the captures; pack the results."""
+        tapes = state.tapes
+        captured = ()
+        if self._captures:
+            if tapes and self._variables:
+                eager = True
+            if eager and tapes:
+                captured = [self._capture_tensor(c) for c in self._captures]
+                arrays = arrays + [t._value for t in captured]
+            else:
+                arrays = arrays + [self._capture_tensor(c)._value for c in self._captures]
+        outs = self.executor(arrays)
+        if not eager:
+            return self._pack([o[()] if o.ndim == 0 else o for o in outs])
+        results = [EagerTensor(o) for o in outs]
+        if tapes and _CALL_RECORDER[0] is not None:
+            fed = [x if type(x) is EagerTensor else EagerTensor(a)
+                   for x, a in zip(inputs, arrays[:len(inputs)], strict=True)]
+            _CALL_RECORDER[0](self, fed + list(captured), results)
+        return self._pack(results)
+
+    def _capture_tensor(self, external) -> EagerTensor:
+        """The current value of a captured external (a Variable read reports to tapes)."""
+        if isinstance(external, Variable):
+            return external.value() if state.tapes else EagerTensor(external._value)
+        if isinstance(external, EagerTensor):
+            return external
+        raise TracegradError(
+            f"{self.name}: this concrete function captures a tensor of an enclosing trace "
+            f"({external!r}); call it inside that trace"
+        )
+
+    def _inline(self, inputs):
+        """Called inside another trace: the graph's ops are copied into that trace."""
+        from tracegrad.passes import inline_graph
+
+        outer = state.graph
+        outs = inline_graph(self.graph, outer, [outer.to_tensor(x) for x in inputs])
+        return self._pack(list(outs))
+
+    def __repr__(self):
+        args, kwargs = self.structured_input_signature
+        return f"<ConcreteFunction {self.name} args={args} kwargs={kwargs}>"
+
+
+# The hook through which compiled calls are recorded on gradient tapes (the autodiff layer
+# sets it): `recorder(concrete, inputs, results)` is called when a compiled function runs
+# eagerly while tapes record. `inputs` are EagerTensors aligned with
+# `concrete.graph.all_inputs` (graph inputs, then capture placeholders; a Variable appears as
+# the snapshot its read reported to the tapes), `results` EagerTensors aligned with
+# `concrete.graph.outputs`.
+_CALL_RECORDER: list = [None]
+
+
+def _packer(treedef) -> Callable[[list], Any]:
+    """`pack(flat results) -> structure`, short-cut for one result and flat tuples."""
+    if treedef is tree.LEAF:
+        return lambda results: results[0]
+    if treedef[0] is tuple and all(c is tree.LEAF for c in treedef[2]):
+        return tuple
+    return functools.partial(tree.unflatten, treedef)
+
+
+def _describe(treedef, statics) -> str:
+    text = tree.treedef_str(treedef)
+    return f"{text} with static values {statics!r}" if statics else text
+
+
 # -- tracing ---------------------------------------------------------------------------------
 
 
 def _leaf_names(fn, args, kwargs) -> list[str]:
-    """A readable name for each flat leaf of `(args, kwargs)`."""
+    """A readable name for each flat leaf of `(args, kwargs)`: the parameter's name, with
+    `_0`, `_1`... for the leaves of a structure."""
     try:
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         params = []
+    named = [(params[i] if i < len(params) else f"arg{i}", a) for i, a in enumerate(args)]
+    named += sorted(kwargs.items(), key=lambda kv: kv[0])
     names = []
-    for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"arg{i}"
-        leaves, _ = tree.flatten(a)
-        names += [base] if len(leaves) == 1 else [f"{base}_{j}" for j in range(len(leaves))]
-    for k in sorted(kwargs):
-        leaves, _ = tree.flatten(kwargs[k])
-        names += [k] if len(leaves) == 1 else [f"{k}_{j}" for j in range(len(leaves))]
+    for base, value in named:
+        n = len(tree.flatten(value)[0])
+        names += [base] if n == 1 else [f"{base}_{j}" for j in range(n)]
     return names
 
 
-def trace_to_graph(fn: Callable, in_specs, in_treedef, static_values,
-                   name: str | None = None):
-    """Trace `fn` with placeholders for the TensorSpec leaves; returns (graph, out_treedef)."""
-    graph = FuncGraph(name or getattr(fn, "__name__", "fn"), outer=state.graph)
-    names = _leaf_names(fn, *tree.unflatten(in_treedef, in_specs))
+def _located(e: TracegradError, tb) -> TracegradError:
+    """`e` with the user's file:line from traceback `tb` appended, if it names none."""
+    frame = None
+    while tb is not None:
+        if not _skipped_frame(tb.tb_frame):
+            frame = tb.tb_frame
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if frame is None:
+        return e
+    where = f"{frame.f_code.co_filename}:{line}"
+    if where in str(e):
+        return e
+    try:
+        new = type(e)(f"{e} (at {where})")
+    except TypeError:
+        return e
+    return new.with_traceback(e.__traceback__)
+
+
+def _skipped_frame(frame) -> bool:
+    from tracegrad.core.source import _skipped
+
+    return _skipped(frame.f_code.co_filename)
+
+
+def trace_graph(fn: Callable, treedef, entries, statics, names, name: str):
+    """Trace `fn` with a placeholder per array entry; returns `(graph, out_treedef)`."""
+    graph = FuncGraph(name, outer=state.graph)
+    values = []
     with graph.as_default():
-        values = []
-        for i, spec in enumerate(in_specs):
-            if isinstance(spec, TensorSpec):
-                values.append(graph.add_input(
-                    TensorType(spec.shape, spec.dtype, getattr(spec, "weak", False)),
-                    names[i] if i < len(names) else None,
-                ))
+        k = 0
+        for e in entries:
+            if _is_array(e):
+                values.append(graph.add_input(TensorType(e[0], e[1], len(e) == 3), names[k]))
+                k += 1
+            elif type(e) is _Static:
+                values.append(statics[e.index])
             else:
-                values.append(static_values[spec.index])
-        call_args, call_kwargs = tree.unflatten(in_treedef, values)
-        out = fn(*call_args, **call_kwargs)
+                values.append(e.value)
+        args, kwargs = tree.unflatten(treedef, values)
+        try:
+            out = fn(*args, **kwargs)
+        except TracegradError as e:
+            raise _located(e, e.__traceback__.tb_next) from None
         out_leaves, out_treedef = tree.flatten(out)
         outputs = []
         for x in out_leaves:
             if not isinstance(x, (Tensor, Variable, np.ndarray, np.generic, bool, int, float)):
                 raise TracegradError(
-                    f"{graph.name}: returned a {type(x).__name__}; a traced function returns "
-                    "tensors, arrays, Python scalars and structures of them"
+                    f"{name} returned a {type(x).__name__}; a traced function returns "
+                    "tensors, arrays, Python numbers and structures (tuple, list, dict, "
+                    "namedtuple, None) of them"
                 )
             outputs.append(graph.to_tensor(x))
         graph.outputs = outputs
+    if config.verify:
+        from tracegrad.core.verify import verify
+
+        verify(graph)
     return graph, out_treedef
 
 
 class Function:
-    """A Python function traced once per input signature and compiled (`tg.function`)."""
+    """A Python function traced once per input signature and compiled (`tg.function`).
+
+    Calling it with arrays returns NumPy (rank 0 as a NumPy scalar); with `tg.Tensor`s or
+    `tg.Variable`s it returns `tg.Tensor`s, recorded on the active gradient tapes. Inside
+    another trace it is inlined.
+    """
 
     def __init__(self, fn: Callable, *, input_signature=None, static_argnums=(),
                  static_argnames=(), backend: str | None = None, reduce_retracing: bool = False,
                  parallel: bool | None = None):
+        if not callable(fn):
+            raise TypeError(f"tg.function needs a callable, got {type(fn).__name__}")
         if backend is not None and backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-        self.python_function = fn
         functools.update_wrapper(self, fn)
+        self.python_function = fn
         self._backend = backend
         self._parallel = parallel
-        self._reduce_retracing = reduce_retracing
+        self._reduce_retracing = bool(reduce_retracing)
         self._signature = _safe_signature(fn)
         self._static_argnums, self._static_argnames = _normalize_static(
-            self._signature, static_argnums, static_argnames
-        )
-        self._input_signature = None if input_signature is None else tuple(input_signature)
-        self._cache: dict[Any, ConcreteFunction] = {}
-        self._relaxed: dict[Any, list] = {}
-        self._shapes_seen: set = set()
-        self._warned = False
+            self.__name__, self._signature, static_argnums, static_argnames)
+        self._has_statics = bool(self._static_argnums or self._static_argnames)
+        if input_signature is not None:
+            input_signature = tuple(input_signature)
+            for s in tree.flatten(input_signature)[0]:
+                if not isinstance(s, TensorSpec):
+                    raise TypeError(f"{self.__name__}: input_signature holds a "
+                                    f"{type(s).__name__}; it takes tg.TensorSpec structures")
+        self.input_signature = input_signature
         self.tracing_count = 0
-        self._descriptor_cache = weakref.WeakKeyDictionary()
+        self._cache: dict[Any, ConcreteFunction] = {}  # signature key -> trace
+        self._fast: dict[tuple, ConcreteFunction] = {}  # top-level arrays' shapes/dtypes
+        self._generic: dict[Any, list[ConcreteFunction]] = {}  # family -> traces with None
+        self._last_entries: dict[Any, list] = {}  # family -> entries last traced (relaxing)
+        self._shapes_traced: set = set()
+        self._lock = threading.RLock()
+        self._bound: dict[int, tuple] = {}
 
     # -- the call path ---------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
         if state.graph is not None:
             return self.python_function(*args, **kwargs)
-        if kwargs or self._static_argnums or self._static_argnames:
-            args, kwargs, statics = self._split_static(args, kwargs)
-        else:
-            statics = ()
-        leaves, treedef = tree.flatten((args, kwargs))
-        specs = []
-        eager = False
-        for x in leaves:
-            s = _leaf_spec(x)
-            if s is None:
-                if type(x) is _Static:
-                    specs.append(x)
-                    continue
-                s = ("static-leaf", _hashable_static(x))
-            elif not eager and isinstance(x, (EagerTensor, Variable)):
-                eager = True
-            specs.append(s)
-        key = (treedef, tuple(specs), statics)
-        concrete = self._cache.get(key)
-        if concrete is None:
-            concrete = self._concrete_for(key, leaves, treedef, specs, statics)
-        return concrete._run(leaves, eager)
+        if not kwargs and not self._has_statics:
+            key = []
+            for a in args:
+                t = type(a)
+                if t is _ndarray:
+                    key.append(a.shape)
+                    key.append(a.dtype)
+                elif t is EagerTensor:
+                    v = a._value
+                    key.append(v.shape)
+                    key.append(v.dtype)
+                else:
+                    break
+            else:
+                concrete = self._fast.get(tuple(key))
+                if concrete is not None:
+                    eager = False
+                    arrays = list(args)
+                    for i, a in enumerate(args):
+                        if type(a) is EagerTensor:
+                            arrays[i] = a._value
+                            eager = True
+                    return concrete._run(arrays, args, eager)
+        leaves, treedef, statics = self._canonicalize(args, kwargs)
+        concrete = self._concrete_for(leaves, treedef, statics)
+        if not kwargs and not self._has_statics and len(self._fast) < EXACT_KEYS_PER_FUNCTION \
+                and all(type(a) is _ndarray or type(a) is EagerTensor for a in args):
+            self._fast[tuple(x for e in map(_entry, args) for x in e)] = concrete
+        return concrete._call_leaves(leaves)
 
-    def _split_static(self, args, kwargs):
-        """Canonical (args, kwargs) with static arguments replaced by markers, and their values."""
+    def _canonicalize(self, args, kwargs):
+        """`(leaves, treedef, statics)`: arguments bound to parameters (keyword arguments
+        of positional parameters become positional), static values set aside."""
         if kwargs and self._signature is not None:
             try:
                 bound = self._signature.bind(*args, **kwargs)
             except TypeError as e:
                 raise TypeError(f"{self.__name__}(): {e}") from None
-            args, kwargs = bound.args, dict(bound.kwargs)
+            args, kwargs = bound.args, bound.kwargs
         statics = []
-        if self._static_argnums:
+        if self._has_statics:
             args = list(args)
             for i in self._static_argnums:
                 if i < len(args):
-                    statics.append(_hashable_static(args[i], i))
+                    statics.append(args[i])
                     args[i] = _Static(len(statics) - 1)
-            args = tuple(args)
-        if self._static_argnames and kwargs:
-            for k in self._static_argnames:
-                if k in kwargs:
-                    statics.append(_hashable_static(kwargs[k], k))
-                    kwargs[k] = _Static(len(statics) - 1)
-        return args, kwargs, tuple(statics)
+            if kwargs:
+                kwargs = dict(kwargs)
+                for k in self._static_argnames:
+                    if k in kwargs:
+                        statics.append(kwargs[k])
+                        kwargs[k] = _Static(len(statics) - 1)
+        leaves, treedef = tree.flatten((tuple(args), kwargs))
+        return leaves, treedef, tuple(statics)
 
-    def _concrete_for(self, key, leaves, treedef, specs, statics) -> ConcreteFunction:
-        in_specs = []
-        static_values = list(statics)
-        for x, s in zip(leaves, specs):
-            if type(s) is _Static:
-                in_specs.append(s)
-            elif s[0] == "static-leaf":
-                static_values.append(x)
-                in_specs.append(_Static(len(static_values) - 1))
+    def _concrete_for(self, leaves, treedef, statics, entries=None) -> ConcreteFunction:
+        if entries is None:
+            entries = [_entry(x) for x in leaves]
+        statics_key = _typed_key(statics, "a static argument")
+        key = (treedef, tuple(entries), statics_key)
+        concrete = self._cache.get(key)
+        if concrete is not None:
+            return concrete
+        with self._lock:
+            family = (treedef, statics_key, tuple(_family(e) for e in entries))
+            if self.input_signature is not None:
+                entries = self._signature_entries(leaves, treedef, entries)
+                concrete = self._cache.get((treedef, tuple(entries), statics_key))
             else:
-                shape, dtype, weak = s
-                dtype = dtypes.canonicalize(dtype, op=self.__name__)
-                in_specs.append(_ArgSpec(shape, dtype, None, weak))
-        if self._input_signature is not None:
-            in_specs = self._apply_input_signature(leaves, treedef, in_specs)
-        elif self._reduce_retracing:
-            in_specs = self._relax(treedef, in_specs, statics)
-        relaxed_key = (treedef, tuple(in_specs), statics, tuple(
-            v for v in static_values[len(statics):]))
-        concrete = self._cache.get(relaxed_key)
-        if concrete is None:
-            concrete = self._trace(treedef, in_specs, static_values)
-            self._cache[relaxed_key] = concrete
-        if not any(None in s.shape for s in in_specs if isinstance(s, TensorSpec)):
-            self._cache[key] = concrete
-        elif len(self._cache) < 4096:
-            self._cache[key] = concrete
-        return concrete
+                entries = [(e[0], dtypes.canonicalize(e[1], op=self.__name__)) + e[2:]
+                           if _is_array(e) else e for e in entries]
+                concrete = self._most_specific(family, entries)
+                if concrete is None and self._reduce_retracing:
+                    entries = self._relaxed(family, entries)
+                    concrete = self._cache.get((treedef, tuple(entries), statics_key))
+            if concrete is None:
+                concrete = self._trace(leaves, treedef, entries, statics)
+                self._cache[(treedef, tuple(entries), statics_key)] = concrete
+                if any(None in e[0] for e in entries if _is_array(e)):
+                    self._generic.setdefault(family, []).append(concrete)
+            if len(self._cache) < EXACT_KEYS_PER_FUNCTION:
+                self._cache[key] = concrete
+            return concrete
 
-    def _apply_input_signature(self, leaves, treedef, in_specs):
-        sig_leaves, sig_def = tree.flatten(self._input_signature)
-        _, args_def = tree.flatten(tree.unflatten(treedef, leaves)[0])
-        if sig_def != args_def and len(sig_leaves) != sum(
-            isinstance(s, TensorSpec) for s in in_specs
-        ):
+    def _most_specific(self, family, entries):
+        """The trace with None dims that fits `entries` with the fewest None dims."""
+        best, unknown = None, None
+        for concrete in self._generic.get(family, ()):
+            if all(not _is_array(s) or _dims_fit(s[0], e[0])
+                   for s, e in zip(concrete._entries, entries, strict=True)):
+                n = sum(s[0].count(None) for s in concrete._entries if _is_array(s))
+                if best is None or n < unknown:
+                    best, unknown = concrete, n
+        return best
+
+    def _relaxed(self, family, entries):
+        """`entries` with the dims that differ from the last trace of the family as None."""
+        last = self._last_entries.get(family)
+        if last is not None:
+            entries = [
+                (tuple(a if a == b else None for a, b in zip(e[0], old[0])),) + e[1:]
+                if _is_array(e) else e
+                for e, old in zip(entries, last, strict=True)
+            ]
+        self._last_entries[family] = entries
+        return entries
+
+    def _signature_entries(self, leaves, treedef, entries):
+        """The entries `input_signature` gives these arguments; checks them against it."""
+        args, kwargs = tree.unflatten(treedef, leaves)
+        traced = tuple(a for a in args if type(a) is not _Static)
+        stray = [k for k, v in kwargs.items() if type(v) is not _Static]
+        specs, sig_def = tree.flatten(self.input_signature)
+        arg_leaves, arg_def = tree.flatten(traced)
+        if stray or sig_def != arg_def:
+            got = tree.treedef_str(arg_def) + (f" and keywords {stray}" if stray else "")
             raise TypeError(
-                f"{self.__name__}: arguments structured as {tree.treedef_str(args_def)} do not "
-                f"match input_signature {tree.treedef_str(sig_def)}"
+                f"{self.__name__}: arguments structured as {got} do not match "
+                f"input_signature {tree.treedef_str(sig_def)} (at {user_location()})"
             )
-        out, k = [], 0
-        for x, s in zip(leaves, in_specs):
-            if isinstance(s, TensorSpec):
-                spec = sig_leaves[k]
-                k += 1
-                _check_against_spec(self.__name__, x, spec)
-                out.append(_ArgSpec(spec.shape, spec.dtype, spec.name))
-            else:
-                out.append(s)
-        return out
+        names = _leaf_names(self.python_function, traced, {})
+        for x, spec, name in zip(arg_leaves, specs, names, strict=True):
+            _check_leaf(self.__name__, spec.name or name, x, spec.shape, spec.dtype,
+                        "input_signature")
+        it = iter(specs)
+        return [(s.shape, s.dtype) if _is_array(e) else e
+                for e, s in ((e, next(it) if _is_array(e) else None) for e in entries)]
 
-    def _relax(self, treedef, in_specs, statics):
-        dtype_key = (treedef, statics, tuple(
-            (s.dtype, len(s.shape), s.name) if isinstance(s, TensorSpec) else s for s in in_specs
-        ))
-        seen = self._relaxed.get(dtype_key)
-        if seen is None:
-            self._relaxed[dtype_key] = [s.shape if isinstance(s, TensorSpec) else None
-                                        for s in in_specs]
-            return in_specs
-        relaxed = []
-        for s, old in zip(in_specs, seen):
-            if isinstance(s, TensorSpec):
-                shape = tuple(a if a == b else None for a, b in zip(s.shape, old))
-                relaxed.append(_ArgSpec(shape, s.dtype, s.name, s.weak))
-            else:
-                relaxed.append(s)
-        self._relaxed[dtype_key] = [s.shape if isinstance(s, TensorSpec) else None
-                                    for s in relaxed]
-        return relaxed
-
-    def _trace(self, treedef, in_specs, static_values) -> ConcreteFunction:
-        graph, out_treedef = trace_to_graph(
-            self.python_function, in_specs, treedef,
-            static_values, name=getattr(self.python_function, "__name__", "fn"),
-        )
+    def _trace(self, leaves, treedef, entries, statics) -> ConcreteFunction:
+        args, kwargs = tree.unflatten(treedef, leaves)
+        names = _leaf_names(self.python_function, args, kwargs)
+        array_names = [n for n, e in zip(names, entries, strict=True) if _is_array(e)]
+        if self.input_signature is not None:
+            specs = tree.flatten(self.input_signature)[0]
+            array_names = [s.name or n for s, n in zip(specs, array_names, strict=True)]
+        graph, out_treedef = trace_graph(self.python_function, treedef, entries, statics,
+                                         array_names, self.__name__)
         self.tracing_count += 1
-        shapes = tuple(s.shape for s in in_specs if isinstance(s, TensorSpec))
-        self._shapes_seen.add(shapes)
-        if len(self._shapes_seen) > RETRACE_WARNING_THRESHOLD and not self._warned:
-            self._warned = True
+        self._shapes_traced.add(tuple(e[0] for e in entries if _is_array(e)))
+        if len(self._shapes_traced) == RETRACE_WARNING_THRESHOLD + 1:
             warnings.warn(
                 f"{self.__name__} has been traced {self.tracing_count} times for "
-                f"{len(self._shapes_seen)} different input shapes; pass "
-                "reduce_retracing=True or an input_signature with None dims to trace once",
+                f"{len(self._shapes_traced)} different input shapes; each new shape traces "
+                "again. Pass reduce_retracing=True, or an input_signature with None dims, to "
+                "trace once for many sizes.",
                 RetracingWarning,
-                stacklevel=4,
+                stacklevel=_user_stacklevel(),
             )
-        return ConcreteFunction(graph, treedef, in_specs, out_treedef, self._backend,
-                                self._parallel, self.__name__)
+        return ConcreteFunction(self, graph, treedef, entries, statics, out_treedef)
 
     # -- introspection ---------------------------------------------------------------------
 
     def get_concrete_function(self, *args, **kwargs) -> ConcreteFunction:
-        """The ConcreteFunction for these arguments; `tg.TensorSpec`s stand for arrays."""
-        if not args and not kwargs and self._input_signature is not None:
-            args = self._input_signature
-        if kwargs or self._static_argnums or self._static_argnames:
-            args, kwargs, statics = self._split_static(args, kwargs)
-        else:
-            statics = ()
-        leaves, treedef = tree.flatten((args, kwargs))
-        specs = []
-        for x in leaves:
-            if isinstance(x, TensorSpec):
-                specs.append((x.shape, x.dtype, False))
-            elif type(x) is _Static:
-                specs.append(x)
-            else:
-                s = _leaf_spec(x)
-                specs.append(s if s is not None else ("static-leaf", _hashable_static(x)))
-        key = (treedef, tuple(specs), statics)
-        concrete = self._cache.get(key)
-        if concrete is None:
-            concrete = self._concrete_for(key, leaves, treedef, specs, statics)
-        return concrete
+        """The trace for these arguments; `tg.TensorSpec`s may stand for arrays.
+
+        Without arguments, a function with an `input_signature` uses it.
+        """
+        if not args and not kwargs and self.input_signature is not None:
+            args = self.input_signature
+        leaves, treedef, statics = self._canonicalize(args, kwargs)
+        entries = [(x.shape, x.dtype) if isinstance(x, TensorSpec) else _entry(x)
+                   for x in leaves]
+        return self._concrete_for(leaves, treedef, statics, entries)
 
     def __get__(self, instance, owner=None):
+        """Decorating a method: each instance gets its own Function over the bound method."""
         if instance is None:
             return self
-        bound = self._descriptor_cache.get(instance)
-        if bound is None:
-            bound = Function(
-                functools.partial(self.python_function, instance),
-                input_signature=self._input_signature,
-                static_argnums=tuple(i - 1 for i in self._static_argnums if i > 0),
-                static_argnames=self._static_argnames,
-                backend=self._backend,
-                reduce_retracing=self._reduce_retracing,
-                parallel=self._parallel,
-            )
-            functools.update_wrapper(bound, self.python_function)
-            self._descriptor_cache[instance] = bound
+        found = self._bound.get(id(instance))
+        if found is not None and found[0]() is instance:
+            return found[1]
+        params = list(self._signature.parameters) if self._signature is not None else []
+        bound = Function(
+            functools.partial(self.python_function, instance),
+            input_signature=self.input_signature,
+            static_argnums=tuple(i - 1 for i in self._static_argnums if i > 0),
+            static_argnames=tuple(n for n in self._static_argnames if params[:1] != [n]),
+            backend=self._backend,
+            reduce_retracing=self._reduce_retracing,
+            parallel=self._parallel,
+        )
+        functools.update_wrapper(bound, self.python_function)
+        key, table = id(instance), self._bound
+        try:
+            ref = weakref.ref(instance, lambda _, key=key, table=table: table.pop(key, None))
+        except TypeError:  # not weak-referenceable: keep the instance alive with its cache
+            ref = (lambda inst: lambda: inst)(instance)
+        table[key] = (ref, bound)
         return bound
 
     def __repr__(self):
         return f"<tg.Function {self.__name__} (traced {self.tracing_count}x)>"
+
+
+def _user_stacklevel() -> int:
+    """The `warnings.warn` stacklevel that points at the user's frame."""
+    target = user_frame()
+    f, level = sys._getframe(1), 1
+    while f is not None and f is not target:
+        f, level = f.f_back, level + 1
+    return level if f is not None else 1
 
 
 def _safe_signature(fn):
@@ -499,37 +721,34 @@ def _safe_signature(fn):
         return None
 
 
-def _normalize_static(signature, argnums, argnames):
+def _normalize_static(fname, signature, argnums, argnames):
+    """Static positions (non-negative, sorted) and names, each completing the other."""
     argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     argnames = (argnames,) if isinstance(argnames, str) else tuple(argnames)
     if signature is None:
-        return tuple(sorted(argnums)), argnames
+        if any(i < 0 for i in argnums):
+            raise ValueError(f"{fname}: negative static_argnums need an inspectable signature")
+        return tuple(sorted(set(argnums))), argnames
     params = list(signature.parameters.values())
     positional = [p.name for p in params
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     nums = set()
     for i in argnums:
-        nums.add(i if i >= 0 else len(positional) + i)
-    names = set(argnames)
+        j = i + len(positional) if i < 0 else i
+        if j < 0 or (j >= len(positional) and not has_varargs):
+            raise ValueError(f"{fname}: static_argnums {i} is out of range for a function "
+                             f"of {len(positional)} positional parameters")
+        nums.add(j)
+    known = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
+    has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
     for name in argnames:
+        if name not in known and not has_varkw:
+            raise ValueError(f"{fname}: static_argnames {name!r} names no parameter")
         if name in positional:
             nums.add(positional.index(name))
-    for i in list(nums):
-        if i < len(positional):
-            names.add(positional[i])
+    names = set(argnames) | {positional[i] for i in nums if i < len(positional)}
     return tuple(sorted(nums)), tuple(sorted(names))
-
-
-def _hashable_static(value, where=None):
-    try:
-        hash(value)
-    except TypeError:
-        what = f"static argument {where!r}" if where is not None else "a non-array argument"
-        raise TypeError(
-            f"{what} must be hashable (it is part of the trace cache key), got "
-            f"{type(value).__name__}; pass arrays as traced arguments instead"
-        ) from None
-    return value
 
 
 def function(fn: Callable | None = None, *, input_signature=None, static_argnums=(),
@@ -540,6 +759,11 @@ def function(fn: Callable | None = None, *, input_signature=None, static_argnums
     Usable as `@tg.function`, `@tg.function(backend="numpy")` or `tg.function(fn, ...)`.
     Python scalars are traced as weakly typed rank-0 tensors (a new value does not
     retrace); `static_argnums` / `static_argnames` bake values into the trace instead.
+    `backend=None` uses `tg.config.backend` when the function is first run.
+
+    >>> f = tg.function(lambda x, y: tnp.sin(x) * y)
+    >>> f(np.zeros(3), 2.0)
+    array([0., 0., 0.])
     """
     options = dict(input_signature=input_signature, static_argnums=static_argnums,
                    static_argnames=static_argnames, backend=backend,
@@ -550,10 +774,12 @@ def function(fn: Callable | None = None, *, input_signature=None, static_argnums
 
 
 def trace(fn: Callable, *, static_argnums=(), static_argnames=()):
-    """`tg.trace(fn)(*args) -> FuncGraph`: trace without compiling (TensorSpecs allowed)."""
+    """`tg.trace(fn)(*args) -> FuncGraph`: trace without compiling (`tg.TensorSpec`s may
+    stand for arrays)."""
+    f = fn if isinstance(fn, Function) else Function(
+        fn, static_argnums=static_argnums, static_argnames=static_argnames)
+
     def traced(*args, **kwargs) -> FuncGraph:
-        f = fn if isinstance(fn, Function) else Function(
-            fn, static_argnums=static_argnums, static_argnames=static_argnames)
         return f.get_concrete_function(*args, **kwargs).graph
 
     return traced

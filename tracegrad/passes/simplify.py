@@ -1,0 +1,212 @@
+"""Algebraic simplification: identities that remove ops without changing any value.
+
+`x*1`, `1*x`, `x+0`, `0+x`, `x-0`, `x/1` become `x`; `x*0` becomes the zero only for
+integer and bool dtypes (for floats `inf*0` and `nan*0` are nan); `neg(neg(x))` is `x`;
+transposes, reshapes and broadcasts of their own kind compose into one op, and disappear
+when they do nothing; `convert_element_type` to the dtype the operand has is dropped.
+"1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
+`ones_like` and unconnected gradients produce). Every rewrite keeps the result type
+exactly (weak types included); one that would not is not made.
+
+`x + 0` with `x = -0.0` gives `+0.0`: the only value the rewrite changes is the sign of a
+zero, which compares equal (XLA and LLVM's fast-math make the same rewrite).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.core.ir import FuncGraph
+from tracegrad.core.op import constant_p
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops import reductions, shape_ops
+from tracegrad.passes._rewrite import run_pass
+
+
+def simplify(graph: FuncGraph) -> FuncGraph:
+    """`graph` with the algebraic identities applied (one sweep; see `optimize`).
+
+    >>> str(simplify(tg.trace(lambda x: x * 1.0)(tg.TensorSpec([3]))))   # no mul left
+    """
+    return run_pass(graph, _make_rule)[0]
+
+
+def _make_rule(rw):
+    def rule(rw, op, ins):
+        fn = RULES.get(op.primitive)
+        return None if fn is None else fn(rw, op, ins)
+
+    return rule
+
+
+# -- what a tensor is known to hold ----------------------------------------------------------
+
+
+def uniform_value(t):
+    """The one value every element of `t` holds, if `t` is a constant (possibly broadcast,
+    reshaped, transposed or cast) whose elements are all equal; else None."""
+    op = t.op
+    if op is None:
+        return None
+    prim = op.primitive
+    if prim is constant_p:
+        v = op.attrs["value"].value
+        if v.size == 0:
+            return None
+        first = v.reshape(-1)[0]
+        return first if v.size == 1 or bool(np.all(v == first)) else None
+    if prim in _VALUE_PRESERVING:
+        return uniform_value(op.inputs[0])
+    if prim is ew.convert_element_type_p:
+        u = uniform_value(op.inputs[0])
+        return None if u is None else np.asarray(u).astype(op.attrs["new_dtype"])[()]
+    return None
+
+
+_VALUE_PRESERVING = {shape_ops.broadcast_in_dim_p, shape_ops.reshape_p, shape_ops.transpose_p}
+
+
+def _is(t, value) -> bool:
+    u = uniform_value(t)
+    return u is not None and bool(u == value)
+
+
+def _producer(t, prim):
+    """The op of primitive `prim` that produced `t`, or None."""
+    op = t.op
+    return op if op is not None and op.primitive is prim else None
+
+
+# -- rules: each returns the replacement results, or None --------------------------------------
+
+
+def _mul(rw, op, ins):
+    x, y = ins
+    (out,) = op.outputs
+    for a, b in ((x, y), (y, x)):
+        if _is(b, 1) and a.type == out.type:
+            return [a]
+        if not dtypes.is_float(out.dtype) and _is(b, 0) and b.type == out.type:
+            return [b]
+    return None
+
+
+def _add(rw, op, ins):
+    x, y = ins
+    for a, b in ((x, y), (y, x)):
+        if _is(b, 0) and a.type == op.outputs[0].type:
+            return [a]
+    return None
+
+
+def _right_identity(value):
+    def rule(rw, op, ins):
+        x, y = ins
+        return [x] if _is(y, value) and x.type == op.outputs[0].type else None
+
+    return rule
+
+
+def _neg(rw, op, ins):
+    inner = _producer(ins[0], ew.neg_p)
+    return [inner.inputs[0]] if inner is not None else None
+
+
+def _transpose(rw, op, ins):
+    (x,) = ins
+    perm = tuple(op.attrs["permutation"])
+    inner = _producer(x, shape_ops.transpose_p)
+    if inner is not None:
+        first = inner.attrs["permutation"]
+        x, perm = inner.inputs[0], tuple(first[p] for p in perm)
+    if perm == tuple(range(len(perm))):
+        return [x]
+    if inner is None:
+        return None
+    return rw.emit(shape_ops.transpose_p, [x], {"permutation": perm}, op.source)
+
+
+def _reshape(rw, op, ins):
+    (x,) = ins
+    if x.type == op.outputs[0].type:  # one -1 at most: equal types mean equal shapes
+        return [x]
+    inner = _producer(x, shape_ops.reshape_p)
+    if inner is None:
+        return None
+    y = inner.inputs[0]
+    if y.type == op.outputs[0].type:
+        return [y]
+    return rw.emit(shape_ops.reshape_p, [y], dict(op.attrs), op.source)
+
+
+def _broadcast(rw, op, ins):
+    x, *dyn = ins
+    shape, dims = op.attrs["shape"], tuple(op.attrs["broadcast_dimensions"])
+    if _is_identity_broadcast(x, dyn, shape, dims):
+        return [x]
+    inner = _producer(x, shape_ops.broadcast_in_dim_p)
+    if inner is None:
+        return None
+    composed = tuple(dims[d] for d in inner.attrs["broadcast_dimensions"])
+    return rw.emit(shape_ops.broadcast_in_dim_p, [inner.inputs[0], *dyn],
+                   {"shape": shape, "broadcast_dimensions": composed}, op.source)
+
+
+def _is_identity_broadcast(x, dyn, shape, dims) -> bool:
+    """A broadcast to the operand's own shape: every unknown dim is read from the operand
+    itself (an unknown dim of size 1 could otherwise be stretched)."""
+    if tuple(x.shape) != tuple(shape) or dims != tuple(range(len(shape))):
+        return False
+    k = 0
+    for axis, d in enumerate(shape):
+        if d is None:
+            size_op = _producer(dyn[k], shape_ops.dim_size_p)
+            if size_op is None or size_op.inputs[0] is not x or size_op.attrs["axis"] != axis:
+                return False
+            k += 1
+    return True
+
+
+def _convert(rw, op, ins):
+    (x,) = ins
+    return [x] if x.type == op.outputs[0].type else None
+
+
+def _dim_size(rw, op, ins):
+    n = ins[0].shape[op.attrs["axis"]]
+    return None if n is None else [rw.constant(np.int64(n), source=op.source)]
+
+
+def _same_type_identity(rw, op, ins):
+    """reduce_sum over no axes, stop_gradient-free identities: the operand if types agree."""
+    (x,) = ins
+    return [x] if not op.attrs.get("axes") and x.type == op.outputs[0].type else None
+
+
+def _select(rw, op, ins):
+    pred, on_true, on_false = ins
+    out = op.outputs[0].type
+    if on_true is on_false and on_true.type == out:
+        return [on_true]
+    u = uniform_value(pred)
+    if u is not None:
+        chosen = on_true if bool(u) else on_false
+        return [chosen] if chosen.type == out else None
+    return None
+
+
+RULES = {
+    ew.mul_p: _mul,
+    ew.add_p: _add,
+    ew.sub_p: _right_identity(0),
+    ew.div_p: _right_identity(1),
+    ew.neg_p: _neg,
+    ew.convert_element_type_p: _convert,
+    ew.select_p: _select,
+    shape_ops.transpose_p: _transpose,
+    shape_ops.reshape_p: _reshape,
+    shape_ops.broadcast_in_dim_p: _broadcast,
+    shape_ops.dim_size_p: _dim_size,
+    reductions.reduce_sum_p: _same_type_identity,
+}

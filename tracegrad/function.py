@@ -482,6 +482,8 @@ class Function:
         if backend is not None and backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):  # a partial, a callable object
+            self.__name__ = getattr(getattr(fn, "func", type(fn)), "__name__", "function")
         self.python_function = fn
         self._backend = backend
         self._parallel = parallel

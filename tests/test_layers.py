@@ -16,7 +16,7 @@ ALLOWED = {
     "transforms": {"errors", "core", "ops", "passes", "transforms"},
     "backends": {"errors", "core", "ops", "passes", "backends"},
     "api": {"errors", "core", "ops", "passes", "transforms", "backends", "api"},
-    "cli": {"errors", "public"},
+    "cli": {"errors", "public", "cli"},
     "public": {"errors", "core", "ops", "passes", "transforms", "backends", "api", "cli",
                "public"},
 }

@@ -59,8 +59,8 @@ def test_locations_name_the_users_line():
     g = tg.trace(loss)(tg.TensorSpec([3]), tg.TensorSpec([3]))
     line = loss.__code__.co_firstlineno + 1
     lines = g.pretty(locations=True).splitlines()
-    assert lines[1].endswith(f"    # test_text_form.py:{line}")
-    assert all(l.endswith(f"# test_text_form.py:{line}") for l in lines[1:4])
+    assert lines[1].endswith(f"    # test_ir_text.py:{line}")
+    assert all(l.endswith(f"# test_ir_text.py:{line}") for l in lines[1:4])
     assert "#" not in str(g)
 
 

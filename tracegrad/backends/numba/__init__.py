@@ -1,0 +1,63 @@
+"""The Numba backend: a FuncGraph becomes one generated module with one `@njit` entry
+function of fused native loops, cached in memory and on disk (see docs/numba.md).
+
+- `compile_graph(graph, parallel=False)` -> executor; `executor(list of arrays)` feeds
+  `graph.all_inputs` in order and returns fresh arrays in `graph.outputs` order.
+- `generate_source(graph)` -> the generated module's source (what `--stage compiled` prints).
+- `cache_info()`, `clear_memory_cache()`, `cache_dir()`: the kernel cache.
+
+Numba is imported lazily, on the first compile.
+"""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
+from tracegrad.backends.numba.codegen import ENTRY, CodeGen
+from tracegrad.backends.numba.plan import Plan
+from tracegrad.core import dtypes
+from tracegrad.core.ir import FuncGraph
+
+__all__ = ["compile_graph", "generate_source", "cache_info", "clear_memory_cache",
+           "cache_dir", "supported_primitives"]
+
+
+def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
+    """The Python source of the module the Numba backend compiles for `graph`."""
+    return CodeGen(Plan(graph), parallel).generate()
+
+
+def compile_graph(graph: FuncGraph, parallel: bool = False):
+    """The executor of `graph`: `run(list of arrays) -> list of arrays` (fresh arrays)."""
+    from tracegrad.backends.numba.cache import load_kernel
+    from tracegrad.backends.numba.executor import Executor
+
+    plan = Plan(graph)
+    cg = CodeGen(plan, parallel)
+    source = cg.generate()
+    entry = load_kernel(source, _signature(graph, cg), ENTRY)
+    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises)
+
+
+def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    def arr(dtype, ndim):
+        return types.Array(from_dtype(dtypes.canonicalize(dtype)), ndim, "C")
+
+    sig = [arr(t.dtype, t.ndim) for t in graph.all_inputs]
+    sig += [arr(c.dtype, c.ndim) for c in cg.const_arrays]
+    if cg.uses_I:
+        sig.append(arr("int64", 1))
+    if cg.uses_F:
+        sig.append(arr("float64", 1))
+    sig += [arr(t.dtype, t.ndim) for t in graph.outputs]
+    return tuple(sig)
+
+
+def supported_primitives() -> set:
+    """The names of the primitives the backend has Numba code for."""
+    from tracegrad.backends.numba import blocks, codegen, scalars
+
+    virtual = {name[3:] for name in vars(codegen.CodeGen) if name.startswith("_v_")}
+    return set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"}

@@ -1,0 +1,554 @@
+"""Numba code for the primitives that are not fused element by element: reductions (which
+absorb their elementwise producers as accumulating loops), arg-reductions, cumulative
+ops, sort, dot_general (BLAS for floats), scatter, pad, concatenate, reshape and the
+linear-algebra primitives. `BLOCKS[name](cg, op)` emits one block per op.
+"""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba.scalars import NB_TYPE, helper, literal, typed
+from tracegrad.core import dtypes
+
+BLOCKS: dict = {}
+
+
+def block(*names):
+    def register(fn):
+        for n in names:
+            BLOCKS[n] = fn
+        return fn
+    return register
+
+
+def _ordered(cg, dims, order):
+    """A nest looping over `dims` in `order` (axes, outermost first), and the index in
+    natural axis order."""
+    nest = cg.new_nest([dims[a] for a in order])
+    loop = nest.index()
+    idx = [None] * len(dims)
+    for pos, a in enumerate(order):
+        idx[a] = loop[pos]
+    return nest, idx
+
+
+def _ix(parts) -> str:
+    return ", ".join(parts) if parts else "()"
+
+
+def _prod(dims) -> str:
+    dims = [d for d in dims if d != "1"]
+    if not dims:
+        return "1"
+    return dims[0] if len(dims) == 1 else "(" + " * ".join(dims) + ")"
+
+
+def _out_index(t_dims, kept_vars, axes, keepdims, ndim):
+    """The index of the reduction result from the loop variables of the kept axes."""
+    parts, j = [], 0
+    kv = iter(kept_vars)
+    for i in range(ndim):
+        if i in axes:
+            if keepdims:
+                parts.append("0")
+                j += 1
+            continue
+        v = next(kv)
+        parts.append("0" if t_dims[j] == "1" else v)
+        j += 1
+    return parts
+
+
+# -- reductions ---------------------------------------------------------------------------------
+
+_IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
+
+
+def _acc_dtype(name, dt):
+    if name in ("reduce_sum", "reduce_prod"):
+        if dt == dtypes.float32:
+            return dtypes.float64  # accumulate float32 sums in float64, round once
+        if dt == dtypes.int32:
+            return dtypes.int64  # same low bits as int32 wrap-around
+    return dt
+
+
+def _identity(name, dt) -> str:
+    if name in _IDENTITY:
+        return literal(_IDENTITY[name], dt)
+    big = name == "reduce_min"
+    if dt == dtypes.bool_:
+        return "True" if big else "False"
+    if dtypes.is_float(dt):
+        return f"{NB_TYPE[dt]}({'np.inf' if big else '-np.inf'})"
+    info = "np.iinfo(np.int64)" if dt == dtypes.int64 else "np.iinfo(np.int32)"
+    return f"{NB_TYPE[dt]}({info}.{'max' if big else 'min'})"
+
+
+def _combine(cg, name, dt, acc, v) -> str:
+    if dt == dtypes.bool_:
+        return f"({acc} | {v})" if name in ("reduce_sum", "reduce_max") else f"({acc} & {v})"
+    if name == "reduce_sum":
+        return typed(f"{acc} + {v}", dt)
+    if name == "reduce_prod":
+        return typed(f"{acc} * {v}", dt)
+    kind = "max" if name == "reduce_max" else "min"
+    if dtypes.is_float(dt):
+        return f"{helper(cg.helpers, kind + '_f', dt)}({acc}, {v})"
+    return f"{kind}({acc}, {v})"
+
+
+@block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+def _reduce(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    name = op.primitive.name
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    xd, td = cg.dims(x), cg.dims(t)
+    acc_dt = _acc_dtype(name, x.dtype)
+    trailing = kept == list(range(len(kept)))
+    if trailing:
+        # kept axes outermost: a scalar accumulator per result element
+        nest = cg.new_nest(xd, parallel=bool(kept))
+        idx = nest.index()
+        acc = cg.fresh("acc")
+        d = len(kept)
+        nest.pre[d].append(f"{acc} = {_identity(name, acc_dt)}")
+        v, _ = cg.elem(x, idx, nest)
+        nest.stmt(frozenset(range(x.ndim)), f"{acc} = {_combine(cg, name, acc_dt, acc, v)}")
+        result = typed(acc, t.dtype) if acc_dt != t.dtype else acc
+        if t.ndim == 0:
+            cg.add_nest(nest)
+            cg.set_scalar(t, result)
+            return
+        target = cg.alloc(t)
+        out = _out_index(td, nest.vars[:d], axes, keep, x.ndim)
+        nest.post[d].append(f"{target}[{_ix(out)}] = {result}")
+        cg.add_nest(nest)
+        return
+    # reduced axes in between: loop in memory order, accumulate into an array
+    target = cg.alloc(t)
+    acc_arr = target
+    if acc_dt != t.dtype:
+        acc_arr = cg.fresh("acc")
+        shape = ", ".join(td)
+        cg.emit(f"{acc_arr} = np.empty(({shape},), dtype={NB_TYPE[acc_dt]})")
+    init = cg.new_nest(td)
+    ti = ", ".join("0" if d == "1" else v for v, d in zip(init.vars, td))
+    init.stmt(frozenset(range(t.ndim)), f"{acc_arr}[{ti}] = {_identity(name, acc_dt)}")
+    cg.add_nest(init)
+    nest = cg.new_nest(xd)
+    idx = nest.index()
+    v, _ = cg.elem(x, idx, nest)
+    out = ", ".join(_out_index(td, [nest.vars[i] for i in kept], axes, keep, x.ndim))
+    cur = f"{acc_arr}[{out}]"
+    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, acc_dt, cur, v)}")
+    cg.add_nest(nest)
+    if acc_arr != target:
+        fin = cg.new_nest(td)
+        fi = ", ".join("0" if d == "1" else v for v, d in zip(fin.vars, td))
+        fin.stmt(frozenset(range(t.ndim)),
+                 f"{target}[{fi}] = {typed(f'{acc_arr}[{fi}]', t.dtype)}")
+        cg.add_nest(fin)
+
+
+@block("argmax", "argmin")
+def _argreduce(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    axis, keep = op.attrs["axis"], op.attrs.get("keepdims", False)
+    kept = [i for i in range(x.ndim) if i != axis]
+    nest, idx = _ordered(cg, cg.dims(x), kept + [axis])
+    d = len(kept)
+    best, bi, found = cg.fresh("best"), cg.fresh("bi"), cg.fresh("found")
+    nest.pre[d] += [f"{bi} = 0", f"{found} = False", f"{best} = {_identity('reduce_sum', x.dtype)}"]
+    v, _ = cg.elem(x, idx, nest)
+    cmp = ">" if op.primitive.name == "argmax" else "<"
+    better = f"{v} {cmp} {best}"
+    if dtypes.is_float(x.dtype):  # the first NaN wins and stays
+        better = f"{best} == {best} and ({better} or {v} != {v})"
+    j = nest.vars[d]
+    nest.stmt(frozenset(range(x.ndim)),
+              f"if not {found} or ({better}):\n    {best} = {v}\n    {bi} = {j}\n"
+              f"    {found} = True")
+    result = f"{NB_TYPE[t.dtype]}({bi})"
+    if t.ndim == 0:
+        cg.add_nest(nest)
+        cg.set_scalar(t, result)
+        return
+    target = cg.alloc(t)
+    out = _out_index(cg.dims(t), nest.vars[:d], (axis,), keep, x.ndim)
+    nest.post[d].append(f"{target}[{_ix(out)}] = {result}")
+    cg.add_nest(nest)
+
+
+@block("cumsum", "cumprod")
+def _cumulative(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    axis, reverse = op.attrs["axis"], op.attrs.get("reverse", False)
+    xd = cg.dims(x)
+    others = [i for i in range(x.ndim) if i != axis]
+    target = cg.alloc(t)
+    nest, idx = _ordered(cg, xd, others + [axis])
+    d = len(others)
+    if reverse:
+        e, dep = idx[axis]
+        idx[axis] = (f"({xd[axis]} - 1 - {e})", dep)
+    acc = cg.fresh("acc")
+    red = "reduce_sum" if op.primitive.name == "cumsum" else "reduce_prod"
+    nest.pre[d].append(f"{acc} = {_identity(red, x.dtype)}")
+    v, _ = cg.elem(x, idx, nest)
+    parts = ", ".join("0" if dd == "1" else e for (e, _), dd in zip(idx, xd))
+    nest.stmt(frozenset(range(x.ndim)),
+              f"{acc} = {_combine(cg, red, x.dtype, acc, v)}\n{target}[{parts}] = {acc}")
+    cg.add_nest(nest)
+
+
+@block("sort", "argsort")
+def _sort(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    axis = op.attrs["axis"]
+    xd = cg.dims(x)
+    others = [i for i in range(x.ndim) if i != axis]
+    target = cg.alloc(t)
+    buf, perm, j = cg.fresh("buf"), cg.fresh("perm"), cg.fresh("j")
+    bdt = dtypes.int64 if x.dtype == dtypes.bool_ else x.dtype
+    cg.emit(f"{buf} = np.empty({xd[axis]}, dtype={NB_TYPE[bdt]})")
+    nest, idx = _ordered(cg, xd, others + [axis])
+    d = len(others)
+    v, _ = cg.elem(x, idx, nest)
+    k = nest.vars[d]
+    nest.stmt(frozenset(range(x.ndim)), f"{buf}[{k if xd[axis] != '1' else '0'}] = {v}")
+    parts = ["0" if dd == "1" else e for (e, _), dd in zip(idx, xd)]
+    parts[axis] = j if xd[axis] != "1" else "0"
+    if op.primitive.name == "sort":
+        value = f"{buf}[{perm}[{j}]]"
+        if x.dtype == dtypes.bool_:
+            value = f"({value} != 0)"
+    else:
+        value = f"{NB_TYPE[t.dtype]}({perm}[{j}])"
+    nest.post[d] += [
+        f'{perm} = np.argsort({buf}, kind="mergesort")',  # stable; NaN last as NumPy
+        f"for {j} in range({xd[axis]}):",
+        f"    {target}[{', '.join(parts)}] = {value}",
+    ]
+    cg.add_nest(nest)
+
+
+# -- dot_general --------------------------------------------------------------------------------
+
+
+def _canonical(cg, x, batch, free, contract, want):
+    """A 3-d view `(batch, rows, cols)` of array `x` for BLAS, copying when its layout does
+    not allow a view; `want` is "fc" (free then contract) or "cf". Returns (expr, transposed):
+    `transposed` means the view is `(batch, cols, rows)` and must be used as `.T`."""
+    xd = cg.dims(x)
+    name = cg.array(x)
+    b = _prod([xd[i] for i in batch])
+    f = _prod([xd[i] for i in free])
+    c = _prod([xd[i] for i in contract])
+    first, second = (free, contract) if want == "fc" else (contract, free)
+    fd, sd = (f, c) if want == "fc" else (c, f)
+    order = list(batch) + list(first) + list(second)
+    if order == list(range(x.ndim)):
+        return f"{name}.reshape(({b}, {fd}, {sd}))", False
+    swapped = list(batch) + list(second) + list(first)
+    if swapped == list(range(x.ndim)):
+        return f"{name}.reshape(({b}, {sd}, {fd}))", True
+    buf = cg.fresh("perm")
+    shape = ", ".join(xd[i] for i in order)
+    cg.emit(f"{buf} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+    nest = cg.new_nest([xd[i] for i in order])
+    loop = nest.index()
+    idx = [None] * x.ndim
+    for pos, a in enumerate(order):
+        idx[a] = loop[pos]
+    v, _ = cg.elem(x, idx, nest)
+    nest.stmt(frozenset(range(x.ndim)), f"{buf}[{', '.join(nest.vars)}] = {v}")
+    cg.add_nest(nest)
+    return f"{buf}.reshape(({b}, {fd}, {sd}))", False
+
+
+@block("dot_general")
+def _dot_general(cg, op):
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    blas = dtypes.is_float(t.dtype) and lhs.ndim and rhs.ndim and t.ndim
+    if not blas:
+        _dot_loops(cg, op, lf, rf)
+        return
+    a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
+    b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
+    td = cg.dims(t)
+    target = cg.alloc(t)
+    nb = len(lb)
+    bsz = _prod(td[:nb])
+    m = _prod(td[nb:nb + len(lf)])
+    n = _prod(td[nb + len(lf):])
+    av, bv, ov = cg.fresh("A"), cg.fresh("B"), cg.fresh("O")
+    cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
+    k = cg.fresh("k")
+    ak = f"{av}[{k}].T" if at else f"{av}[{k}]"
+    bk = f"{bv}[{k}].T" if bt else f"{bv}[{k}]"
+    cg.emit(f"for {k} in range({bsz}):\n    np.dot({ak}, {bk}, {ov}[{k}])")
+
+
+def _dot_loops(cg, op, lf, rf):
+    """dot_general as loops (integers, bools, rank-0 operands): an accumulating nest."""
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    ld = cg.dims(lhs)
+    dims = list(cg.dims(t)) + [ld[i] for i in lc]
+    nest = cg.new_nest(dims)
+    loop = nest.index()
+    nb, nl = len(lb), len(lf)
+    li, ri = [None] * lhs.ndim, [None] * rhs.ndim
+    for k, (i, j) in enumerate(zip(lb, rb)):
+        li[i] = ri[j] = loop[k]
+    for k, i in enumerate(lf):
+        li[i] = loop[nb + k]
+    for k, j in enumerate(rf):
+        ri[j] = loop[nb + nl + k]
+    for k, (i, j) in enumerate(zip(lc, rc)):
+        li[i] = ri[j] = loop[t.ndim + k]
+    acc_dt = dtypes.int64 if t.dtype == dtypes.int32 else t.dtype
+    if t.dtype == dtypes.float32:
+        acc_dt = dtypes.float32
+    acc = cg.fresh("acc")
+    d = t.ndim
+    nest.pre[d].append(f"{acc} = {literal(0, acc_dt)}")
+    a, _ = cg.elem(lhs, li, nest)
+    b, _ = cg.elem(rhs, ri, nest)
+    if t.dtype == dtypes.bool_:
+        upd = f"{acc} = {acc} | ({a} & {b})"
+    else:
+        upd = f"{acc} = {typed(f'{acc} + {a} * {b}', acc_dt)}"
+    nest.stmt(frozenset(range(len(dims))), upd)
+    result = typed(acc, t.dtype) if acc_dt != t.dtype else acc
+    if t.ndim == 0:
+        cg.add_nest(nest)
+        cg.set_scalar(t, result)
+        return
+    target = cg.alloc(t)
+    parts = ", ".join("0" if dd == "1" else v for v, dd in zip(nest.vars, cg.dims(t)))
+    nest.post[d].append(f"{target}[{parts}] = {result}")
+    cg.add_nest(nest)
+
+
+# -- scatter, pad, concatenate, reshape ---------------------------------------------------------
+
+
+def _copy_into(cg, target, x):
+    nest = cg.new_nest(cg.dims(x), parallel=True)
+    v, _ = cg.elem(x, nest.index(), nest)
+    parts = ", ".join("0" if d == "1" else i for i, d in zip(nest.vars, cg.dims(x)))
+    nest.stmt(frozenset(range(x.ndim)), f"{target}[{parts or '()'}] = {v}")
+    cg.add_nest(nest)
+
+
+@block("scatter", "scatter_add")
+def _scatter(cg, op):
+    (x, ind, upd), t = op.inputs, op.outputs[0]
+    ax = op.attrs["axis"]
+    r = ind.ndim
+    target = cg.alloc(t)
+    _copy_into(cg, target, x)
+    nest = cg.new_nest(cg.dims(upd))
+    idx = nest.index()
+    e, _ = cg.elem(ind, idx[ax:ax + r], nest)
+    v, _ = cg.elem(upd, idx, nest)
+    n = cg.dims(x)[ax]
+    g = cg.fresh("g")
+    tag = cg.raise_tag(op)
+    xd = cg.dims(x)
+    parts = [i for i, _ in idx[:ax]] + [g] + [i for i, _ in idx[ax + r:]]
+    parts = ", ".join("0" if d == "1" else p for p, d in zip(parts, xd))
+    cur = f"{target}[{parts}]"
+    if op.primitive.name == "scatter":
+        store = f"{cur} = {v}"
+    elif t.dtype == dtypes.bool_:
+        store = f"{cur} = {cur} | {v}"
+    else:
+        store = f"{cur} = {typed(f'{cur} + {v}', t.dtype)}"
+    nest.stmt(frozenset(range(upd.ndim)),
+              f"{g} = np.int64({e})\nif {g} < 0:\n    {g} += {n}\n"
+              f"if {g} < 0 or {g} >= {n}:\n    raise IndexError({tag}, np.int64({e}), {n})\n"
+              + store)
+    cg.add_nest(nest)
+
+
+@block("pad")
+def _pad(cg, op):
+    from tracegrad.backends.numba.plan import AttrSlot
+
+    (x, pv), t = op.inputs, op.outputs[0]
+    target = cg.alloc(t)
+    fill = cg.new_nest(cg.dims(t), parallel=True)
+    v, _ = cg.elem(pv, [], fill)
+    parts = ", ".join("0" if d == "1" else i for i, d in zip(fill.vars, cg.dims(t)))
+    fill.stmt(frozenset(range(t.ndim)), f"{target}[{parts or '()'}] = {v}")
+    cg.add_nest(fill)
+    nest = cg.new_nest(cg.dims(x))
+    idx = nest.index()
+    v, _ = cg.elem(x, idx, nest)
+    out = []
+    for k, ((i, _), (lo, _, interior), d) in enumerate(
+            zip(idx, op.attrs["padding_config"], cg.dims(t), strict=True)):
+        if d == "1":
+            out.append("0")
+            continue
+        lo_v = cg.int_local(AttrSlot(id(x), _fixed(lo)), "lo")
+        step = cg.int_local(AttrSlot(id(x), _fixed(interior + 1)), "step")
+        out.append(f"{lo_v} + {step} * {i}")
+    nest.stmt(frozenset(range(x.ndim)), f"{target}[{', '.join(out) or '()'}] = {v}")
+    cg.add_nest(nest)
+
+
+def _fixed(value):
+    return lambda shape: value
+
+
+@block("concatenate")
+def _concatenate(cg, op):
+    t = op.outputs[0]
+    dim = op.attrs["dimension"]
+    target = cg.alloc(t)
+    td = cg.dims(t)
+    offset = []
+    for x in op.inputs:
+        xd = cg.dims(x)
+        nest = cg.new_nest(xd, parallel=True)
+        idx = nest.index()
+        v, _ = cg.elem(x, idx, nest)
+        parts = []
+        for k, ((i, _), d) in enumerate(zip(idx, td)):
+            if k == dim:
+                base = " + ".join(offset)
+                i = "0" if xd[k] == "1" else i
+                parts.append(f"{base} + {i}" if offset else i)
+            else:
+                parts.append("0" if d == "1" else i)
+        nest.stmt(frozenset(range(x.ndim)), f"{target}[{', '.join(parts)}] = {v}")
+        cg.add_nest(nest)
+        offset.append(xd[dim])
+
+
+@block("reshape")
+def _reshape(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    shape = ", ".join(cg.dims(t))
+    name = cg.fresh("r")
+    cg.emit(f"{name} = {cg.array(x)}.reshape(({shape},))")
+    from tracegrad.backends.numba.codegen import Ref
+
+    cg.refs[id(t)] = Ref("arr", name)
+
+
+# -- linear algebra -----------------------------------------------------------------------------
+
+
+def _batched(cg, x, mat_dims=2):
+    """`(batch size expr, 3-d view of array x)`: the leading dims flattened."""
+    xd = cg.dims(x)
+    b = _prod(xd[:-mat_dims])
+    return b, f"{cg.array(x)}.reshape(({b}, {', '.join(xd[-mat_dims:])}))"
+
+
+@block("cholesky")
+def _cholesky(cg, op):
+    (a,), t = op.inputs, op.outputs[0]
+    b, av = _batched(cg, a)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    k = cg.fresh("k")
+    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.cholesky({av}[{k}])")
+
+
+def _batched_target(cg, target, t, mat_dims=2):
+    td = cg.dims(t)
+    b = _prod(td[:-mat_dims]) if mat_dims else _prod(td)
+    inner = ", ".join(td[-mat_dims:]) if mat_dims else ""
+    view = cg.fresh("V")
+    cg.emit(f"{view} = {target}.reshape(({b}, {inner}))" if mat_dims else
+            f"{view} = {target}.reshape(({b},))")
+    return b, view
+
+
+@block("solve")
+def _solve(cg, op):
+    (a, rhs), t = op.inputs, op.outputs[0]
+    b, av = _batched(cg, a)
+    _, bv = _batched(cg, rhs)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    k = cg.fresh("k")
+    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.solve({av}[{k}], {bv}[{k}])")
+
+
+_TRISOLVE = """
+@njit(**_OPTS)
+def _trisolve(a, b, out, lower, trans, unit, tag):
+    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans)
+    n = a.shape[0]
+    low = lower != trans
+    for c in range(b.shape[1]):
+        for step in range(n):
+            i = step if low else n - 1 - step
+            s = b[i, c]
+            lo, hi = (0, i) if low else (i + 1, n)
+            for j in range(lo, hi):
+                m = a[j, i] if trans else a[i, j]
+                s -= m * out[j, c]
+            if not unit:
+                if a[i, i] == 0:
+                    raise ValueError(tag, i)
+                s = s / a[i, i]
+            out[i, c] = s
+"""
+
+
+@block("triangular_solve")
+def _triangular_solve(cg, op):
+    (a, rhs), t = op.inputs, op.outputs[0]
+    at = op.attrs
+    b, av = _batched(cg, a)
+    _, bv = _batched(cg, rhs)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    cg.helpers["_trisolve"] = _TRISOLVE
+    tag = cg.raise_tag(op)
+    k = cg.fresh("k")
+    lower, trans, unit = at.get("lower", True), at.get("transpose_a", False), \
+        at.get("unit_diagonal", False)
+    if at.get("left_side", True):
+        call = f"_trisolve({av}[{k}], {bv}[{k}], {ov}[{k}], {lower}, {trans}, {unit}, {tag})"
+    else:  # x @ op(a) = b  <=>  op(a).T @ x.T = b.T
+        call = (f"_trisolve({av}[{k}], {bv}[{k}].T, {ov}[{k}].T, {lower}, {not trans}, "
+                f"{unit}, {tag})")
+    cg.emit(f"for {k} in range({b}):\n    {call}")
+
+
+@block("det", "slogdet")
+def _det(cg, op):
+    (a,), outs = op.inputs, op.outputs
+    b, av = _batched(cg, a)
+    k = cg.fresh("k")
+    if outs[0].ndim == 0:
+        m = f"{cg.array(a)}.reshape(({', '.join(cg.dims(a))}))"
+        if op.primitive.name == "det":
+            cg.set_scalar(outs[0], f"np.linalg.det({m})")
+        else:
+            pair = cg.fresh("sl")
+            cg.emit(f"{pair} = np.linalg.slogdet({m})")
+            cg.set_scalar(outs[0], f"{pair}[0]")
+            cg.set_scalar(outs[1], f"{pair}[1]")
+        return
+    views = []
+    for t in outs:
+        target = cg.alloc(t)
+        views.append(_batched_target(cg, target, t, mat_dims=0)[1])
+    if op.primitive.name == "det":
+        body = f"{views[0]}[{k}] = np.linalg.det({av}[{k}])"
+    else:
+        body = f"{views[0]}[{k}], {views[1]}[{k}] = np.linalg.slogdet({av}[{k}])"
+    cg.emit(f"for {k} in range({b}):\n    {body}")

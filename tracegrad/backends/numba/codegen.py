@@ -1,0 +1,546 @@
+"""Code generation: a FuncGraph becomes one Python module with one `@njit` entry function.
+
+How a tensor is held in the generated function (its *ref*):
+- `arr`: a C-contiguous array variable (an input, a constant array, an output buffer, a
+  buffer allocated in the kernel, or a reshape view);
+- `scal`: a scalar local (rank-0 results are always computed once, at function level);
+- `virtual`: not stored at all: consumers evaluate it element by element inside their own
+  loop nest (elementwise ops, broadcasts, transposes, slices, reversals, gathers, iota).
+
+A *root* is a virtual-capable tensor that must be stored (a graph output, read by an op
+that needs an array, read twice, or read through an expanding broadcast); consecutive
+roots over the same dims share one loop nest, so a whole elementwise region is one loop.
+Blocks for the other primitives (reductions, dot_general, sort, ...) live in `blocks.py`.
+"""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba import blocks
+from tracegrad.backends.numba.plan import (
+    FUSIBLE,
+    NEEDS_ARRAY,
+    AttrSlot,
+    Plan,
+    data_inputs,
+    squeeze_map,
+)
+from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
+from tracegrad.core import dtypes
+from tracegrad.errors import UnsupportedOpError
+from tracegrad.ops import ELEMENTWISE
+
+ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
+_CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
+
+ENTRY = "kernel"
+
+
+class Ref:
+    __slots__ = ("kind", "name")
+
+    def __init__(self, kind: str, name: str | None = None):
+        self.kind = kind
+        self.name = name
+
+
+class Nest:
+    """A loop nest being built: statements are placed at the depth where their indices
+    are bound (so loop-invariant work is hoisted), stores go innermost."""
+
+    def __init__(self, cg: CodeGen, dims, parallel: bool = False):
+        self.cg = cg
+        self.dims = tuple(dims)
+        self.vars = [cg.fresh("i") for _ in dims]
+        self.pre = [[] for _ in range(len(dims) + 1)]
+        self.post = [[] for _ in range(len(dims) + 1)]
+        self.prologue: list[str] = []
+        self.memo: dict = {}
+        self.roots: set = set()
+        self.parallel = parallel
+        self.commented: set = set()
+
+    def index(self):
+        return [(v, frozenset((k,))) for k, v in enumerate(self.vars)]
+
+    @staticmethod
+    def depth(deps) -> int:
+        return max(deps) + 1 if deps else 0
+
+    def stmt(self, deps, line: str, op=None):
+        d = self.depth(deps)
+        if op is not None and id(op) not in self.commented:
+            self.commented.add(id(op))
+            self.pre[d].append("# " + self.cg.plan.ir_lines[id(op)])
+        self.pre[d].extend(line.split("\n"))
+
+    def render(self) -> list[str]:
+        out = list(self.prologue)
+
+        def level(d, indent):
+            lines = [indent + s for s in self.pre[d]]
+            if d < len(self.dims):
+                rng = "prange" if (self.parallel and d == 0) else "range"
+                lines.append(f"{indent}for {self.vars[d]} in {rng}({self.dims[d]}):")
+                inner = level(d + 1, indent + "    ")
+                lines.extend(inner if inner else [indent + "    pass"])
+            lines.extend(indent + s for s in self.post[d])
+            return lines
+
+        out.extend(level(0, ""))
+        return out
+
+
+class CodeGen:
+    """Generates the module source for `plan.graph` (see the module docstring)."""
+
+    def __init__(self, plan: Plan, parallel: bool = False):
+        self.plan = plan
+        self.graph = plan.graph
+        self.parallel = parallel
+        self.lines: list[str] = []
+        self.helpers: dict = {}
+        self.refs: dict = {}
+        self.counter = 0
+        self.open_nest: Nest | None = None
+        self.const_arrays: list = []  # ndarrays passed as kernel arguments
+        self.raises: list = []  # tag -> op
+        self.kinds: dict = {}
+        self.locals_loaded: dict = {}
+        self.uses_I = False
+        self.uses_F = False
+
+    # -- names -------------------------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def tname(self, t) -> str:
+        ir = self.plan.ir_names[id(t)][1:]
+        return f"t{ir}" if ir.isdigit() else f"t_{ir}"
+
+    def dims(self, t) -> tuple:
+        return self.plan.dims(t)
+
+    def int_local(self, fn, prefix: str = "s") -> str:
+        """A local holding a new int slot's value (loaded at kernel entry)."""
+        slot = self.plan.int_slot(fn)
+        name = f"{prefix}{slot}"
+        self.locals_loaded[name] = f"I[{slot}]"
+        self.uses_I = True
+        return name
+
+    def raise_tag(self, op) -> int:
+        self.raises.append(op)
+        return len(self.raises) - 1
+
+    # -- planning: which tensors are virtual, scalar, roots or blocks --------------------------
+
+    def _decide(self):
+        plan = self.plan
+        for op in self.graph.operations:
+            name = op.primitive.name
+            fusible = name in FUSIBLE or (name == "reshape" and squeeze_map(op) is not None)
+            for t in op.outputs:
+                if not fusible:
+                    kind = "block"
+                elif t.ndim == 0:
+                    kind = "scalar"
+                elif name == "constant":
+                    kind = "const_array"
+                elif self._must_store(t):
+                    kind = "root"
+                else:
+                    kind = "virtual"
+                self.kinds[id(t)] = kind
+        del plan
+
+    def _cheap(self, t) -> bool:
+        kind = self.kinds.get(id(t), "input")
+        if kind != "virtual":
+            return True
+        op = t.op
+        name = op.primitive.name
+        if name in ("iota",):
+            return True
+        if name in ("broadcast_in_dim", "transpose", "slice", "rev", "reshape") or \
+                name in _CHEAP_UNARY:
+            return self._cheap(op.inputs[0])
+        return False
+
+    def _must_store(self, t) -> bool:
+        plan = self.plan
+        if plan.is_output(t):
+            return True
+        consumers = plan.consumers[id(t)]
+        if not consumers:
+            return False
+        if any(op.primitive.name in NEEDS_ARRAY and not (
+                op.primitive.name == "reshape" and squeeze_map(op) is not None)
+               for op, _ in consumers):
+            return True
+        cheap = self._cheap(t)
+        if len(consumers) > 1 and not cheap:
+            return True
+        return not cheap and any(_expands(op, k) for op, k in consumers)
+
+    # -- element access ------------------------------------------------------------------------
+
+    def read(self, t, idx):
+        """`(expression, deps)` reading array-or-scalar `t` at `idx`."""
+        ref = self.refs[id(t)]
+        if ref.kind == "scal":
+            return ref.name, frozenset()
+        dims = self.dims(t)
+        parts, deps = [], frozenset()
+        for (e, dep), d in zip(idx, dims, strict=True):
+            if d == "1":
+                parts.append("0")
+            else:
+                parts.append(e)
+                deps |= dep
+        return f"{ref.name}[{', '.join(parts)}]" if parts else f"{ref.name}[()]", deps
+
+    def elem(self, t, idx, nest: Nest):
+        """`(expression, deps)` of element `idx` of `t` inside `nest`."""
+        key = (id(t), tuple(e for e, _ in idx))
+        hit = nest.memo.get(key)
+        if hit is not None:
+            return hit
+        ref = self.refs.get(id(t))
+        if ref is not None and ref.kind != "virtual":
+            return self.read(t, idx)
+        result = self._virtual(t, idx, nest)
+        nest.memo[key] = result
+        return result
+
+    def _virtual(self, t, idx, nest: Nest):
+        op = t.op
+        name = op.primitive.name
+        rule = getattr(self, "_v_" + name, None)
+        if rule is not None:
+            return rule(op, t, idx, nest)
+        if name in ELEMENTWISE_NAMES:
+            return self._v_elementwise(op, t, idx, nest)
+        raise UnsupportedOpError(f"numba backend: no fused code for {name}")
+
+    def _v_elementwise(self, op, t, idx, nest):
+        args, deps = [], frozenset()
+        for x in op.inputs:
+            e, d = self.elem(x, idx, nest)
+            args.append(e)
+            deps |= d
+        var = self.fresh("v")
+        if op.primitive.name == "pow" and not dtypes.is_float(t.dtype):
+            tag = self.raise_tag(op)
+            nest.stmt(deps, f"if {args[1]} < 0:\n    raise ValueError({tag})", op)
+        expr = scalar_expr(op.primitive.name, args, [x.dtype for x in op.inputs], t.dtype,
+                           op.attrs, self.helpers)
+        nest.stmt(deps, f"{var} = {expr}", op)
+        return var, deps
+
+    def _v_broadcast_in_dim(self, op, t, idx, nest):
+        x = op.inputs[0]
+        xdims = self.dims(x)
+        mapped = []
+        for i, d in enumerate(op.attrs["broadcast_dimensions"]):
+            e, dep = idx[d]
+            if x.shape[i] == 1:
+                mapped.append(("0", frozenset()))
+            elif x.shape[i] is None:  # may be 1 at run time: clamp the index
+                mapped.append((f"min({e}, {xdims[i]} - 1)", dep))
+            else:
+                mapped.append((e, dep))
+        nest.stmt(frozenset(), "", op) if False else None
+        return self.elem(x, mapped, nest)
+
+    def _v_transpose(self, op, t, idx, nest):
+        x = op.inputs[0]
+        mapped = [None] * len(idx)
+        for i, p in enumerate(op.attrs["permutation"]):
+            mapped[p] = idx[i]
+        return self.elem(x, mapped, nest)
+
+    def _v_slice(self, op, t, idx, nest):
+        x = op.inputs[0]
+        tid = id(x)
+        mapped = []
+        for k, ((e, dep), start, limit, stride) in enumerate(zip(
+                idx, op.attrs["start_indices"], op.attrs["limit_indices"],
+                op.attrs["strides"], strict=True)):
+            if x.shape[k] == 1:
+                mapped.append(("0", frozenset()))
+                continue
+            s = self.int_local(AttrSlot(tid, _slice_start(k, start, limit, stride)), "st")
+            if stride == 1:
+                mapped.append((f"({s} + {e})", dep))
+            else:
+                mapped.append((f"({s} + {stride} * {e})", dep))
+        return self.elem(x, mapped, nest)
+
+    def _v_rev(self, op, t, idx, nest):
+        x = op.inputs[0]
+        xd = self.dims(x)
+        mapped = list(idx)
+        for k in op.attrs["dimensions"]:
+            e, dep = idx[k]
+            mapped[k] = (f"({xd[k]} - 1 - {e})", dep)
+        return self.elem(x, mapped, nest)
+
+    def _v_reshape(self, op, t, idx, nest):
+        x = op.inputs[0]
+        pairs = squeeze_map(op)
+        mapped = [("0", frozenset())] * x.ndim
+        for i, j in pairs:
+            mapped[i] = idx[j]
+        return self.elem(x, mapped, nest)
+
+    def _v_gather(self, op, t, idx, nest):
+        x, ind = op.inputs
+        ax = op.attrs["axis"]
+        r = ind.ndim
+        e, dep = self.elem(ind, idx[ax:ax + r], nest)
+        n = self.dims(x)[ax]
+        var = self.fresh("g")
+        tag = self.raise_tag(op)
+        nest.stmt(dep, f"{var} = np.int64({e})\nif {var} < 0:\n    {var} += {n}\n"
+                       f"if {var} < 0 or {var} >= {n}:\n"
+                       f"    raise IndexError({tag}, np.int64({e}), {n})", op)
+        mapped = list(idx[:ax]) + [(var, dep)] + list(idx[ax + r:])
+        return self.elem(x, mapped, nest)
+
+    def _v_iota(self, op, t, idx, nest):
+        e, dep = idx[op.attrs["dimension"]]
+        if self.dims(t)[op.attrs["dimension"]] == "1":
+            e, dep = "0", frozenset()
+        dt = t.dtype
+        expr = f"({e} != 0)" if dt == dtypes.bool_ else f"{NB_TYPE[dt]}({e})"
+        return expr, dep
+
+    def _v_dim_size(self, op, t, idx, nest):
+        x = op.inputs[0]
+        return f"np.int64({self.dims(x)[op.attrs['axis']]})", frozenset()
+
+    # -- emission ------------------------------------------------------------------------------
+
+    def emit(self, line: str):
+        self.close_nest()
+        self.lines.extend(line.split("\n"))
+
+    def comment(self, op):
+        self.emit("# " + self.plan.ir_lines[id(op)])
+
+    def close_nest(self):
+        nest = self.open_nest
+        if nest is not None:
+            self.open_nest = None
+            self.lines.extend(nest.render())
+
+    def new_nest(self, dims, parallel: bool = False) -> Nest:
+        """A nest for a block; the caller renders it with `add_nest` when done."""
+        return Nest(self, dims, parallel and self.parallel)
+
+    def add_nest(self, nest: Nest):
+        self.close_nest()
+        self.lines.extend(nest.render())
+
+    def alloc(self, t, prologue: list | None = None) -> str:
+        """The buffer a block or root writes `t` into (an output buffer when it is one)."""
+        pos = self.plan.output_positions.get(id(t))
+        if pos is not None:
+            name = f"out{pos[0]}"
+        else:
+            name = self.tname(t)
+            shape = ", ".join(self.dims(t))
+            shape = f"({shape},)" if t.ndim == 1 else f"({shape})"
+            line = f"{name} = np.empty({shape}, dtype={NB_TYPE[t.dtype]})"
+            if prologue is not None:
+                prologue.append(line)
+            else:
+                self.emit(line)
+        self.refs[id(t)] = Ref("arr", name)
+        return name
+
+    def set_scalar(self, t, expr: str):
+        """`t` (rank 0) is held by a new local assigned `expr` at function level."""
+        name = self.tname(t).replace("t", "s", 1)
+        self.emit(f"{name} = {expr}")
+        self.refs[id(t)] = Ref("scal", name)
+        if self.plan.is_output(t):
+            self.emit(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+
+    def array(self, t) -> str:
+        ref = self.refs[id(t)]
+        if ref.kind != "arr":
+            raise AssertionError(f"{self.plan.ir_names[id(t)]} is not an array")
+        return ref.name
+
+    def _root(self, t):
+        dims = self.dims(t)
+        nest = self.open_nest
+        if nest is None or nest.dims != dims or self._conflicts(t, nest, True, {}):
+            self.close_nest()
+            nest = self.open_nest = Nest(self, dims, self.parallel)
+        target = self.alloc(t, nest.prologue)
+        self.refs[id(t)] = Ref("virtual")
+        e, deps = self.elem(t, nest.index(), nest)
+        ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, dims))
+        nest.stmt(frozenset(range(len(dims))), f"{target}[{ix}] = {e}")
+        nest.roots.add(id(t))
+        self.refs[id(t)] = Ref("arr", target)
+
+    def _conflicts(self, t, nest, identity, seen) -> bool:
+        """Whether evaluating `t` in `nest` reads one of its roots at another index."""
+        if id(t) in nest.roots:
+            return not identity
+        key = (id(t), identity)
+        if key in seen:
+            return seen[key]
+        ref = self.refs.get(id(t))
+        result = False
+        if ref is not None and ref.kind == "virtual" and t.op is not None:
+            same = identity and t.op.primitive.name in ELEMENTWISE_NAMES
+            result = any(self._conflicts(x, nest, same, seen) for x in data_inputs(t.op))
+        seen[key] = result
+        return result
+
+    def _scalar(self, op, t):
+        nest = Nest(self, ())
+        if op.primitive.name == "constant":
+            self.set_scalar(t, self._const_scalar(op.attrs["value"].value))
+            return
+        self.refs[id(t)] = Ref("virtual")
+        e, _ = self.elem(t, [], nest)
+        self.close_nest()
+        self.lines.extend(nest.render())
+        self.set_scalar(t, e)
+
+    def _const_scalar(self, value) -> str:
+        which, slot = self.plan.const_slot(value)
+        dt = value.dtype
+        if which == "F":
+            self.uses_F = True
+            return typed(f"F[{slot}]", dt) if dt == dtypes.float32 else f"F[{slot}]"
+        self.uses_I = True
+        if dt == dtypes.bool_:
+            return f"(I[{slot}] != 0)"
+        return typed(f"I[{slot}]", dt)
+
+    # -- the whole function --------------------------------------------------------------------
+
+    def generate(self) -> str:
+        plan, graph = self.plan, self.graph
+        self._decide()
+        params = []
+        for k, t in enumerate(graph.all_inputs):
+            name = f"a{k}"
+            params.append(name)
+            if t.ndim == 0:
+                self.refs[id(t)] = Ref("scal", f"x{k}")
+                self.lines.append(f"x{k} = {name}[()]")
+            else:
+                self.refs[id(t)] = Ref("arr", name)
+        for op in graph.operations:
+            name = op.primitive.name
+            kind = self.kinds[id(op.outputs[0])]
+            if kind == "virtual":
+                for t in op.outputs:
+                    self.refs[id(t)] = Ref("virtual")
+            elif kind == "scalar":
+                self._scalar(op, op.outputs[0])
+            elif kind == "const_array":
+                t = op.outputs[0]
+                cname = f"c{len(self.const_arrays)}"
+                self.const_arrays.append(op.attrs["value"].value)
+                self.refs[id(t)] = Ref("arr", cname)
+            elif kind == "root":
+                self._root(op.outputs[0])
+            else:
+                emitter = blocks.BLOCKS.get(name)
+                if emitter is None:
+                    raise UnsupportedOpError(
+                        f"numba backend: primitive {name!r} has no Numba code (op created at "
+                        f"{op.source}); use backend='numpy' for this function"
+                    )
+                self.close_nest()
+                self.comment(op)
+                emitter(self, op)
+        self.close_nest()
+        self._write_outputs()
+        n_const = len(self.const_arrays)
+        params += [f"c{k}" for k in range(n_const)]
+        if self.uses_I or plan.int_slots:
+            self.uses_I = True
+            params.append("I")
+        if self.uses_F:
+            params.append("F")
+        params += [f"out{k}" for k in range(len(graph.outputs))]
+        return self._module(params)
+
+    def _write_outputs(self):
+        for k, t in enumerate(self.graph.outputs):
+            ref = self.refs[id(t)]
+            if ref.kind == "scal":
+                if self.plan.output_positions[id(t)][0] != k or t.op is None:
+                    self.emit(f"out{k}[()] = {ref.name}")
+                continue
+            if ref.kind == "arr" and ref.name == f"out{k}":
+                continue
+            nest = Nest(self, self.dims(t))
+            e, deps = self.elem(t, nest.index(), nest)
+            ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, self.dims(t)))
+            nest.stmt(frozenset(range(t.ndim)), f"out{k}[{ix}] = {e}" if ix else
+                      f"out{k}[()] = {e}")
+            self.lines.append(f"# return {self.plan.ir_names[id(t)]} (copy)")
+            self.add_nest(nest)
+
+    def _module(self, params) -> str:
+        plan = self.plan
+        head = [
+            f"# tracegrad numba kernel for: {plan.header}",
+            "# One @njit entry function; each IR op's line is a comment above its code.",
+            "import math",
+            "",
+            "import numpy as np",
+            "from numba import njit, prange",
+            "",
+            '_OPTS = dict(error_model="numpy", nogil=True)',
+        ]
+        body = []
+        for k, (name, _) in enumerate(self.plan.class_members and [] or []):
+            del k, name
+        loads = [f"n{c} = I[{c}]" for c in range(len(plan.class_members))]
+        loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
+        body = loads + self.lines + ["return None"]
+        par = ", parallel=True" if self.parallel else ""
+        src = head + [h.rstrip("\n") for h in self.helpers.values()]
+        src += ["", "", f'@njit(cache=True, error_model="numpy", nogil=True{par})',
+                f"def {ENTRY}({', '.join(params)}):"]
+        src += ["    " + line if line else "" for line in body]
+        return "\n".join(src) + "\n"
+
+
+def _expands(op, k) -> bool:
+    """Whether consumer `op` reads operand `k`'s elements more than once."""
+    name = op.primitive.name
+    if name == "broadcast_in_dim":
+        x, out = op.inputs[0], op.outputs[0]
+        bd = op.attrs["broadcast_dimensions"]
+        if any(out.shape[d] != 1 for d in range(len(out.shape)) if d not in bd):
+            return True
+        return any(x.shape[i] != out.shape[d] or x.shape[i] is None for i, d in enumerate(bd))
+    if name == "gather":
+        return k == 0 or op.inputs[0].ndim > 1
+    if name in ("scatter", "scatter_add"):
+        return k == 1 and op.inputs[0].ndim > 1
+    if name == "slice":
+        return False
+    return False
+
+
+def _slice_start(k, start, limit, stride):
+    """The slot function for the start index of dim `k` of a slice (unknown dims resolve
+    Python slice rules against the run-time size)."""
+    def fn(shape):
+        return slice(start, limit, stride).indices(shape[k])[0]
+    return fn

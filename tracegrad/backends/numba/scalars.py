@@ -1,0 +1,239 @@
+"""Scalar code for the elementwise primitives: one expression builder per primitive, and
+the small helper functions some of them call (emitted into the generated module only
+when used, so every module is self-contained).
+
+Each builder returns a Python expression whose Numba type is exactly the result dtype
+(int32 and float32 results are wrapped in a cast: Numba widens int32 arithmetic and
+Python literals would widen float32). Semantics follow the NumPy reference: NaN-propagating
+max/min, NumPy's signs for floor division and remainder, integer division by zero gives
+0, round half to even, float -> int casts truncate toward zero.
+"""
+
+from __future__ import annotations
+
+from tracegrad.core import dtypes
+
+NB_TYPE = {
+    dtypes.float64: "np.float64",
+    dtypes.float32: "np.float32",
+    dtypes.int64: "np.int64",
+    dtypes.int32: "np.int32",
+    dtypes.bool_: "np.bool_",
+}
+SUFFIX = {dtypes.float64: "f64", dtypes.float32: "f32", dtypes.int64: "i64",
+          dtypes.int32: "i32", dtypes.bool_: "b"}
+
+
+def typed(expr: str, dtype) -> str:
+    """`expr` cast to `dtype` where Numba could give a wider type."""
+    if dtype in (dtypes.float32, dtypes.int32):
+        return f"{NB_TYPE[dtype]}({expr})"
+    return expr
+
+
+def literal(value, dtype) -> str:
+    """A literal of `dtype` (only used for identities and fixed numbers, never for sizes)."""
+    if dtype == dtypes.bool_:
+        return "True" if value else "False"
+    if dtypes.is_float(dtype):
+        text = repr(float(value))
+        if text in ("inf", "-inf"):
+            text = f"np.{text}" if text == "inf" else "-np.inf"
+        return f"{NB_TYPE[dtype]}({text})"
+    return f"{NB_TYPE[dtype]}({int(value)})"
+
+
+# -- helper functions (templates: {T} is the Numba type, {S} the dtype suffix) ------------------
+
+_HELPERS = {
+    "max_f": """
+@njit(**_OPTS)
+def _max_{S}(a, b):
+    return a if (a > b or a != a) else b
+""",
+    "min_f": """
+@njit(**_OPTS)
+def _min_{S}(a, b):
+    return a if (a < b or a != a) else b
+""",
+    "sign_f": """
+@njit(**_OPTS)
+def _sign_{S}(a):
+    if a > 0:
+        return {T}(1.0)
+    if a < 0:
+        return {T}(-1.0)
+    if a == 0:
+        return {T}(0.0)
+    return a
+""",
+    "logistic": """
+@njit(**_OPTS)
+def _logistic_{S}(x):
+    e = np.exp(-np.abs(x))
+    one = {T}(1.0)
+    if x >= 0:
+        return one / (one + e)
+    return e / (one + e)
+""",
+    # NumPy's npy_divmod: the floor quotient and the remainder with the divisor's sign.
+    "floordiv_f": """
+@njit(**_OPTS)
+def _floordiv_{S}(a, b):
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod:
+        if (b < 0) != (mod < 0):
+            div -= {T}(1.0)
+    if div:
+        floordiv = np.floor(div)
+        if div - floordiv > {T}(0.5):
+            floordiv += {T}(1.0)
+        return floordiv
+    return np.copysign({T}(0.0), a / b)
+""",
+    "mod_f": """
+@njit(**_OPTS)
+def _mod_{S}(a, b):
+    mod = np.fmod(a, b)
+    if b == 0:
+        return mod
+    if mod:
+        if (b < 0) != (mod < 0):
+            mod += b
+    else:
+        mod = np.copysign({T}(0.0), b)
+    return mod
+""",
+    # Integers: division by zero gives 0 (as NumPy); MIN // -1 wraps instead of trapping.
+    "floordiv_i": """
+@njit(**_OPTS)
+def _floordiv_{S}(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:
+        return -a
+    return a // b
+""",
+    "mod_i": """
+@njit(**_OPTS)
+def _mod_{S}(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+""",
+    # Exponentiation by squaring with wrap-around, as NumPy's integer power.
+    "ipow": """
+@njit(**_OPTS)
+def _ipow_{S}(a, b):
+    out = a - a + 1
+    while b > 0:
+        if b & 1:
+            out *= a
+        a *= a
+        b >>= 1
+    return out
+""",
+}
+
+
+def helper(helpers: dict, kind: str, dtype) -> str:
+    """The name of helper `kind` for `dtype`, adding its source to `helpers`."""
+    s = SUFFIX[dtype]
+    name = {"logistic": f"_logistic_{s}"}.get(kind)
+    if name is None:
+        name = "_" + kind.rsplit("_", 1)[0] + "_" + s if kind.endswith(("_f", "_i")) \
+            else f"_{kind}_{s}"
+    if name not in helpers:
+        helpers[name] = _HELPERS[kind].format(T=NB_TYPE[dtype], S=s)
+    return name
+
+
+# -- expression builders ------------------------------------------------------------------------
+
+_UFUNC = {
+    "exp": "np.exp", "exp2": "np.exp2", "expm1": "np.expm1", "log": "np.log",
+    "log2": "np.log2", "log10": "np.log10", "log1p": "np.log1p", "sqrt": "np.sqrt",
+    "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "asin": "np.arcsin",
+    "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh", "cosh": "np.cosh",
+    "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh", "atanh": "np.arctanh",
+    "floor": "np.floor", "ceil": "np.ceil", "round": "np.rint", "is_finite": "np.isfinite",
+    "is_nan": "np.isnan", "is_inf": "np.isinf",
+}
+_INFIX = {"sub": "-", "div": "/", "and": "&", "or": "|", "xor": "^", "eq": "==",
+          "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
+                helpers: dict) -> str:
+    """The scalar expression of elementwise primitive `name` applied to `args`."""
+    x = in_dtypes[0] if in_dtypes else out_dtype
+    fl = dtypes.is_float(x)
+    if name in _UFUNC:
+        return typed(f"{_UFUNC[name]}({args[0]})", out_dtype)
+    if name in _INFIX:
+        return typed(f"({args[0]} {_INFIX[name]} {args[1]})", out_dtype)
+    a = args[0]
+    if name in ("stop_gradient",):
+        return a
+    if name == "neg":
+        return typed(f"(-{a})", out_dtype)
+    if name == "abs":
+        return typed(f"np.abs({a})" if fl else f"abs({a})", out_dtype)
+    if name == "sign":
+        return f"{helper(helpers, 'sign_f', x)}({a})" if fl else typed(f"np.sign({a})", x)
+    if name == "not":
+        return f"(not {a})" if x == dtypes.bool_ else typed(f"(~{a})", x)
+    if name == "logistic":
+        return f"{helper(helpers, 'logistic', x)}({a})"
+    if name == "erf":
+        if x == dtypes.float64:
+            return f"math.erf({a})"
+        return f"np.float32(math.erf(np.float64({a})))"
+    if name == "integer_pow":
+        y = attrs["y"]
+        if fl:
+            return typed(f"({a} ** {literal(y, x)})", x)
+        return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), {int(y)})", x)
+    if name == "convert_element_type":
+        new = attrs["new_dtype"]
+        if new == dtypes.bool_:
+            return a if x == dtypes.bool_ else f"({a} != 0)"
+        if x == new:
+            return a
+        return f"{NB_TYPE[new]}({a})"
+    if name == "select":
+        return f"({args[1]} if {a} else {args[2]})"
+    b = args[1]
+    if name == "add":
+        return f"({a} | {b})" if x == dtypes.bool_ else typed(f"({a} + {b})", x)
+    if name == "mul":
+        return f"({a} & {b})" if x == dtypes.bool_ else typed(f"({a} * {b})", x)
+    if name in ("max", "min"):
+        if x == dtypes.bool_:
+            return f"({a} | {b})" if name == "max" else f"({a} & {b})"
+        if fl:
+            return f"{helper(helpers, name + '_f', x)}({a}, {b})"
+        return typed(f"{name}({a}, {b})", x)
+    if name in ("floor_div", "mod"):
+        kind = ("floordiv" if name == "floor_div" else "mod") + ("_f" if fl else "_i")
+        return typed(f"{helper(helpers, kind, x)}({a}, {b})", x)
+    if name == "pow":
+        if fl:
+            return typed(f"({a} ** {b})", x)
+        return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), np.int64({b}))",
+                     x)
+    if name == "atan2":
+        return typed(f"np.arctan2({a}, {b})", x)
+    raise KeyError(name)
+
+
+# Elementwise primitives whose Numba code is `scalar_expr` (the completeness test reads this).
+SCALAR_PRIMITIVES = (
+    set(_UFUNC) | set(_INFIX)
+    | {"stop_gradient", "neg", "abs", "sign", "not", "logistic", "erf", "integer_pow",
+       "convert_element_type", "select", "add", "mul", "max", "min", "floor_div", "mod",
+       "pow", "atan2"}
+)

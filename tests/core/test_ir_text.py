@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from ir_corpus import EXAMPLES, TRACED, T, call_primitive, example_graphs, lit, nested_graph, op_graph
+from ir_corpus import (EXAMPLES, TRACED, T, call_primitive, example_graphs, lit, nested_graph,
+                       op_graph)
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph, Literal
 from tracegrad.core.parser import ParsedCapture
@@ -60,7 +61,7 @@ def test_locations_name_the_users_line():
     line = loss.__code__.co_firstlineno + 1
     lines = g.pretty(locations=True).splitlines()
     assert lines[1].endswith(f"    # test_ir_text.py:{line}")
-    assert all(l.endswith(f"# test_ir_text.py:{line}") for l in lines[1:4])
+    assert all(text.endswith(f"# test_ir_text.py:{line}") for text in lines[1:4])
     assert "#" not in str(g)
 
 
@@ -216,7 +217,11 @@ def test_parser_ignores_comment_lines_and_blank_lines():
 
 # -- parse errors ----------------------------------------------------------------------------
 
-GOOD = "func @f(%x: f64[3]) -> (f64[]) {\n  %0 = reduce_sum %x {axes=(0,), keepdims=False} : f64[]\n  return %0\n}"
+GOOD = """\
+func @f(%x: f64[3]) -> (f64[]) {
+  %0 = reduce_sum %x {axes=(0,), keepdims=False} : f64[]
+  return %0
+}"""
 
 
 def test_the_error_cases_start_from_a_good_text():

@@ -10,6 +10,7 @@ take a shorter path keyed by the arrays' shapes and dtypes alone.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import os
 import sys
@@ -71,16 +72,21 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
 
 
 def compiled_source(graph: FuncGraph) -> str:
-    """The Python source the numba backend generates for `tg.optimize(graph)`."""
-    try:
-        from tracegrad.backends.numba import generate_source
-    except ImportError as e:
-        raise TracegradError(
-            f"compiled_source needs the numba backend, which is not available ({e})"
-        ) from None
+    """The Python source the numba backend generates for `tg.optimize(graph)` (what
+    `tracegrad dump --stage compiled` prints)."""
     from tracegrad.passes import optimize
 
-    return generate_source(optimize(graph))
+    try:
+        numba_backend = importlib.import_module("tracegrad.backends.numba")
+    except ModuleNotFoundError as e:
+        if e.name not in ("numba", "tracegrad.backends.numba"):
+            raise
+        numba_backend = None
+    generate = getattr(numba_backend, "generate_source", None)
+    if generate is None:
+        raise TracegradError("compiled_source needs the numba backend "
+                             "(tracegrad.backends.numba.generate_source), which is not available")
+    return generate(optimize(graph))
 
 
 # -- arguments: leaves, entries, keys --------------------------------------------------------

@@ -347,3 +347,18 @@ def test_verify_checks_every_traced_graph(monkeypatch):
     f(np.ones(2))
     f(np.ones(3))
     assert [g.inputs[0].shape for g in seen] == [(2,), (3,)]
+
+
+# -- public helpers --------------------------------------------------------------------------
+
+
+def test_optimize_and_compiled_source_are_public():
+    from tracegrad.backends.numba import generate_source
+
+    graph = tg.trace(lambda x: tnp.sin(x) * 1.0 + 0.0)(tg.TensorSpec([None]))
+    optimized = tg.optimize(graph)
+    assert [op.name for op in optimized.operations] == ["sin"]
+    assert len(graph.operations) > 1  # the traced graph is untouched
+    source = tg.compiled_source(graph)
+    assert source == generate_source(optimized)
+    assert "def " in source

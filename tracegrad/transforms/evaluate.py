@@ -22,6 +22,8 @@ def _check_op_shapes(op, args, results):
         expected = op.primitive.infer([TensorType(a.shape, a.dtype) for a in args], op.attrs)
     except TracegradError as e:
         raise type(e)(f"{e} (at run time, op created at {op.source})") from None
+    if results is None:  # impl failed: the shapes fit, so the failure is not a shape error
+        return
     for t, r in zip(expected, results, strict=True):
         if len(t.shape) != r.ndim or any(d is not None and d != n
                                          for d, n in zip(t.shape, r.shape)):
@@ -68,6 +70,8 @@ class Interpreter:
                 except TracegradError:
                     raise
                 except Exception as e:
+                    if check:
+                        _check_op_shapes(op, args, None)
                     if hasattr(e, "add_note"):
                         e.add_note(f"in tracegrad op {op.primitive.name!r} created at {op.source}")
                     raise

@@ -1,0 +1,241 @@
+"""Errors point at the user's own line: Python control flow on traced values, shape and
+dtype mismatches, NumPy functions tracegrad lacks."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tracegrad import ops
+from tracegrad.errors import (
+    DTypeError,
+    ShapeError,
+    TracegradError,
+    TracerBoolError,
+    UnsupportedOpError,
+)
+
+
+def here(offset=0) -> str:
+    """`"this_file.py:LINE"` for the caller's line plus `offset`."""
+    return f"{__file__}:{sys._getframe(1).f_lineno + offset}"
+
+
+# -- Python control flow on traced values ----------------------------------------------------
+
+
+def test_if_on_a_traced_comparison():
+    where = []
+
+    @tg.function
+    def f(x):
+        where.append(here(1))
+        if tnp.sum(x) > 0:
+            return x
+        return -x
+
+    with pytest.raises(TracerBoolError) as info:
+        f(np.ones(3))
+    message = str(info.value)
+    assert where[0] in message
+    assert "tg.cond" in message and "static_argnums" in message
+    assert isinstance(info.value, TypeError)
+
+
+def test_while_on_a_traced_value():
+    where = []
+
+    @tg.function
+    def f(x):
+        where.append(here(1))
+        while x:
+            x = x - 1
+        return x
+
+    with pytest.raises(TracerBoolError, match="tg.while_loop") as info:
+        f(np.float64(3.0))
+    assert where[0] in str(info.value)
+
+
+@pytest.mark.parametrize("convert", [bool, int, float], ids=["bool", "int", "float"])
+def test_python_conversions_of_a_traced_value(convert):
+    where = []
+
+    def fn(x):
+        where.append(here(1))
+        return x * convert(x)
+
+    with pytest.raises(TracerBoolError, match=f"{convert.__name__}\\(\\)") as info:
+        tg.function(fn)(np.float64(2.0))
+    assert where[0] in str(info.value)
+    assert "static_argnums" in str(info.value)
+
+
+def test_python_loop_bound_by_a_traced_value():
+    where = []
+
+    def fn(x, n):
+        where.append(here(1))
+        for _ in range(n):
+            x = x * 2
+        return x
+
+    with pytest.raises(TracerBoolError) as info:
+        tg.function(fn)(np.ones(2), 3)
+    assert where[0] in str(info.value)
+    np.testing.assert_allclose(tg.function(fn, static_argnums=1)(np.ones(2), 3), [8.0, 8.0])
+
+
+# -- shape and dtype mismatches ----------------------------------------------------------------
+
+
+def test_broadcast_mismatch_names_both_shapes_and_the_line():
+    where = []
+
+    def fn(x, y):
+        where.append(here(1))
+        return x + y
+
+    with pytest.raises(ShapeError) as info:
+        tg.function(fn)(np.ones(3), np.ones(4))
+    message = str(info.value)
+    assert "[3]" in message and "[4]" in message
+    assert where[0] in message
+
+
+def test_matmul_mismatch_names_the_op_both_shapes_and_the_line():
+    where = []
+
+    def fn(a, b):
+        where.append(here(1))
+        return a @ b
+
+    with pytest.raises(ShapeError) as info:
+        tg.function(fn)(np.ones((3, 2)), np.ones((3, 2)))
+    message = str(info.value)
+    assert "matmul" in message or "dot_general" in message
+    assert "[3,2]" in message.replace(" ", "")
+    assert where[0] in message
+
+
+def test_reshape_mismatch_names_the_op_and_the_line():
+    where = []
+
+    def fn(x):
+        where.append(here(1))
+        return tnp.reshape(x, (4, 2))
+
+    with pytest.raises(ShapeError, match="reshape") as info:
+        tg.function(fn)(np.ones(6))
+    assert where[0] in str(info.value)
+
+
+def test_primitive_operand_mismatch_names_the_op_both_shapes_and_the_line():
+    where = []
+
+    def fn(x, y):
+        where.append(here(1))
+        return ops.add(x, y)
+
+    with pytest.raises(ShapeError, match=r"add: .*\[3\] and \[4\]") as info:
+        tg.function(fn)(np.ones(3), np.ones(4))
+    assert where[0] in str(info.value)
+
+
+def test_primitive_dtype_mismatch_names_the_op_the_dtype_and_the_line():
+    where = []
+
+    def fn(x):
+        where.append(here(1))
+        return ops.and_(x, x)
+
+    with pytest.raises(DTypeError, match="and: .*float64") as info:
+        tg.function(fn)(np.ones(3))
+    assert where[0] in str(info.value)
+
+
+def test_unsupported_dtype_names_it_and_the_line():
+    where = []
+
+    def fn(x):
+        where.append(here(1))
+        return tnp.astype(x, "complex128")
+
+    with pytest.raises(DTypeError, match="complex128") as info:
+        tg.function(fn)(np.ones(3))
+    assert where[0] in str(info.value)
+
+
+def test_unsupported_argument_dtype_names_the_function():
+    def half_input(x):
+        return x
+
+    with pytest.raises(DTypeError, match="half_input.*float16"):
+        tg.function(half_input)(np.ones(2, np.float16))
+
+
+def test_run_time_mismatch_of_unknown_dims_names_the_op_and_its_line():
+    where = []
+
+    def fn(x, y):
+        where.append(here(1))
+        return x + y
+
+    f = tg.function(fn, input_signature=[tg.TensorSpec([None]), tg.TensorSpec([None])],
+                    backend="numpy")
+    np.testing.assert_allclose(f(np.ones(3), np.ones(3)), np.full(3, 2.0))
+    with pytest.raises(ShapeError, match=r"add: .*\[3\] and \[4\]") as info:
+        f(np.ones(3), np.ones(4))
+    assert where[0] in str(info.value)
+
+
+def test_eager_mismatch_is_a_shape_error():
+    with pytest.raises(ShapeError, match=r"\[3\].*\[2\]"):
+        tg.constant([1.0, 2.0, 3.0]) + tg.constant([1.0, 2.0])
+
+
+# -- NumPy functions tracegrad lacks ---------------------------------------------------------
+
+
+def test_numpy_function_tracegrad_lacks_is_named():
+    where = []
+
+    def fn(x):
+        where.append(here(1))
+        return np.unique(x)
+
+    with pytest.raises(UnsupportedOpError, match="unique") as info:
+        tg.function(fn)(np.ones(3))
+    assert where[0] in str(info.value)
+    assert isinstance(info.value, NotImplementedError)
+
+
+def test_numpy_ufunc_tracegrad_lacks_is_named():
+    with pytest.raises(UnsupportedOpError, match="gcd"):
+        tg.function(lambda x: np.gcd(x, x))(np.arange(3))
+
+
+# -- misuse of traced values and functions ---------------------------------------------------
+
+
+def test_leaked_tracer_is_named_where_it_was_made_and_used():
+    leaked = []
+
+    def fn(x):
+        leaked.append(x)
+        return x
+
+    tg.function(fn)(np.ones(2))
+    with pytest.raises(TracegradError, match="leaked") as info:
+        tg.function(lambda y: y + leaked[0])(np.ones(2))
+    assert __file__ in str(info.value)
+
+
+def test_wrong_number_of_arguments_names_the_function():
+    def two(x, y):
+        return x + y
+
+    with pytest.raises(TypeError, match="two"):
+        tg.function(two)(np.ones(2), y=np.ones(2), z=1)

@@ -10,10 +10,19 @@ from tracegrad.function import (
 )
 from tracegrad.passes import optimize
 from tracegrad.eager import constant, convert_to_tensor
+from tracegrad.transforms.custom import custom_gradient, grad_pass_through, recompute_grad
+from tracegrad.transforms.eager_api import (
+    gradients_function, implicit_grad, implicit_val_and_grad, make_vjp, val_and_grad_function,
+)
+from tracegrad.transforms.indexed_slices import IndexedSlices
+from tracegrad.transforms.tape import GradientTape
 
 __version__ = "0.1.0"
 
 __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "constant", "convert_to_tensor", "optimize", "compiled_source",
+    "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
+    "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",
+    "make_vjp",
 ]

@@ -28,6 +28,7 @@ from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec, TensorType
 from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, RetracingWarning, ShapeError, TracegradError
+from tracegrad.transforms.custom import make_call_recorder
 
 BACKENDS = ("numba", "numpy")
 RETRACE_WARNING_THRESHOLD = 10  # distinct input shapes traced before RetracingWarning
@@ -373,7 +374,9 @@ class ConcreteFunction:
 # `concrete.graph.all_inputs` (graph inputs, then capture placeholders; a Variable appears as
 # the snapshot its read reported to the tapes), `results` EagerTensors aligned with
 # `concrete.graph.outputs`.
-_CALL_RECORDER: list = [None]
+_CALL_RECORDER: list = [make_call_recorder(
+    lambda c: functools.partial(compile_graph, backend=c._owner._backend,
+                                parallel=c._owner._parallel))]
 
 
 def _packer(treedef) -> Callable[[list], Any]:

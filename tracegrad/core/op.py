@@ -128,6 +128,9 @@ def _eager_input(a):
         )
     if isinstance(a, EagerTensor):
         return a._value, a
+    densify = getattr(a, "__tg_dense__", None)  # IndexedSlices: its dense tensor (recorded)
+    if densify is not None:
+        return _eager_input(densify())
     arr = np.asarray(a)
     if arr.dtype not in dtypes.SUPPORTED:
         arr = arr.astype(dtypes.canonicalize(arr.dtype))

@@ -353,3 +353,4 @@ __all__ = [
 from tracegrad.ops.shape_ops import broadcast_like, full_like, ones_like, zeros_like  # noqa: E402
 
 __all__ += ["full_like", "zeros_like", "ones_like", "broadcast_like"]
+from tracegrad.ops.custom import call_p, custom_gradient_p  # noqa: E402,F401  (registers them)

@@ -1,0 +1,99 @@
+"""Boundary primitives whose gradient is supplied from outside: `custom_gradient` and `call`.
+
+- `custom_gradient(*results, *inputs, num_results=n)` returns copies of its first `n`
+  operands. `tg.custom_gradient` puts one after the user's forward computation, with the
+  function's inputs and the variables it read as the remaining operands, and attaches
+  the user's gradient function as the op's `grad_override`, so gradients reach the
+  inputs only through that function. Without an override it is an identity on the
+  results (used to give a tensor a fresh identity on a tape).
+- `call(*operands, callee=c)` is one call of a compiled `tg.function`, recorded as a
+  single op on the GradientTapes active when it ran eagerly. Its gradient is the
+  callee's own compiled gradient function.
+"""
+
+from __future__ import annotations
+
+from tracegrad.core.op import Primitive
+from tracegrad.core.shapes import shape_str, shapes_compatible
+from tracegrad.errors import NotDifferentiableError, ShapeError
+
+# -- custom_gradient -------------------------------------------------------------------------
+
+custom_gradient_p = Primitive("custom_gradient", multiple_results=True)
+"""`custom_gradient(y1..yn, x1..xk, r1..rm, num_results=n, grad_graph=G,
+gradient_mask=mask) -> (y1..yn)`: copies of the first n operands (f64[3] in, f64[3] out).
+
+The `x` operands are the inputs (and variable reads) the gradient reaches; they carry no
+value into the results. Traced, `grad_graph` holds the user's gradient function as a
+graph (inputs: one gradient per result, then the residuals `r`; outputs: the gradients
+of the `x` whose `mask` entry is True) and `tg.custom_gradient` attaches the rule that
+inlines it as the op's `grad_override`. Eagerly the tape record carries the rule itself.
+Without `grad_graph` and override the op is an identity on the results (used to give a
+tensor a fresh identity on a tape).
+
+>>> custom_gradient_p.bind(y, x, num_results=1)   # y, with x as a gradient-only input
+"""
+
+
+@custom_gradient_p.def_abstract_eval
+def _custom_gradient_abstract_eval(*types, num_results, grad_graph=None, gradient_mask=()):
+    if not 1 <= num_results <= len(types) - len(gradient_mask):
+        raise ShapeError(
+            f"custom_gradient: num_results={num_results} and {len(gradient_mask)} gradient "
+            f"operands do not fit {len(types)} operands"
+        )
+    return list(types[:num_results])
+
+
+@custom_gradient_p.def_impl
+def _custom_gradient_impl(*arrays, num_results, grad_graph=None, gradient_mask=()):
+    return tuple(arrays[:num_results])
+
+
+@custom_gradient_p.def_grad
+def _custom_gradient_grad(op, *out_grads):
+    if op.attrs.get("grad_graph") is not None:
+        raise NotDifferentiableError(
+            f"custom_gradient op created at {op.source} has lost the rule that inlines its "
+            "grad_graph (graphs read back from text or JSON keep the graph, not the rule); "
+            "differentiate the function that traced it instead"
+        )
+    return list(out_grads) + [None] * (len(op.inputs) - len(out_grads))
+
+
+# -- call ------------------------------------------------------------------------------------
+
+call_p = Primitive("call", multiple_results=True)
+"""`call(*operands, callee=c) -> outputs of c.graph`: runs a compiled function.
+
+`c` has `.graph` (a FuncGraph; the operands feed `graph.all_inputs`: its inputs, then
+its captures), `c(list_of_arrays) -> list_of_arrays` (the compiled executor) and
+`c.vjp(op, *out_grads) -> in_grads` (its gradient, itself a `call` of the compiled
+gradient graph, so derivatives of any order stay compiled).
+"""
+
+
+@call_p.def_abstract_eval
+def _call_abstract_eval(*types, callee):
+    params = callee.graph.all_inputs
+    if len(types) != len(params):
+        raise ShapeError(
+            f"call of {callee.graph.name}: {len(types)} operands for {len(params)} inputs"
+        )
+    for t, p in zip(types, params, strict=True):
+        if t.dtype != p.type.dtype or not shapes_compatible(tuple(t.shape), p.type.shape):
+            raise ShapeError(
+                f"call of {callee.graph.name}: operand {t.dtype.name}{shape_str(t.shape)} "
+                f"does not fit input {p.type}"
+            )
+    return [t.type for t in callee.graph.outputs]
+
+
+@call_p.def_impl
+def _call_impl(*arrays, callee):
+    return tuple(callee(list(arrays)))
+
+
+@call_p.def_grad
+def _call_grad(op, *out_grads):
+    return op.attrs["callee"].vjp(op, *out_grads)

@@ -1,0 +1,388 @@
+"""Gradients supplied from outside the ops: `tg.custom_gradient`, `tg.recompute_grad`,
+`tg.grad_pass_through`, and compiled `tg.function` calls recorded on tapes as one op.
+
+All of them end in a boundary op (`custom_gradient` or `call`, see `ops/custom.py`) whose
+gradient rule is a Python callable attached to the op (`grad_override`), eagerly on the tape
+record and inside a trace on the graph operation, so `GradientTape`, `tg.gradients` and the
+functional transforms all meet the same rule through `backprop`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+import weakref
+
+import numpy as np
+
+from tracegrad.core import dtypes, tree
+from tracegrad.core.ir import EagerTensor, FuncGraph, Operation
+from tracegrad.core.source import user_location
+from tracegrad.core.state import state
+from tracegrad.core.variables import Variable
+from tracegrad.ops.custom import call_p, custom_gradient_p
+from tracegrad.passes import Rewriter, inline_graph
+from tracegrad.transforms.backprop import backprop
+from tracegrad.transforms.tape import (
+    GradientTape,
+    VariableWatcher,
+    as_tensor,
+    stop_recording,
+)
+
+
+def bind_with_rule(prim, inputs, attrs, rule):
+    """Apply `prim` (multiple results) to `inputs` with `rule` as the gradient of this op."""
+    if state.graph is not None:
+        outs = prim.bind(*inputs, **attrs)
+        outs[0].op.grad_override = rule
+        return outs
+    outs = tuple(EagerTensor(np.asarray(o)) for o in prim.impl(
+        *[t._value for t in inputs], **attrs))
+    if state.tapes:
+        op = Operation(prim, inputs, attrs, user_location(), None, rule)
+        op.outputs = outs
+        for tape in state.tapes:
+            tape.record(op)
+    return outs
+
+
+def fresh(x):
+    """`x` as a new tensor with the same value and an identity gradient (a separate source
+    on a tape even when `x` is used elsewhere)."""
+    return custom_gradient_p.bind(as_tensor(x), num_results=1)[0]
+
+
+# -- custom_gradient -------------------------------------------------------------------------
+
+
+class _Decorated:
+    """`impl(f, args, kwargs)` as a callable that also binds as a method (self is bound to
+    `f` before `impl` sees the arguments, so it is never differentiated)."""
+
+    def __init__(self, f, impl):
+        self._f = f
+        self._impl = impl
+        functools.update_wrapper(self, f)
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return _Decorated(self._f.__get__(instance, owner), self._impl)
+
+    def __call__(self, *args, **kwargs):
+        return self._impl(self._f, args, kwargs)
+
+
+def custom_gradient(f=None):
+    """Decorator giving `f` a gradient of your own: `f(*x)` returns `(y, grad_fn)`.
+
+    `y` is a tensor or structure of tensors; `grad_fn(*dys)` receives one upstream gradient
+    per flattened `y` and returns one gradient (or None) per flattened positional input
+    `x`. If `f` reads trainable Variables that are not among its inputs, `grad_fn` must
+    accept `variables=` (the list of those variables, in creation order) and return
+    `(input_grads, variable_grads)` with one gradient per variable. Keyword arguments
+    are passed to `f` but receive no gradient. Works eagerly, under GradientTapes,
+    inside `tg.function` and with `tg.grad`; `grad_fn` may itself be differentiable or
+    decorated (higher-order custom gradients).
+
+    >>> @tg.custom_gradient
+    ... def log1pexp(x):
+    ...     e = tnp.exp(x)
+    ...     def grad(dy):
+    ...         return dy * (1 - 1 / (1 + e))
+    ...     return tnp.log(1 + e), grad
+    >>> x = tg.constant(100.0)
+    >>> with tg.GradientTape() as g:
+    ...     g.watch(x)
+    ...     y = log1pexp(x)
+    >>> g.gradient(y, x).numpy()
+    1.0
+    """
+    if f is None:
+        return custom_gradient
+    return _Decorated(f, _call_custom)
+
+
+def _variables_parameter(grad_fn) -> tuple[bool, bool]:
+    """(accepts `variables=`, names `variables` explicitly)."""
+    try:
+        params = inspect.signature(grad_fn).parameters.values()
+    except (TypeError, ValueError):
+        return True, False
+    named = any(p.name == "variables" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                for p in params)
+    return named or any(p.kind is p.VAR_KEYWORD for p in params), named
+
+
+def _call_custom(f, args, kwargs):
+    name = getattr(f, "__name__", "f")
+    flat_args, args_tree = tree.flatten(args)
+    if state.graph is not None:  # f sees tensors of the graph, as the gradient rule does
+        flat_args = [as_tensor(a) for a in flat_args]
+        args = tree.unflatten(args_tree, flat_args)
+    with VariableWatcher() as watcher:
+        out = f(*args, **kwargs)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
+        raise TypeError(
+            f"@tg.custom_gradient: {name} must return a pair (outputs, grad_fn), got "
+            f"{type(out).__name__}"
+        )
+    result, grad_fn = out
+    given = flat_args + list(kwargs.values())
+    variables = [v for v in watcher.watched_variables() if all(v is not a for a in given)]
+    accepts, named = _variables_parameter(grad_fn)
+    if variables and not accepts:
+        raise TypeError(
+            "@tg.custom_gradient grad_fn must accept keyword argument 'variables', since "
+            f"function {name} uses variables: {[v.name for v in variables]}"
+        )
+    if named and not variables:
+        warnings.warn(
+            f"@tg.custom_gradient grad_fn of {name} has 'variables' in its signature, but "
+            "no trainable Variables were read on the forward pass", UserWarning, stacklevel=3,
+        )
+    flat_result, out_tree = tree.flatten(result)
+    if not flat_result:
+        raise ValueError(f"@tg.custom_gradient: {name} returned no outputs")
+    ys = [as_tensor(y) for y in flat_result]
+    xs = [as_tensor(a) for a in flat_args]
+    reads = [v.value() for v in variables]
+    call = _GradFnCall(name, grad_fn, len(xs), variables)
+    if state.graph is None:
+        outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads],
+                              {"num_results": len(ys)}, call.eager_rule)
+    else:
+        grad_graph, mask, residuals = call.trace(ys)
+        outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads, *residuals],
+                              {"num_results": len(ys), "grad_graph": grad_graph,
+                               "gradient_mask": mask}, _inline_grad_graph)
+    return tree.unflatten(out_tree, outs)
+
+
+class _GradFnCall:
+    """Calls a user's `grad_fn` and checks its answer: one gradient per flattened input,
+    and with `variables=` one per variable."""
+
+    def __init__(self, name, grad_fn, n_inputs, variables):
+        self.name = name
+        self.grad_fn = grad_fn
+        self.n_inputs = n_inputs
+        self.variables = variables
+
+    def __call__(self, dys, where: str) -> list:
+        """`[*input_grads, *variable_grads]`, each a tensor or None."""
+        name, variables = self.name, self.variables
+        if variables:
+            out = self.grad_fn(*dys, variables=list(variables))
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise ValueError(
+                    f"@tg.custom_gradient grad_fn of {name} is called with variables= and "
+                    f"must return a pair (input_grads, variable_grads) ({where})"
+                )
+            input_grads, variable_grads = out
+            variable_grads = list(variable_grads)
+            if len(variable_grads) != len(variables):
+                raise ValueError(
+                    "Must return gradient for each variable from @custom_gradient grad_fn "
+                    f"(grad_fn of {name} returned {len(variable_grads)} for "
+                    f"{len(variables)} variables; {where})."
+                )
+        else:
+            input_grads, variable_grads = self.grad_fn(*dys), []
+        flat = tree.flatten(input_grads, is_leaf=lambda g: g is None)[0]
+        if len(flat) != self.n_inputs:
+            raise ValueError(
+                f"custom_gradient function {name} expected to return {self.n_inputs} "
+                f"gradients but returned {len(flat)} instead ({where})."
+            )
+        return [None if g is None else as_tensor(g) for g in [*flat, *variable_grads]]
+
+    def eager_rule(self, op, *dys):
+        """The gradient rule of an eagerly recorded custom_gradient op."""
+        n = op.attrs["num_results"]
+        return [None] * n + self(dys, f"op at {op.source}")
+
+    def trace(self, ys):
+        """`grad_fn` traced into a graph: inputs are one gradient per result, then the
+        tensors of the enclosing trace `grad_fn` uses (the residuals, returned too);
+        outputs are the gradients that are not None, in order (`mask` says which). The op
+        keeps graph and mask as attributes, so copying the op (inlining, passes) keeps its
+        gradient."""
+        graph = FuncGraph(f"{self.name}_grad", outer=state.graph)
+        with graph.as_default():
+            dys = [graph.add_input(y.type.strong(), f"dy{i}") for i, y in enumerate(ys)]
+            grads = self(dys, f"traced at {user_location()}")
+            graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
+        residuals = []
+        kept = []
+        for external, placeholder in graph.captures:
+            if isinstance(external, Variable):
+                kept.append((external, placeholder))
+                continue
+            placeholder.index = len(graph.inputs)
+            graph.inputs.append(placeholder)
+            residuals.append(external)
+            del graph._capture_map[id(external)]
+        graph.captures = kept
+        return graph, tuple(g is not None for g in grads), residuals
+
+
+def _inline_grad_graph(op, *dys):
+    """The gradient rule of a traced custom_gradient op: its `grad_graph` attribute inlined
+    into the graph being built, fed the result gradients and the residual operands."""
+    n, mask = op.attrs["num_results"], op.attrs["gradient_mask"]
+    residuals = op.inputs[n + len(mask):]
+    graph = state.graph
+    start = len(graph.operations)
+    outs = iter(inline_graph(op.attrs["grad_graph"], graph, [*dys, *residuals]))
+    for tape in state.tapes:  # tapes inside the trace see the inlined ops as if bound
+        for new in graph.operations[start:]:
+            tape.record(new)
+    grads = [next(outs) if present else None for present in mask]
+    return [None] * n + grads + [None] * len(residuals)
+
+
+def recompute_grad(f):
+    """`f` with its intermediate results forgotten after the forward pass and recomputed
+    when the gradient is needed (memory for time). Gradients flow to the positional
+    arguments and to the trainable Variables `f` reads.
+
+    >>> layer = tg.recompute_grad(lambda x: tnp.tanh(x) * x)
+    """
+
+    @custom_gradient
+    def inner(*args, **kwargs):
+        with stop_recording():
+            result = f(*args, **kwargs)
+
+        def grad_fn(*dresult, **grad_kwargs):
+            variables = grad_kwargs.get("variables")
+            flat_args, args_tree = tree.flatten(args)
+            watched_vars = list(variables or ())
+            with GradientTape() as tape:
+                copies = [fresh(a) for a in flat_args]
+                tape.watch(copies)
+                if watched_vars:
+                    tape.watch(watched_vars)
+                again = f(*tree.unflatten(args_tree, copies), **kwargs)
+            grads = tape.gradient(again, copies + watched_vars, output_gradients=list(dresult),
+                                  unconnected_gradients="zero")
+            n = len(copies)
+            return grads[:n] if variables is None else (grads[:n], grads[n:])
+
+        return result, grad_fn
+
+    functools.update_wrapper(inner, f)
+    return inner
+
+
+def grad_pass_through(f):
+    """`f` in the forward pass, an identity in the backward pass: the gradient of each
+    output goes unchanged to the matching input (Variables `f` touches get none).
+
+    >>> x = tg.Variable(1.0)
+    >>> z = tg.Variable(3.0)
+    >>> with tg.GradientTape() as tape:
+    ...     y = tg.grad_pass_through(x.assign)(z ** 2)   # y is 9.0
+    >>> tape.gradient(y, z).numpy()
+    6.0
+    """
+
+    @custom_gradient
+    def passed(*args, **kwargs):
+        def grad(*dys, **grad_kwargs):
+            variables = grad_kwargs.get("variables")
+            if variables is not None:
+                return dys, [None] * len(variables)
+            return dys
+
+        return f(*args, **kwargs), grad
+
+    functools.update_wrapper(passed, f)
+    return passed
+
+
+# -- tg.function calls on tapes --------------------------------------------------------------
+
+
+class CompiledCall:
+    """A compiled graph called on arrays, whose gradient graph is built and compiled once,
+    on first use, and is itself a CompiledCall (so every order stays compiled)."""
+
+    def __init__(self, graph: FuncGraph, executor, compile_fn):
+        self.graph = graph
+        self._executor = executor
+        self._compile = compile_fn
+        self._backward = None
+
+    def __call__(self, arrays):
+        return self._executor(arrays)
+
+    def _gradient(self):
+        if self._backward is None:
+            graph, wrt, cotangent_of = vjp_graph(self.graph)
+            self._backward = (
+                CompiledCall(graph, self._compile(graph), self._compile), wrt, cotangent_of
+            )
+        return self._backward
+
+    def vjp(self, op, *out_grads):
+        backward, wrt, cotangent_of = self._gradient()
+        grads = [None] * len(op.inputs)
+        if not wrt:
+            return grads
+        cts = [out_grads[i] for i in cotangent_of]
+        reads = [v.value() for v, _ in backward.graph.captures]  # Variables only rules read
+        results = call_p.bind(*op.inputs, *cts, *reads, callee=backward)
+        for i, g in zip(wrt, results, strict=True):
+            grads[i] = g
+        return grads
+
+
+def vjp_graph(forward: FuncGraph):
+    """The gradient graph of `forward`: inputs are forward's inputs and captures followed
+    by one cotangent per floating-point output; outputs are the gradients of the inputs
+    the outputs depend on. Returns (graph, indices of those inputs, indices of the
+    outputs that take a cotangent). The forward ops are copied in (recomputed)."""
+    graph = FuncGraph(f"{forward.name}_vjp", outer=forward.outer)
+    with graph.as_default():
+        primals = [graph.add_input(t.type, t.name) for t in forward.all_inputs]
+        cotangent_of = [i for i, t in enumerate(forward.outputs)
+                        if dtypes.is_differentiable(t.dtype)]
+        cts = [graph.add_input(forward.outputs[i].type.strong(), f"ct{i}") for i in cotangent_of]
+        env = {id(t): p for t, p in zip(forward.all_inputs, primals, strict=True)}
+        for external, placeholder in forward.captures:
+            # a Variable read again by a gradient rule is the input that feeds its capture
+            graph._capture_map[id(external)] = env[id(placeholder)]
+        outputs = Rewriter(forward, target=graph, env=env).run()
+        candidates = [i for i, p in enumerate(primals)
+                      if dtypes.is_differentiable(p.dtype) and not p.type.weak]
+        grads = backprop(graph.operations, [outputs[i] for i in cotangent_of],
+                         [primals[i] for i in candidates], cts)
+        wrt = [i for i, g in zip(candidates, grads, strict=True) if g is not None]
+        graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
+    return graph, wrt, cotangent_of
+
+
+def make_call_recorder(compiler_for):
+    """The hook `tg.function` calls when a compiled function runs eagerly while tapes
+    record: `record_call(concrete, inputs, results)` (inputs are EagerTensors aligned with
+    `concrete.graph.all_inputs`, results with its outputs) records the call as one `call`
+    op whose gradient is the compiled gradient graph, built on first use and cached per
+    concrete function. `compiler_for(concrete)` is the function compiling a graph the way
+    `concrete` was compiled (same backend and options)."""
+    callees: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def record_call(concrete, inputs, results):
+        callee = callees.get(concrete)
+        if callee is None:
+            callee = CompiledCall(concrete.graph, concrete.executor, compiler_for(concrete))
+            callees[concrete] = callee
+        op = Operation(call_p, inputs, {"callee": callee}, user_location(), None, None)
+        op.outputs = tuple(results)
+        for tape in state.tapes:
+            tape.record(op)
+
+    return record_call

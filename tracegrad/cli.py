@@ -412,11 +412,11 @@ def main(argv: list[str] | None = None) -> int:
         if options.output:
             try:
                 with open(options.output, "w", encoding="utf-8") as f:
-                    f.write(text + "\n")
+                    f.write(text.rstrip("\n") + "\n")
             except OSError as e:
                 raise CLIError(f"cannot write {options.output}: {e.strerror}") from None
         else:
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(text.rstrip("\n") + "\n")
     except CLIError as e:
         if show_traceback and e.__cause__ is not None:
             import traceback

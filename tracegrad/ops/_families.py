@@ -36,6 +36,25 @@ KINDS = {
 }
 
 
+def _no_gradient(op, *out_grads):
+    return [None] * len(op.inputs)
+
+
+def nondifferentiable(*prims: Primitive) -> None:
+    """Mark primitives whose results are integer, bool or piecewise constant: their
+    gradient rule gives every input `None` (no gradient flows through them)."""
+    for prim in prims:
+        prim.def_grad(_no_gradient)
+        NONDIFFERENTIABLE.add(prim)
+
+
+def needs(op, i: int) -> bool:
+    """Whether the gradient of input `i` of `op` is wanted (backprop lists the others in
+    `op.skip_input_indices`); rules skip work, and NaN-prone terms, for the others."""
+    skip = getattr(op, "skip_input_indices", None)
+    return not skip or i not in skip
+
+
 def check_kind(op: str, t: TensorType, kind: str, what: str = "operand") -> None:
     if t.dtype not in KINDS[kind]:
         allowed = ", ".join(sorted(d.name for d in KINDS[kind]))
@@ -113,5 +132,5 @@ def compare(name: str, impl: Callable) -> Primitive:
     """An elementwise comparison: equal shapes and dtypes, a bool result."""
     prim = binary(name, impl, kind="any", out_dtype=dtypes.bool_)
     COMPARISONS.add(prim)
-    NONDIFFERENTIABLE.add(prim)
+    nondifferentiable(prim)
     return prim

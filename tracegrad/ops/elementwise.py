@@ -6,19 +6,24 @@ promotion are explicit ops inserted by `tracegrad.numpy`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.special
 
 from tracegrad.core import dtypes
-from tracegrad.core.op import Primitive
+from tracegrad.core.ir import GraphTensor
+from tracegrad.core.op import Primitive, constant_p
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError
+from tracegrad.ops import shape_ops
 from tracegrad.ops._families import (
     ELEMENTWISE,
-    NONDIFFERENTIABLE,
     binary,
     check_kind,
     compare,
+    needs,
+    nondifferentiable,
     same_dtype,
     same_shape,
     unary,
@@ -35,6 +40,48 @@ def _erf(x):
     return scipy.special.erf(x).astype(x.dtype, copy=False)
 
 
+# -- helpers of the gradient rules -----------------------------------------------------------
+
+
+def _is_one(t) -> bool:
+    """Whether `t` is a traced constant 1 (possibly broadcast): the seed of a gradient."""
+    while type(t) is GraphTensor and t.op is not None:
+        prim = t.op.primitive
+        if prim is constant_p:
+            v = t.op.attrs["value"].value
+            return v.ndim == 0 and v == 1
+        if prim is not shape_ops.broadcast_in_dim_p:
+            return False
+        t = t.op.inputs[0]
+    return False
+
+
+def scale(g, d):
+    """`g * d` (equal shapes), emitting no multiplication when `g` is a constant one."""
+    if _is_one(g) and tuple(g.shape) == tuple(d.shape) and g.dtype == d.dtype:
+        return d
+    return mul_p.bind(g, d)
+
+
+def _c(x, value):
+    """The constant `value` with `x`'s shape and dtype."""
+    return shape_ops.full_like(x, value)
+
+
+def _sq(x):
+    return mul_p.bind(x, x)
+
+
+def defderiv(prim: Primitive, deriv) -> None:
+    """Give a unary primitive the gradient `g * deriv(x, y)` (`y` is its result)."""
+    prim.def_grad(lambda op, g: [scale(g, deriv(op.inputs[0], op.outputs[0]))])
+
+
+def defrecip(prim: Primitive, denom) -> None:
+    """Give a unary primitive the gradient `g / denom(x, y)` (`y` is its result)."""
+    prim.def_grad(lambda op, g: [div_p.bind(g, denom(op.inputs[0], op.outputs[0]))])
+
+
 # -- unary math ------------------------------------------------------------------------------
 
 neg_p = unary("neg", np.negative, kind="numeric")
@@ -42,47 +89,85 @@ neg_p.def_grad(lambda op, g: [neg_p.bind(g)])
 
 sign_p = unary("sign", np.sign, kind="numeric")
 abs_p = unary("abs", np.abs, kind="numeric")
+defderiv(abs_p, lambda x, y: sign_p.bind(x))  # the subgradient 0 at x == 0
+
 floor_p = unary("floor", np.floor)
 ceil_p = unary("ceil", np.ceil)
 round_p = unary("round", np.rint)  # half to even, as np.round
 exp_p = unary("exp", np.exp)
-exp_p.def_grad(lambda op, g: [mul_p.bind(g, op.outputs[0])])
+defderiv(exp_p, lambda x, y: y)
 
 exp2_p = unary("exp2", np.exp2)
+defderiv(exp2_p, lambda x, y: mul_p.bind(y, _c(y, math.log(2.0))))
+
 expm1_p = unary("expm1", np.expm1)
+defderiv(expm1_p, lambda x, y: add_p.bind(y, _c(y, 1)))
+
 log_p = unary("log", np.log)
-log_p.def_grad(lambda op, g: [div_p.bind(g, op.inputs[0])])
+defrecip(log_p, lambda x, y: x)
 
 log2_p = unary("log2", np.log2)
+defrecip(log2_p, lambda x, y: mul_p.bind(x, _c(x, math.log(2.0))))
+
 log10_p = unary("log10", np.log10)
+defrecip(log10_p, lambda x, y: mul_p.bind(x, _c(x, math.log(10.0))))
+
 log1p_p = unary("log1p", np.log1p)
+defrecip(log1p_p, lambda x, y: add_p.bind(x, _c(x, 1)))
+
 sqrt_p = unary("sqrt", np.sqrt)
+defrecip(sqrt_p, lambda x, y: add_p.bind(y, y))
+
 sin_p = unary("sin", np.sin)
-sin_p.def_grad(lambda op, g: [mul_p.bind(g, cos_p.bind(op.inputs[0]))])
+defderiv(sin_p, lambda x, y: cos_p.bind(x))
 
 cos_p = unary("cos", np.cos)
-cos_p.def_grad(lambda op, g: [neg_p.bind(mul_p.bind(g, sin_p.bind(op.inputs[0])))])
+defderiv(cos_p, lambda x, y: neg_p.bind(sin_p.bind(x)))
 
 tan_p = unary("tan", np.tan)
+defderiv(tan_p, lambda x, y: add_p.bind(_c(y, 1), _sq(y)))
+
 asin_p = unary("asin", np.arcsin)
+defrecip(asin_p, lambda x, y: sqrt_p.bind(sub_p.bind(_c(x, 1), _sq(x))))
+
 acos_p = unary("acos", np.arccos)
+defrecip(acos_p, lambda x, y: neg_p.bind(sqrt_p.bind(sub_p.bind(_c(x, 1), _sq(x)))))
+
 atan_p = unary("atan", np.arctan)
+defrecip(atan_p, lambda x, y: add_p.bind(_c(x, 1), _sq(x)))
+
 sinh_p = unary("sinh", np.sinh)
+defderiv(sinh_p, lambda x, y: cosh_p.bind(x))
+
 cosh_p = unary("cosh", np.cosh)
+defderiv(cosh_p, lambda x, y: sinh_p.bind(x))
+
 tanh_p = unary("tanh", np.tanh)
+defderiv(tanh_p, lambda x, y: sub_p.bind(_c(y, 1), _sq(y)))
+
 asinh_p = unary("asinh", np.arcsinh)
+defrecip(asinh_p, lambda x, y: sqrt_p.bind(add_p.bind(_sq(x), _c(x, 1))))
+
 acosh_p = unary("acosh", np.arccosh)
+defrecip(acosh_p, lambda x, y: sqrt_p.bind(mul_p.bind(sub_p.bind(x, _c(x, 1)),
+                                                       add_p.bind(x, _c(x, 1)))))
+
 atanh_p = unary("atanh", np.arctanh)
+defrecip(atanh_p, lambda x, y: sub_p.bind(_c(x, 1), _sq(x)))
+
 logistic_p = unary("logistic", _logistic)
+defderiv(logistic_p, lambda x, y: mul_p.bind(y, sub_p.bind(_c(y, 1), y)))
+
 erf_p = unary("erf", _erf)
+defderiv(erf_p, lambda x, y: mul_p.bind(_c(x, 2 / math.sqrt(math.pi)),
+                                        exp_p.bind(neg_p.bind(_sq(x)))))
 
 is_finite_p = unary("is_finite", np.isfinite, out_dtype=dtypes.bool_)
 is_nan_p = unary("is_nan", np.isnan, out_dtype=dtypes.bool_)
 is_inf_p = unary("is_inf", np.isinf, out_dtype=dtypes.bool_)
 not_p = unary("not", np.invert, kind="intbool")  # logical for bool, bitwise for ints
 
-NONDIFFERENTIABLE.update({sign_p, floor_p, ceil_p, round_p, is_finite_p, is_nan_p, is_inf_p,
-                          not_p})
+nondifferentiable(sign_p, floor_p, ceil_p, round_p, is_finite_p, is_nan_p, is_inf_p, not_p)
 
 
 integer_pow_p = Primitive("integer_pow")
@@ -105,6 +190,18 @@ def _integer_pow_impl(x, *, y):
 ELEMENTWISE.add(integer_pow_p)
 
 
+@integer_pow_p.def_grad
+def _integer_pow_grad(op, g):
+    (x,), y = op.inputs, op.attrs["y"]
+    if y == 0:
+        return [shape_ops.zeros_like(x)]
+    if y == 1:
+        return [g]
+    if y == 2:
+        return [scale(g, add_p.bind(x, x))]
+    return [scale(g, mul_p.bind(_c(x, y), integer_pow_p.bind(x, y=y - 1)))]
+
+
 # -- binary math -----------------------------------------------------------------------------
 
 add_p = binary("add", np.add, kind="any", commutative=True)
@@ -119,19 +216,83 @@ mul_p = binary("mul", np.multiply, kind="any", commutative=True)
 @mul_p.def_grad
 def _mul_grad(op, g):
     x, y = op.inputs
-    return [mul_p.bind(g, y), mul_p.bind(g, x)]
+    return [scale(g, y) if needs(op, 0) else None, scale(g, x) if needs(op, 1) else None]
+
 
 div_p = binary("div", np.true_divide, kind="float")
+
+
+@div_p.def_grad
+def _div_grad(op, g):
+    (x, y), (out,) = op.inputs, op.outputs
+    return [div_p.bind(g, y) if needs(op, 0) else None,
+            neg_p.bind(div_p.bind(scale(g, out), y)) if needs(op, 1) else None]
+
+
 floor_div_p = binary("floor_div", np.floor_divide)
 mod_p = binary("mod", np.mod)  # NumPy's: the sign of the divisor
+
+
+@mod_p.def_grad
+def _mod_grad(op, g):
+    # x mod y = x - floor(x / y) * y, with floor(x / y) piecewise constant
+    x, y = op.inputs
+    return [g, neg_p.bind(scale(g, floor_div_p.bind(x, y))) if needs(op, 1) else None]
+
+
 pow_p = binary("pow", np.power)
+
+
+@pow_p.def_grad
+def _pow_grad(op, g):
+    # d/dx = y x^(y-1), taken as 0 where y == 0; d/dy = x^y log(x), taken as 0 where
+    # x <= 0 (0 is the limit at x = 0 for y > 0; for x < 0 x^y is real only at integer y).
+    (x, y), (out,) = op.inputs, op.outputs
+    gx = gy = None
+    if needs(op, 0):
+        zero = _c(x, 0)
+        dx = mul_p.bind(y, pow_p.bind(x, sub_p.bind(y, _c(y, 1))))
+        gx = scale(g, select_p.bind(eq_p.bind(y, zero), zero, dx))
+    if needs(op, 1):
+        positive = gt_p.bind(x, _c(x, 0))
+        log_x = log_p.bind(select_p.bind(positive, x, _c(x, 1)))
+        gy = scale(g, mul_p.bind(out, select_p.bind(positive, log_x, _c(x, 0))))
+    return [gx, gy]
+
+
 max_p = binary("max", np.maximum, kind="any", commutative=True)  # NaN-propagating
 min_p = binary("min", np.minimum, kind="any", commutative=True)
+
+
+def _extremum_grad(op, g):
+    # The gradient goes to the operand equal to the result; a tie splits it evenly.
+    (x, y), (out,) = op.inputs, op.outputs
+    share = select_p.bind(
+        eq_p.bind(x, out), select_p.bind(eq_p.bind(y, out), _c(x, 0.5), _c(x, 1)), _c(x, 0)
+    )
+    gx = scale(g, share)
+    return [gx, sub_p.bind(g, gx) if needs(op, 1) else None]
+
+
+max_p.def_grad(_extremum_grad)
+min_p.def_grad(_extremum_grad)
+
 atan2_p = binary("atan2", np.arctan2, kind="float")
+
+
+@atan2_p.def_grad
+def _atan2_grad(op, g):
+    # atan2(x, y) = atan(x / y): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
+    x, y = op.inputs
+    r2 = add_p.bind(_sq(x), _sq(y))
+    return [div_p.bind(scale(g, y), r2) if needs(op, 0) else None,
+            neg_p.bind(div_p.bind(scale(g, x), r2)) if needs(op, 1) else None]
+
+
 and_p = binary("and", np.bitwise_and, kind="intbool", commutative=True)
 or_p = binary("or", np.bitwise_or, kind="intbool", commutative=True)
 xor_p = binary("xor", np.bitwise_xor, kind="intbool", commutative=True)
-NONDIFFERENTIABLE.update({floor_div_p, and_p, or_p, xor_p})
+nondifferentiable(floor_div_p, and_p, or_p, xor_p)
 
 eq_p = compare("eq", np.equal)
 ne_p = compare("ne", np.not_equal)
@@ -159,6 +320,15 @@ def _select_abstract_eval(pred, on_true, on_false):
 
 select_p.def_impl(np.where)
 ELEMENTWISE.add(select_p)
+
+
+@select_p.def_grad
+def _select_grad(op, g):
+    pred = op.inputs[0]
+    zeros = shape_ops.zeros_like(g)
+    return [None,
+            select_p.bind(pred, g, zeros) if needs(op, 1) else None,
+            select_p.bind(pred, zeros, g) if needs(op, 2) else None]
 
 
 # -- casts -----------------------------------------------------------------------------------

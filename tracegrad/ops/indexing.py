@@ -14,8 +14,10 @@ from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, ShapeError
-from tracegrad.ops._families import same_dtype
+from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops import shape_ops
+from tracegrad.ops._families import needs, same_dtype
 
 
 def _check_indices(op, operand, indices, axis):
@@ -56,6 +58,13 @@ def _gather_impl(operand, indices, *, axis):
     return np.take(operand, indices, axis=axis)
 
 
+@gather_p.def_grad
+def _gather_grad(op, g):
+    operand, indices = op.inputs
+    zeros = shape_ops.zeros_like(operand)
+    return [scatter_add_p.bind(zeros, indices, g, axis=op.attrs["axis"]), None]
+
+
 def _scatter_abstract_eval(op, operand, indices, updates, axis):
     _check_indices(op, operand, indices, axis)
     same_dtype(op, operand, updates)
@@ -89,6 +98,13 @@ def _scatter_add_impl(operand, indices, updates, *, axis):
     return out
 
 
+@scatter_add_p.def_grad
+def _scatter_add_grad(op, g):
+    _, indices, _ = op.inputs
+    g_updates = gather_p.bind(g, indices, axis=op.attrs["axis"]) if needs(op, 2) else None
+    return [g, None, g_updates]
+
+
 scatter_p = Primitive("scatter")
 """`operand` with the elements at `indices` along `axis` replaced by `updates`; with
 repeated indices the last update wins."""
@@ -105,3 +121,43 @@ def _scatter_set_impl(operand, indices, updates, *, axis):
     out = operand.copy()
     out[_index(axis, indices)] = updates
     return out
+
+
+@scatter_p.def_grad
+def _scatter_grad(op, g):
+    # The overwritten elements of the operand get no gradient; of updates written to the
+    # same place (repeated indices) only the one that was written last, and so is in the
+    # result, gets the gradient.
+    operand, indices, updates = op.inputs
+    axis = op.attrs["axis"]
+    g_operand = g_updates = None
+    if needs(op, 0):
+        g_operand = scatter_p.bind(g, indices, shape_ops.zeros_like(updates), axis=axis)
+    if needs(op, 2):
+        g_updates = gather_p.bind(g, indices, axis=axis)
+        if indices.ndim:
+            won = _written_last(operand, indices, axis)
+            dims = tuple(range(axis, axis + indices.ndim))
+            g_updates = ew.select_p.bind(shape_ops.broadcast_like(won, updates, dims),
+                                         g_updates, shape_ops.zeros_like(g_updates))
+    return [g_operand, None, g_updates]
+
+
+def _written_last(operand, indices, axis):
+    """Bool of `indices.shape`: whether each index position is the one whose update a
+    scatter along `axis` of `operand` leaves in the result."""
+    shape = tuple(indices.shape)
+    if None in shape[1:]:
+        raise NotDifferentiableError(
+            f"scatter: the gradient for indices of shape {shape_str(shape)} with unknown "
+            "dims past the first is not supported"
+        )
+    dyn = [shape_ops.dim_size_p.bind(indices, axis=0)] if shape[0] is None else []
+    ids = shape_ops.row_major_index(shape, dyn)
+    n = operand.shape[axis]
+    slots = shape_ops.broadcast_in_dim_p.bind(
+        shape_ops.scalar_like(ids, -1),
+        *([shape_ops.dim_size_p.bind(operand, axis=axis)] if n is None else []),
+        shape=(n,), broadcast_dimensions=())
+    winners = scatter_p.bind(slots, indices, ids, axis=0)
+    return ew.eq_p.bind(gather_p.bind(winners, indices, axis=0), ids)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError
-from tracegrad.ops._families import check_kind, same_dtype
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops import shape_ops
+from tracegrad.ops._families import check_kind, needs, same_dtype
 
 # -- dot_general -----------------------------------------------------------------------------
 
@@ -70,6 +73,36 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers):
     return out.reshape(batch + lfs + rfs)
 
 
+@dot_general_p.def_grad
+def _dot_general_grad(op, g):
+    lhs, rhs = op.inputs
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    return [
+        _dot_operand_grad(g, rhs, lhs.ndim, lc, lb, rc, rb, lhs_side=True)
+        if needs(op, 0) else None,
+        _dot_operand_grad(g, lhs, rhs.ndim, rc, rb, lc, lb, lhs_side=False)
+        if needs(op, 1) else None,
+    ]
+
+
+def _dot_operand_grad(g, other, ndim, contract, batch, other_contract, other_batch, lhs_side):
+    """The gradient of the dot_general operand of rank `ndim` contracting `contract` and
+    batching `batch` with `other`: g contracted with `other` over other's free dims."""
+    nb = len(batch)
+    free = _free_dims(ndim, contract, batch)
+    other_free = _free_dims(other.ndim, other_contract, other_batch)
+    start = nb + len(free) if lhs_side else nb
+    g_other = tuple(range(start, start + len(other_free)))
+    r = dot_general_p.bind(
+        g, other, dimension_numbers=((g_other, other_free), (tuple(range(nb)), other_batch)))
+    # r holds: batch dims, this operand's free dims, then other's contracting dims in
+    # increasing order, each standing for the contracting dim of this operand paired with it.
+    paired = [c for _, c in sorted(zip(other_contract, contract))]
+    layout = list(batch) + list(free) + paired
+    perm = tuple(np.argsort(layout).tolist())
+    return r if perm == tuple(range(ndim)) else shape_ops.transpose_p.bind(r, permutation=perm)
+
+
 # -- matrix primitives -----------------------------------------------------------------------
 
 
@@ -79,6 +112,42 @@ def _check_square(op, a):
         a.shape[-1] is not None and a.shape[-2] is not None and a.shape[-1] != a.shape[-2]
     ):
         raise ShapeError(f"{op}: expected a (batch of) square matrices, got {shape_str(a.shape)}")
+
+
+def _mT(a):
+    """The matrices of `a` transposed (its last two dims swapped)."""
+    nd = a.ndim
+    return shape_ops.transpose_p.bind(a, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _matmul(a, b):
+    """`a @ b` for (batches of) matrices of equal rank."""
+    nd = a.ndim
+    batch = tuple(range(nd - 2))
+    return dot_general_p.bind(a, b, dimension_numbers=(((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _rows_cols(a):
+    """int64 tensors of `a`'s shape holding each element's row and column index."""
+    dyn = [shape_ops.dim_size_p.bind(a, axis=i) for i, d in enumerate(a.shape) if d is None]
+    shape, nd = tuple(a.shape), a.ndim
+    return (shape_ops.iota_p.bind(*dyn, dtype=dtypes.int64, shape=shape, dimension=nd - 2),
+            shape_ops.iota_p.bind(*dyn, dtype=dtypes.int64, shape=shape, dimension=nd - 1))
+
+
+def _triangle(a, lower, strict=False):
+    """`a` with the elements outside its lower (or upper) triangle zeroed; `strict`
+    zeroes the diagonal too."""
+    rows, cols = _rows_cols(a)
+    compare = (ew.gt_p if strict else ew.ge_p) if lower else (ew.lt_p if strict else ew.le_p)
+    return ew.select_p.bind(compare.bind(rows, cols), a, shape_ops.zeros_like(a))
+
+
+def _inverse_transpose(a):
+    """`inv(a).T` of (batches of) square matrices, by a solve against the identity."""
+    rows, cols = _rows_cols(a)
+    eye = ew.convert_element_type_p.bind(ew.eq_p.bind(rows, cols), new_dtype=a.dtype)
+    return solve_p.bind(_mT(a), eye)
 
 
 def _check_rhs(op, a, b, left_side=True):
@@ -114,6 +183,21 @@ def _cholesky_abstract_eval(a):
 cholesky_p.def_impl(np.linalg.cholesky)
 
 
+@cholesky_p.def_grad
+def _cholesky_grad(op, g):
+    # For symmetric perturbations of a (the input is taken as symmetric): with
+    # P = tril(L.T @ g) with its diagonal halved, grad = sym(L^-T P L^-1).
+    (L,) = op.outputs
+    p = _matmul(_mT(L), g)
+    rows, cols = _rows_cols(p)
+    half = shape_ops.full_like(p, 0.5)
+    p = ew.select_p.bind(ew.eq_p.bind(rows, cols), ew.mul_p.bind(p, half),
+                         _triangle(p, lower=True, strict=True))
+    x = triangular_solve_p.bind(L, p, left_side=False, lower=True)
+    s = triangular_solve_p.bind(L, x, left_side=True, lower=True, transpose_a=True)
+    return [ew.mul_p.bind(ew.add_p.bind(s, _mT(s)), half)]
+
+
 triangular_solve_p = Primitive("triangular_solve")
 """`x` with `op(a) @ x == b` (`left_side`) or `x @ op(a) == b`, for triangular `a`
 (`lower`), `op(a)` = `a.T` when `transpose_a`; `unit_diagonal` ignores a's diagonal."""
@@ -146,6 +230,24 @@ def _triangular_solve_impl(a, b, *, left_side=True, lower=True, transpose_a=Fals
     return out
 
 
+@triangular_solve_p.def_grad
+def _triangular_solve_grad(op, g):
+    # With M = op(a): left, x = M^-1 b, so g_b = M^-T g and g_M = -g_b x^T; right,
+    # x = b M^-1, so g_b = g M^-T and g_M = -x^T g_b. a's gradient is g_M (transposed back
+    # when transpose_a) on the triangle the solve reads.
+    (a, _), (x,) = op.inputs, op.outputs
+    left, lower = op.attrs.get("left_side", True), op.attrs.get("lower", True)
+    transpose_a = op.attrs.get("transpose_a", False)
+    unit = op.attrs.get("unit_diagonal", False)
+    g_b = triangular_solve_p.bind(a, g, left_side=left, lower=lower,
+                                  transpose_a=not transpose_a, unit_diagonal=unit)
+    g_a = None
+    if needs(op, 0):
+        g_m = _matmul(g_b, _mT(x)) if left else _matmul(_mT(x), g_b)
+        g_a = ew.neg_p.bind(_triangle(_mT(g_m) if transpose_a else g_m, lower, strict=unit))
+    return [g_a, g_b]
+
+
 solve_p = Primitive("solve")
 """`x` with `a @ x == b` for square `a` (`b` is a (batch of) matrices)."""
 
@@ -160,6 +262,14 @@ def _solve_abstract_eval(a, b):
 solve_p.def_impl(np.linalg.solve)
 
 
+@solve_p.def_grad
+def _solve_grad(op, g):
+    # x = a^-1 b: g_b = a^-T g, g_a = -g_b x^T
+    (a, _), (x,) = op.inputs, op.outputs
+    g_b = solve_p.bind(_mT(a), g)
+    return [ew.neg_p.bind(_matmul(g_b, _mT(x))) if needs(op, 0) else None, g_b]
+
+
 det_p = Primitive("det")
 """The determinant of a (batch of) square matrices."""
 
@@ -171,6 +281,14 @@ def _det_abstract_eval(a):
 
 
 det_p.def_impl(np.linalg.det)
+
+
+@det_p.def_grad
+def _det_grad(op, g):
+    # d det(a) = det(a) tr(a^-1 da): g_a = g det(a) a^-T (a must be invertible)
+    (a,), (d,) = op.inputs, op.outputs
+    scale = shape_ops.broadcast_like(ew.scale(g, d), a, range(a.ndim - 2))
+    return [ew.mul_p.bind(scale, _inverse_transpose(a))]
 
 
 slogdet_p = Primitive("slogdet", multiple_results=True)
@@ -188,5 +306,13 @@ def _slogdet_abstract_eval(a):
 def _slogdet_impl(a):
     sign, logdet = np.linalg.slogdet(a)
     return np.asarray(sign), np.asarray(logdet)
+
+
+@slogdet_p.def_grad
+def _slogdet_grad(op, g_sign, g_logdet):
+    # The sign is piecewise constant; d log|det(a)| = tr(a^-1 da): g_a = g a^-T
+    (a,) = op.inputs
+    scale = shape_ops.broadcast_like(g_logdet, a, range(a.ndim - 2))
+    return [ew.scale(scale, _inverse_transpose(a))]
 
 

@@ -11,9 +11,10 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
-from tracegrad.errors import ShapeError
-from tracegrad.ops import shape_ops
-from tracegrad.ops._families import NONDIFFERENTIABLE, REDUCTIONS, check_kind
+from tracegrad.errors import NotDifferentiableError, ShapeError
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops import indexing, shape_ops
+from tracegrad.ops._families import REDUCTIONS, check_kind, nondifferentiable
 
 
 def _reduced_shape(op, x, axes, keepdims):
@@ -51,17 +52,71 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
 reduce_sum_p = reduction("reduce_sum", np.sum, "any", identity=True)
 
 
+def _kept_dims(op) -> tuple:
+    """The operand dims that a reduction's result keeps, in the result's order."""
+    x, axes = op.inputs[0], op.attrs["axes"]
+    if op.attrs.get("keepdims", False):
+        return tuple(range(x.ndim))
+    return tuple(i for i in range(x.ndim) if i not in axes)
+
+
 @reduce_sum_p.def_grad
 def _reduce_sum_grad(op, g):
-    (x,) = op.inputs
-    axes, keepdims = op.attrs["axes"], op.attrs.get("keepdims", False)
-    kept = tuple(range(x.ndim)) if keepdims else tuple(i for i in range(x.ndim) if i not in axes)
-    return [shape_ops.broadcast_like(g, x, kept)]
+    return [shape_ops.broadcast_like(g, op.inputs[0], _kept_dims(op))]
 
 
 reduce_prod_p = reduction("reduce_prod", np.prod, "any", identity=True)
+
+
+@reduce_prod_p.def_grad
+def _reduce_prod_grad(op, g):
+    # d prod / d x_i is the product of the other elements: exclusive products from both
+    # sides, exact where x has zeros (no division by x).
+    (x,), axes = op.inputs, op.attrs["axes"]
+    g = shape_ops.broadcast_like(g, x, _kept_dims(op))
+    return [ew.scale(g, _products_of_others(x, axes)) if axes else g]
+
+
+def _products_of_others(x, axes):
+    """Element i: the product of the other elements of its slice over `axes`."""
+    if len(axes) == 1:
+        (axis,) = axes
+        left = shape_ops.shift(cumprod_p.bind(x, axis=axis), axis, 1, 1)
+        right = shape_ops.shift(cumprod_p.bind(x, axis=axis, reverse=True), axis, -1, 1)
+        return ew.mul_p.bind(left, right)
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    perm = kept + tuple(axes)
+    lead = tuple(x.shape[i] for i in kept)
+    reduced = tuple(x.shape[i] for i in axes)
+    if None in reduced or lead.count(None) > 1:
+        raise NotDifferentiableError(
+            f"reduce_prod: the gradient over several axes {axes} of {x.type} flattens them and "
+            "needs their sizes known (and at most one other unknown dim)"
+        )
+    lead_sizes = tuple(-1 if d is None else d for d in lead)
+    flat = shape_ops.reshape_p.bind(shape_ops.transpose_p.bind(x, permutation=perm),
+                                    new_sizes=lead_sizes + (int(np.prod(reduced)),))
+    others = shape_ops.reshape_p.bind(_products_of_others(flat, (len(kept),)),
+                                      new_sizes=lead_sizes + reduced)
+    return shape_ops.transpose_p.bind(others, permutation=tuple(np.argsort(perm).tolist()))
+
+
 reduce_max_p = reduction("reduce_max", np.max, "any", identity=False)  # NaN-propagating
 reduce_min_p = reduction("reduce_min", np.min, "any", identity=False)
+
+
+def _reduce_extremum_grad(op, g):
+    # The gradient goes to the elements equal to the result, split evenly among ties.
+    (x,), (out,) = op.inputs, op.outputs
+    kept = _kept_dims(op)
+    hit = ew.convert_element_type_p.bind(
+        ew.eq_p.bind(x, shape_ops.broadcast_like(out, x, kept)), new_dtype=x.dtype)
+    count = reduce_sum_p.bind(hit, axes=op.attrs["axes"], keepdims=op.attrs.get("keepdims", False))
+    return [ew.mul_p.bind(shape_ops.broadcast_like(ew.div_p.bind(g, count), x, kept), hit)]
+
+
+reduce_max_p.def_grad(_reduce_extremum_grad)
+reduce_min_p.def_grad(_reduce_extremum_grad)
 
 
 def arg_reduction(name: str, np_fn) -> Primitive:
@@ -80,7 +135,7 @@ def arg_reduction(name: str, np_fn) -> Primitive:
     def impl(x, *, axis, keepdims=False, index_dtype=dtypes.int64):
         return np_fn(x, axis=axis, keepdims=keepdims).astype(index_dtype, copy=False)
 
-    NONDIFFERENTIABLE.add(prim)
+    nondifferentiable(prim)
     return prim
 
 
@@ -109,7 +164,36 @@ def cumulative(name: str, np_fn) -> Primitive:
 
 
 cumsum_p = cumulative("cumsum", np.cumsum)
+cumsum_p.def_grad(lambda op, g: [cumsum_p.bind(g, axis=op.attrs["axis"],
+                                               reverse=not op.attrs.get("reverse", False))])
+
 cumprod_p = cumulative("cumprod", np.cumprod)
+
+
+@cumprod_p.def_grad
+def _cumprod_grad(op, g):
+    # Differentiates the log-depth scan y <- y * shift(y, d) for d = 1, 2, 4, ...: products
+    # only, so the gradient is exact where x has zeros, and is itself differentiable.
+    (x,), axis, reverse = op.inputs, op.attrs["axis"], op.attrs.get("reverse", False)
+    n = x.shape[axis]
+    if n is None:
+        raise NotDifferentiableError(
+            f"cumprod: the gradient along an unknown dim of {x.type} is not supported (give "
+            "the function an input_signature with that dim known)"
+        )
+    if reverse:
+        x, g = shape_ops.rev_p.bind(x, dimensions=(axis,)), shape_ops.rev_p.bind(
+            g, dimensions=(axis,))
+    levels = []
+    y, d = x, 1
+    while d < n:
+        shifted = shape_ops.shift(y, axis, d, 1)
+        levels.append((y, shifted, d))
+        y, d = ew.mul_p.bind(y, shifted), 2 * d
+    for y, shifted, d in reversed(levels):
+        g = ew.add_p.bind(ew.mul_p.bind(g, shifted),
+                          shape_ops.shift(ew.mul_p.bind(g, y), axis, -d, 0))
+    return [shape_ops.rev_p.bind(g, dimensions=(axis,)) if reverse else g]
 
 
 sort_p = Primitive("sort")
@@ -128,6 +212,34 @@ def _sort_impl(x, *, axis):
     return np.sort(x, axis=axis, kind="stable")
 
 
+@sort_p.def_grad
+def _sort_grad(op, g):
+    # Each sorted position sends its gradient back to where its element came from.
+    (x,), axis = op.inputs, op.attrs["axis"]
+    perm = argsort_p.bind(x, axis=axis)
+    return [_unpermute(g, perm, axis)]
+
+
+def _unpermute(g, perm, axis):
+    """`r` with `r[..., perm[..., i], ...] = g[..., i, ...]` along `axis` (a permutation)."""
+    scatter_add_p = indexing.scatter_add_p
+    zeros = shape_ops.zeros_like(g)
+    if g.ndim == 1:
+        return scatter_add_p.bind(zeros, perm, g, axis=0)
+    if None in g.shape:
+        raise NotDifferentiableError(
+            f"sort: the gradient of a sort of a rank-{g.ndim} tensor with unknown dims "
+            f"({g.type}) is not supported"
+        )
+    size = int(np.prod(g.shape))
+    index = shape_ops.row_major_index(tuple(g.shape), axis=axis, coord=perm)
+    flat = scatter_add_p.bind(
+        shape_ops.reshape_p.bind(zeros, new_sizes=(size,)),
+        shape_ops.reshape_p.bind(index, new_sizes=(size,)),
+        shape_ops.reshape_p.bind(g, new_sizes=(size,)), axis=0)
+    return shape_ops.reshape_p.bind(flat, new_sizes=tuple(g.shape))
+
+
 argsort_p = Primitive("argsort")
 """The indices that sort the operand along `axis` (stable)."""
 
@@ -144,4 +256,4 @@ def _argsort_impl(x, *, axis, index_dtype=dtypes.int64):
     return np.argsort(x, axis=axis, kind="stable").astype(index_dtype, copy=False)
 
 
-NONDIFFERENTIABLE.add(argsort_p)
+nondifferentiable(argsort_p)

@@ -12,11 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor, Tensor
 from tracegrad.core.op import Primitive
 from tracegrad.core.shapes import shape_str
+from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
+from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
-from tracegrad.ops._families import NONDIFFERENTIABLE, same_dtype
+from tracegrad.ops import elementwise
+from tracegrad.ops._families import needs, nondifferentiable, same_dtype
 from tracegrad.ops.reductions import reduce_sum_p
 
 
@@ -132,11 +136,13 @@ def _reshape_impl(x, *, new_sizes):
 @reshape_p.def_grad
 def _reshape_grad(op, g):
     (x,) = op.inputs
-    if None in x.shape:
+    sizes = tuple(-1 if d is None else d for d in x.shape)
+    if sizes.count(-1) > 1:
         raise NotDifferentiableError(
-            f"reshape: gradient of a reshape of {x.type} (unknown dims) is not supported"
+            f"reshape: the gradient reshapes back to {x.type}, which has more than one "
+            "unknown dim (give the function an input_signature with known dims)"
         )
-    return [reshape_p.bind(g, new_sizes=tuple(x.shape))]
+    return [reshape_p.bind(g, new_sizes=sizes)]
 
 
 # -- transpose -------------------------------------------------------------------------------
@@ -203,6 +209,31 @@ def _slice_impl(x, *, start_indices, limit_indices, strides):
     return x[tuple(map(slice, start_indices, limit_indices, strides))]
 
 
+@slice_p.def_grad
+def _slice_grad(op, g):
+    # The slice's transpose: g padded with zeros back into the operand's positions.
+    (x,), (y,) = op.inputs, op.outputs
+    config = []
+    for n, m, start, limit, stride in zip(x.shape, y.shape, op.attrs["start_indices"],
+                                          op.attrs["limit_indices"], op.attrs["strides"],
+                                          strict=True):
+        if n is None:
+            if start in (0, None) and limit is None and stride == 1:
+                config.append((0, 0, 0))
+                continue
+            raise NotDifferentiableError(
+                f"slice: the gradient of a strided or partial slice of an unknown dim of "
+                f"{x.type} is not supported (give the function an input_signature with "
+                "known dims)"
+            )
+        if m == 0:
+            config.append((0, n, 0))
+        else:
+            last = start + (m - 1) * stride
+            config.append((start, n - 1 - last, stride - 1))
+    return [pad_p.bind(g, scalar_like(g, 0), padding_config=tuple(config))]
+
+
 # -- rev -------------------------------------------------------------------------------------
 
 rev_p = Primitive("rev")
@@ -219,6 +250,9 @@ def _rev_abstract_eval(x, *, dimensions):
 @rev_p.def_impl
 def _rev_impl(x, *, dimensions):
     return np.flip(x, dimensions) if dimensions else x
+
+
+rev_p.def_grad(lambda op, g: [rev_p.bind(g, dimensions=op.attrs["dimensions"])])
 
 
 # -- pad -------------------------------------------------------------------------------------
@@ -257,6 +291,34 @@ def _pad_impl(x, padding_value, *, padding_config):
     )
     out[index] = x
     return out
+
+
+@pad_p.def_grad
+def _pad_grad(op, g):
+    # The operand's elements are a strided slice of the result; the padding value
+    # receives the gradient of every other position.
+    x, _ = op.inputs
+    config = op.attrs["padding_config"]
+    starts, limits, strides, full = [], [], [], True
+    for n, m, (lo, hi, interior) in zip(x.shape, g.shape, config, strict=True):
+        full = full and lo == hi == 0 and (interior == 0 or n is not None and n <= 1)
+        starts.append(lo)
+        strides.append(interior + 1)
+        if n is None:
+            limits.append(-hi if hi else None)
+        else:
+            limits.append(lo + n + max(n - 1, 0) * interior)
+    if full:
+        gx = g
+    else:
+        gx = slice_p.bind(g, start_indices=tuple(starts), limit_indices=tuple(limits),
+                          strides=tuple(strides))
+    g_pad = None
+    if needs(op, 1):
+        axes = tuple(range(g.ndim))
+        g_pad = elementwise.sub_p.bind(reduce_sum_p.bind(g, axes=axes),
+                                       reduce_sum_p.bind(gx, axes=axes))
+    return [gx, g_pad]
 
 
 # -- concatenate -----------------------------------------------------------------------------
@@ -299,6 +361,34 @@ def _concatenate_impl(*xs, dimension):
     return np.concatenate(xs, axis=dimension)
 
 
+@concatenate_p.def_grad
+def _concatenate_grad(op, g):
+    # Each operand's gradient is its stretch of g along `dimension`; with unknown sizes a
+    # stretch is located from whichever end has only known sizes (Python slice rules).
+    d = op.attrs["dimension"]
+    sizes = [x.shape[d] for x in op.inputs]
+    grads = []
+    for i, x in enumerate(op.inputs):
+        before, size, after = sizes[:i], sizes[i], sizes[i + 1:]
+        if not needs(op, i):
+            grads.append(None)
+        elif size == 0:
+            grads.append(zeros_like(x))
+        elif g.shape[d] is not None:
+            grads.append(slice_along(g, d, sum(before), sum(before) + size))
+        elif None not in after and (size is not None or None not in before):
+            start = sum(before) if None not in before else -(sum(after) + size)
+            grads.append(slice_along(g, d, start, -sum(after) if sum(after) else None))
+        elif None not in before and size is not None:
+            grads.append(slice_along(g, d, sum(before), sum(before) + size))
+        else:
+            raise NotDifferentiableError(
+                f"concatenate: cannot locate operand {i} ({x.type}) in the result along "
+                f"dimension {d}: unknown sizes on both sides"
+            )
+    return grads
+
+
 # -- iota ------------------------------------------------------------------------------------
 
 iota_p = Primitive("iota")
@@ -322,7 +412,7 @@ def _iota_impl(*dyn, dtype, shape, dimension):
     return np.broadcast_to(np.arange(shape[dimension], dtype=dtype).reshape(expanded), shape)
 
 
-NONDIFFERENTIABLE.add(iota_p)
+nondifferentiable(iota_p)
 
 
 # -- dim_size --------------------------------------------------------------------------------
@@ -343,7 +433,7 @@ def _dim_size_impl(x, *, axis):
     return np.asarray(x.shape[axis], dtype=np.int64)
 
 
-NONDIFFERENTIABLE.add(dim_size_p)
+nondifferentiable(dim_size_p)
 
 
 # -- composites every gradient rule needs ----------------------------------------------------
@@ -360,22 +450,22 @@ def broadcast_like(g, x, broadcast_dimensions):
                                    broadcast_dimensions=tuple(broadcast_dimensions))
 
 
+def scalar_like(x, value, dtype=None):
+    """`value` as a rank-0 tensor of `x`'s dtype (or `dtype`): a graph constant when
+    tracing, an eager tensor for tensor `x`, NumPy for NumPy `x`."""
+    scalar = np.asarray(value, dtype=x.dtype if dtype is None else dtype)
+    if state.graph is not None:
+        return state.graph.constant(scalar)
+    if isinstance(x, (Tensor, Variable)):
+        return EagerTensor(scalar)
+    return scalar
+
+
 def full_like(x, fill_value, dtype=None):
     """A tensor of `x`'s shape filled with `fill_value` (unknown dims read from `x`)."""
-    from tracegrad.core.ir import EagerTensor, Tensor
-    from tracegrad.core.state import state
-    from tracegrad.core.variables import Variable
-
-    dtype = x.dtype if dtype is None else dtype
-    shape = tuple(x.shape)
-    scalar = np.asarray(fill_value, dtype=dtype)
-    if state.graph is not None:
-        scalar = state.graph.constant(scalar)
-    elif not isinstance(x, (Tensor, Variable)):
-        return np.full(shape, fill_value, dtype=dtype)
-    else:
-        scalar = EagerTensor(scalar)
-    return broadcast_like(scalar, x, ())
+    if state.graph is None and not isinstance(x, (Tensor, Variable)):
+        return np.full(tuple(x.shape), fill_value, dtype=x.dtype if dtype is None else dtype)
+    return broadcast_like(scalar_like(x, fill_value, dtype), x, ())
 
 
 def zeros_like(x, dtype=None):
@@ -384,3 +474,45 @@ def zeros_like(x, dtype=None):
 
 def ones_like(x, dtype=None):
     return full_like(x, 1, dtype)
+
+
+def slice_along(x, axis, start, limit, stride=1):
+    """`x[start:limit:stride]` along `axis`, every other dim whole."""
+    starts = [0] * x.ndim
+    limits = list(x.shape)
+    strides = [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice_p.bind(x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                        strides=tuple(strides))
+
+
+def shift(x, axis, offset, fill):
+    """`x` moved `offset` places along `axis` (toward higher indices when positive), the
+    vacated places holding `fill`: `shift([1, 2, 3], 0, 1, 9) == [9, 1, 2]`."""
+    n = x.shape[axis]
+    if n is not None and abs(offset) >= n:
+        return full_like(x, fill)
+    config = [(0, 0, 0)] * x.ndim
+    if offset > 0:
+        kept = slice_along(x, axis, 0, n - offset if n is not None else -offset)
+        config[axis] = (offset, 0, 0)
+    else:
+        kept = slice_along(x, axis, -offset, n)
+        config[axis] = (0, -offset, 0)
+    return pad_p.bind(kept, scalar_like(x, fill), padding_config=tuple(config))
+
+
+def row_major_index(shape, dyn=(), axis=None, coord=None):
+    """An int64 tensor of `shape` holding each element's row-major offset; along `axis` the
+    coordinate is read from the int64 tensor `coord` instead. Dims past the first must be
+    known; `dyn` holds the dim operand of an unknown first dim."""
+    index = None
+    for d in range(len(shape)):
+        if d == axis:
+            c = coord
+        else:
+            c = iota_p.bind(*dyn, dtype=dtypes.int64, shape=shape, dimension=d)
+        stride = int(np.prod(shape[d + 1:]))
+        term = c if stride == 1 else elementwise.mul_p.bind(c, full_like(c, stride))
+        index = term if index is None else elementwise.add_p.bind(index, term)
+    return index

@@ -10,6 +10,11 @@ from tracegrad.function import (
 )
 from tracegrad.passes import optimize
 from tracegrad.eager import constant, convert_to_tensor
+from tracegrad.autodiff import grad, hvp, value_and_grad, vjp
+from tracegrad.transforms.autodiff import (
+    RegisterGradient, UnconnectedGradients, gradient_override_map, gradients, hessians,
+    stop_gradient,
+)
 from tracegrad.transforms.custom import custom_gradient, grad_pass_through, recompute_grad
 from tracegrad.transforms.eager_api import (
     gradients_function, implicit_grad, implicit_val_and_grad, make_vjp, val_and_grad_function,
@@ -22,6 +27,8 @@ __version__ = "0.1.0"
 __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "constant", "convert_to_tensor", "optimize", "compiled_source",
+    "grad", "value_and_grad", "vjp", "hvp", "gradients", "hessians", "stop_gradient",
+    "RegisterGradient", "gradient_override_map", "UnconnectedGradients",
     "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
     "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",
     "make_vjp",

@@ -1,0 +1,173 @@
+"""The op table's gradient column: every row with `grad_argnums` is checked against float64
+central finite differences of its NumPy reference, in random directions, through the traced
+`tg.vjp` and through `backprop` over eagerly recorded ops; and every differentiable
+primitive has a gradient rule and a checked row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tests.ops.optable import CASES
+from tests.ops.optable_grad_extra import EXTRA_CASES
+from tracegrad.core import tree
+from tracegrad.core.ir import EagerTensor
+from tracegrad.core.op import REGISTRY
+from tracegrad.core.state import state
+from tracegrad.ops import NONDIFFERENTIABLE
+from tracegrad.transforms.backprop import backprop
+
+GRAD_CASES = [c for c in CASES + EXTRA_CASES if c.grad_argnums]
+
+# Primitives with a gradient rule but no finite-difference row, and why.
+NO_FD_ROW = {
+    "constant": "has no inputs",
+    "stop_gradient": "its gradient is zero by definition, not the identity's (tested in "
+                     "tests/transforms/test_gradients.py)",
+    "custom_gradient": "its gradient is the user's function (tests/transforms/test_custom_gradient.py)",
+    "call": "its gradient is its callee's (tests/transforms/test_tape_function.py)",
+}
+
+STEP = 1e-4  # central differences with one Richardson step: error O(STEP^4)
+
+
+def _float_leaves(out):
+    leaves, _ = tree.flatten(out)
+    return [np.asarray(x, dtype=np.float64) for x in leaves]
+
+
+def _directional(reference, args, argnums, direction, cotangents):
+    """d/dt sum(cotangent * reference(args + t * direction)) at t = 0, by Richardson-
+    extrapolated central differences in float64."""
+    def at(t):
+        moved = list(args)
+        for i, v in zip(argnums, direction, strict=True):
+            moved[i] = args[i].astype(np.float64) + t * v
+        outs = _float_leaves(reference(*moved))
+        return sum(float(np.sum(o * u)) for o, u in zip(outs, cotangents, strict=True))
+
+    def central(h):
+        return (at(h) - at(-h)) / (2 * h)
+
+    return (4 * central(STEP / 2) - central(STEP)) / 3
+
+
+def _random_cotangents(out, rng):
+    leaves, _ = tree.flatten(out)
+    return [rng.standard_normal(np.shape(x)) if np.asarray(x).dtype.kind == "f"
+            else np.zeros(np.shape(x)) for x in leaves]
+
+
+def _vjp_traced(case, cotangents):
+    """Gradients of sum(cotangents * fn(args)) for the rows's grad_argnums, via tg.vjp."""
+    args = list(case.args)
+
+    def fn(*diff):
+        full = list(args)
+        for i, d in zip(case.grad_argnums, diff, strict=True):
+            full[i] = d
+        return case.fn(*full)
+
+    out, vjp_fn = tg.vjp(fn, *[args[i] for i in case.grad_argnums])
+    _, out_def = tree.flatten(out)
+    cts = [ct.astype(np.asarray(o).dtype) for ct, o in zip(cotangents, tree.flatten(out)[0])]
+    return [np.asarray(g) for g in vjp_fn(tree.unflatten(out_def, cts))]
+
+
+class _Recorder:
+    """The minimal tape: every op run eagerly on tensors, in order."""
+
+    def __init__(self):
+        self.records = []
+
+    def record(self, op):
+        self.records.append(op)
+
+    def variable_accessed(self, variable, tensor):
+        pass
+
+
+def _vjp_eager(case, cotangents):
+    """The same gradients by `backprop` over the ops recorded while `fn` ran eagerly."""
+    args = list(case.args)
+    xs = [EagerTensor(np.asarray(args[i])) for i in case.grad_argnums]
+    for i, x in zip(case.grad_argnums, xs, strict=True):
+        args[i] = x
+    recorder = _Recorder()
+    state.tapes.append(recorder)
+    try:
+        out = case.fn(*args)
+    finally:
+        state.tapes.remove(recorder)
+    leaves, _ = tree.flatten(out)
+    ys = [y for y in leaves if np.asarray(y).dtype.kind == "f"]
+    cts = [EagerTensor(ct.astype(np.asarray(y).dtype))
+           for y, ct in zip(leaves, cotangents, strict=True) if np.asarray(y).dtype.kind == "f"]
+    grads = backprop(recorder.records, ys, xs, cts, unconnected_gradients="zero")
+    return [np.asarray(g) for g in grads]
+
+
+def _check(case, how, seed=0):
+    rng = np.random.default_rng(seed)
+    out = case.reference(*case.args)
+    for _ in range(3):
+        cotangents = _random_cotangents(out, rng)
+        grads = how(case, cotangents)
+        direction = [rng.standard_normal(np.shape(case.args[i])) for i in case.grad_argnums]
+        for g, i in zip(grads, case.grad_argnums, strict=True):
+            assert g.shape == np.shape(case.args[i]), f"gradient shape for arg {i}"
+            assert g.dtype == np.asarray(case.args[i]).dtype, f"gradient dtype for arg {i}"
+            assert np.all(np.isfinite(g)), f"non-finite gradient for arg {i}: {g}"
+        analytic = sum(float(np.sum(g * v)) for g, v in zip(grads, direction, strict=True))
+        numeric = _directional(case.reference, case.args, case.grad_argnums, direction,
+                               cotangents)
+        bound = sum(float(np.linalg.norm(g) * np.linalg.norm(v))
+                    for g, v in zip(grads, direction, strict=True))
+        assert abs(analytic - numeric) <= case.grad_rtol * bound + 1e-10, (
+            f"{case.name}: <grad, v> = {analytic!r}, finite differences {numeric!r}"
+        )
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: c.name)
+def test_gradient_matches_finite_differences_traced(case):
+    _check(case, _vjp_traced)
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: c.name)
+def test_gradient_matches_finite_differences_eager(case):
+    _check(case, _vjp_eager)
+
+
+def _primitives_of(case) -> set[str]:
+    diff = [case.args[i] for i in case.grad_argnums]
+
+    def fn(*d):
+        full = list(case.args)
+        for i, x in zip(case.grad_argnums, d, strict=True):
+            full[i] = x
+        return case.fn(*full)
+
+    graph = tg.trace(fn)(*diff)
+    return {op.primitive.name for op in graph.operations}
+
+
+def test_every_differentiable_primitive_has_a_rule_and_a_checked_row():
+    covered = set()
+    for case in GRAD_CASES:
+        covered |= _primitives_of(case)
+    missing_rule, missing_row = [], []
+    for name, prim in REGISTRY.items():
+        if prim in NONDIFFERENTIABLE:
+            continue
+        if prim.grad is None:
+            missing_rule.append(name)
+        elif name not in covered and name not in NO_FD_ROW:
+            missing_row.append(name)
+    assert not missing_rule, f"primitives without a gradient rule: {sorted(missing_rule)}"
+    assert not missing_row, f"differentiable primitives without a checked row: {sorted(missing_row)}"
+
+
+def test_nondifferentiable_primitives_give_no_gradient():
+    for prim in NONDIFFERENTIABLE:
+        assert prim.grad is not None, f"{prim.name}: mark it with nondifferentiable()"

@@ -173,6 +173,43 @@ def _with_variable(x):
     return tnp.sum(x * _VARIABLE) + tnp.sum(_VARIABLE)
 
 
+def _reductions_and_sorting(x):
+    m = tnp.mean(x, axis=0) + tnp.var(x, axis=1, keepdims=True) * tnp.std(x)
+    return (m, tnp.argmax(x, axis=1), tnp.cumsum(x, axis=0), tnp.sort(x, axis=-1),
+            tnp.argsort(x[0]), tnp.max(x), tnp.prod(x, axis=(0, 1)))
+
+
+def _indexing_and_shapes(x, i):
+    y = tnp.concatenate([x, tnp.flip(x, axis=0)], axis=1)
+    z = tnp.pad(tnp.take(y, i, axis=0), ((1, 0), (0, 2)))
+    w = tnp.tile(tnp.expand_dims(x[1:, ::-1], 0), (2, 1, 1))
+    u = tnp.at(x)[i].add(1.0)
+    return z, tnp.swapaxes(w, 0, 2), tnp.squeeze(tnp.repeat(x[:1], 2, axis=0)[:, None]), u
+
+
+def _linalg(a, b):
+    spd = a @ a.T + tnp.eye(3)
+    sign, logdet = tnp.linalg.slogdet(spd)
+    return (tnp.linalg.solve(spd, b), tnp.linalg.det(spd) * sign + logdet,
+            tnp.linalg.cholesky(spd), tnp.linalg.inv(spd), tnp.linalg.norm(b),
+            tnp.einsum("ij,jk->ik", a, b))
+
+
+def _logic_and_integers(x, k):
+    mask = tnp.logical_and(x > 0, tnp.logical_not(tnp.isnan(x)))
+    q = tnp.floor_divide(k, 3) + tnp.mod(k, 4) * 2
+    return tnp.where(mask, tnp.clip(x, -1.0, 1.0), tnp.maximum(x, 0.5)), q, k > 2
+
+
+def _creation(x):
+    n = tnp.arange(6.0).reshape(2, 3) + tnp.linspace(0.0, 1.0, 3)
+    return x + tnp.zeros_like(x) + 1.0, n * tnp.full((2, 3), 0.5), tnp.ones((2,), "int32")
+
+
+def _loss(x, y):
+    return tnp.sum(tnp.tanh(x * y) ** 2) / 3.0
+
+
 def _nothing(x):
     return ()
 
@@ -192,6 +229,18 @@ TRACED = {
     "no_outputs": lambda: tg.trace(_nothing)(tg.TensorSpec([3])),
     "no_ops": lambda: tg.trace(_no_ops)(tg.TensorSpec([3]), tg.TensorSpec([], "bool")),
     "lambda_name": lambda: tg.trace(lambda v: tnp.cos(v))(tg.TensorSpec([2])),
+    "reductions_and_sorting": lambda: tg.trace(_reductions_and_sorting)(
+        tg.TensorSpec([3, 4])),
+    "indexing_and_shapes": lambda: tg.trace(_indexing_and_shapes)(
+        tg.TensorSpec([3, 2]), tg.TensorSpec([2], "int64")),
+    "linalg": lambda: tg.trace(_linalg)(tg.TensorSpec([3, 3]), tg.TensorSpec([3, 2])),
+    "logic_and_integers": lambda: tg.trace(_logic_and_integers)(
+        tg.TensorSpec([None]), tg.TensorSpec([4], "int32")),
+    "creation": lambda: tg.trace(_creation)(tg.TensorSpec([None, 3], "float32")),
+    "grad": lambda: tg.trace(tg.grad(_loss, argnums=(0, 1)))(
+        tg.TensorSpec([3]), tg.TensorSpec([3])),
+    "value_and_grad_unknown_dims": lambda: tg.trace(tg.value_and_grad(_loss))(
+        tg.TensorSpec([None]), tg.TensorSpec([None])),
 }
 
 

@@ -87,6 +87,15 @@ def test_literals_print_values_and_type(values, dtype, text):
     assert format_attr(lit(values, dtype)) == text
 
 
+def test_python_objects_print_for_reading_only():
+    class Callee:
+        graph = FuncGraph("inner")
+
+    assert format_attr(print) == "<function builtins.print>"
+    assert format_attr(Callee()) == "<Callee @inner>"
+    assert format_attr(object()) == "<object builtins.object>"
+
+
 def test_large_literals_are_elided():
     n = LITERAL_PRINT_LIMIT + 1
     text = format_attr(lit(np.arange(n).reshape(1, n), "int64"))
@@ -241,6 +250,8 @@ def test_the_error_cases_start_from_a_good_text():
      "attribute keepdims is given twice"),
     (GOOD.replace("keepdims=False", "keepdims=[1, 2]"), 2, "a list is not an attribute value"),
     (GOOD.replace("keepdims=False", "keepdims=<function f>"), 2, "Python object"),
+    (GOOD.replace("keepdims=False", "keepdims=<Callee @<lambda>>"), 2,
+     "attribute value <Callee @<lambda>> is a Python object"),
     (GOOD.replace("axes=(0,)", "axez=(0,)"), 2, "attributes {'axez': (0,), 'keepdims': False}"),
     (GOOD.replace("{axes", "{{axes"), 2, "expected an attribute name, got '{'"),
     (GOOD + "\n}", 5, "unexpected '}' after the graph's closing brace"),

@@ -86,10 +86,15 @@ def format_attr(value, names=None, indent: str = "", locations: bool = False) ->
 
 def _opaque(value) -> str:
     """A Python object the text form cannot hold, written so that the parser rejects it."""
-    name = getattr(value, "__qualname__", None) or type(value).__qualname__
-    module = getattr(value, "__module__", None)
-    what = "function" if callable(value) else "object"
-    return f"<{what} {module + '.' if module else ''}{name}>"
+    graph = getattr(value, "graph", None)
+    if isinstance(graph, FuncGraph):  # a compiled function (the `call` primitive's callee)
+        return f"<{type(value).__name__} {format_graph_name(graph.name)}>"
+    if callable(value) and hasattr(value, "__qualname__"):
+        what, named = "function", value
+    else:
+        what, named = "object", type(value)
+    module = getattr(named, "__module__", None)
+    return f"<{what} {module + '.' if module else ''}{named.__qualname__}>"
 
 
 def format_graph_name(name: str) -> str:

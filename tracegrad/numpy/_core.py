@@ -1,5 +1,6 @@
-"""The machinery under every tracegrad.numpy function: conversion, NEP 50 promotion and
-NumPy broadcasting made explicit as `convert_element_type` / `broadcast_in_dim` ops."""
+"""The machinery under every tracegrad.numpy function: conversion, NEP 50 promotion,
+NumPy broadcasting made explicit as `convert_element_type` / `broadcast_in_dim` ops, and
+shape helpers that cope with unknown (None) dims."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
-from tracegrad.core.shapes import broadcast_shapes
+from tracegrad.core.shapes import broadcast_shapes, normalize_axes, normalize_axis, shape_str
+from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
+from tracegrad.errors import DTypeError, ShapeError
 
 _PY_SCALARS = (bool, int, float)
 
@@ -23,6 +26,10 @@ def is_python_scalar(x) -> bool:
     return type(x) in _PY_SCALARS
 
 
+def tracing() -> bool:
+    return state.graph is not None
+
+
 def read(x):
     """`x` with Variables read (a tensor) and lists turned into arrays; arrays unchanged."""
     if isinstance(x, (Tensor, np.ndarray)) or type(x) in _PY_SCALARS:
@@ -30,11 +37,13 @@ def read(x):
     if isinstance(x, Variable):
         return x.value()
     if isinstance(x, np.generic):
-        return np.asarray(x)
-    if isinstance(x, (list, tuple)) and any(is_tensor(e) for e in _flat(x)):
+        x = np.asarray(x)
+    elif isinstance(x, (list, tuple)) and any(is_tensor(e) for e in _flat(x)):
         from tracegrad.numpy._shape import stack
 
         return stack([read(e) for e in x])
+    elif getattr(x, "__tg_dense__", None) is not None:
+        return x.__tg_dense__()
     arr = np.asarray(x)
     if arr.dtype not in dtypes.SUPPORTED:
         arr = arr.astype(dtypes.canonicalize(arr.dtype))
@@ -64,6 +73,15 @@ def shape_of(x) -> tuple:
     return tuple(x.shape)
 
 
+def ndim_of(x) -> int:
+    return 0 if type(x) in _PY_SCALARS else len(x.shape)
+
+
+def dtype_arg(dtype, op: str) -> np.dtype | None:
+    """A `dtype=` argument (None, a NumPy dtype, a scalar type or a name) canonicalised."""
+    return None if dtype is None else dtypes.canonicalize(dtype, op=op)
+
+
 def cast(x, dtype: np.dtype, weak: bool = False):
     """`x` as `dtype` (a convert_element_type op when it is a tensor of another dtype)."""
     if type(x) in _PY_SCALARS:
@@ -71,7 +89,7 @@ def cast(x, dtype: np.dtype, weak: bool = False):
             return state.graph.constant(np.asarray(x, dtype=dtype), weak=True)
         return np.asarray(x, dtype=dtype)
     if isinstance(x, GraphTensor):
-        if x.type.dtype == dtype:
+        if x.type.dtype == dtype and x.type.weak == weak:
             return x
         return ops.convert_element_type(x, new_dtype=dtype, weak=weak)
     if x.dtype == dtype:
@@ -91,6 +109,72 @@ def promote(*xs, min_kind: str | None = None):
     if min_kind == "float" and not dtypes.is_float(dtype):
         dtype = dtypes.float64
     return [cast(x, dtype, weak) for x in xs], dtype
+
+
+# -- NumPy's own loop selection ---------------------------------------------------------------
+
+_WEAK_KEY = {dtypes.bool_: dtypes.bool_, dtypes.int64: int, dtypes.float64: float}
+_LOOPS: dict = {}
+
+
+def loop_dtypes(ufunc, keys, name: str) -> tuple:
+    """The dtypes NumPy's `ufunc` computes in for operands `keys` (a dtype, or `int`/`float`
+    for a weak Python scalar): `(in..., out)`. A loop tracegrad cannot run is a DTypeError."""
+    found = _LOOPS.get((ufunc, keys))
+    if found is not None:
+        return found
+    try:
+        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
+    except TypeError as e:
+        names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
+                          for k in keys)
+        raise DTypeError(f"{name}: not supported for operands of dtype {names} ({e})") from None
+    for dt in loop:
+        if dt not in dtypes.SUPPORTED:
+            names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
+                              for k in keys)
+            raise DTypeError(
+                f"{name}: NumPy computes it in {dt.name} for operands of dtype {names}; "
+                "tracegrad supports float64, float32, int64, int32 and bool (cast first)"
+            )
+    _LOOPS[(ufunc, keys)] = loop
+    return loop
+
+
+def loop_key(x):
+    if isinstance(x, GraphTensor):
+        t = x.type
+        return _WEAK_KEY[t.dtype] if t.weak else t.dtype
+    if type(x) in _PY_SCALARS:
+        return dtypes.bool_ if type(x) is bool else type(x)
+    return x.dtype
+
+
+def ufunc_operands(ufunc, name: str, *xs):
+    """The operands cast to the dtypes NumPy's `ufunc` loop uses and broadcast together, and
+    the loop's result dtype."""
+    xs = [read(x) for x in xs]
+    loop = loop_dtypes(ufunc, tuple(loop_key(x) for x in xs), name)
+    weak = all(dtype_of(x)[1] for x in xs)
+    xs = [cast(x, dt, weak) for x, dt in zip(xs, loop, strict=False)]
+    return broadcast(*xs), loop[-1]
+
+
+def apply_ufunc(ufunc, prim, name: str, *xs):
+    """`prim` applied NumPy-style: NumPy's loop dtypes, broadcasting, then bind."""
+    if len(xs) == 2 and state.graph is None:
+        x, y = xs
+        if type(x) is EagerTensor and type(y) is EagerTensor:
+            vx, vy = x._value, y._value
+            if vx.dtype == vy.dtype and vx.shape == vy.shape:
+                loop = _LOOPS.get((ufunc, (vx.dtype, vy.dtype)))
+                if loop is not None and loop[0] == vx.dtype:
+                    return prim.bind(x, y)
+    xs, _ = ufunc_operands(ufunc, name, *xs)
+    return prim.bind(*xs)
+
+
+# -- broadcasting ----------------------------------------------------------------------------
 
 
 def dim_source(xs, shape, axis):
@@ -114,10 +198,10 @@ def broadcast_to_shape(x, shape, sources=()):
         x = np.asarray(x)
     nd = len(shape)
     dims = tuple(range(nd - len(xs), nd))
-    if xs == shape and not any(
-        d is None and i not in dims for i, d in enumerate(shape)
-    ):
+    if xs == shape:
         return x
+    if isinstance(x, np.ndarray) and None not in shape and state.graph is None:
+        return np.broadcast_to(x, shape)
     dyn = [dim_source(list(sources) + [x], shape, i) for i, d in enumerate(shape) if d is None]
     return ops.broadcast_in_dim(x, *dyn, shape=shape, broadcast_dimensions=dims)
 
@@ -125,29 +209,110 @@ def broadcast_to_shape(x, shape, sources=()):
 def broadcast(*xs):
     """The operands broadcast to their common shape."""
     shapes = [shape_of(x) for x in xs]
-    target = broadcast_shapes(*shapes)
-    if all(s == target for s in shapes):
+    first = shapes[0]
+    if all(s == first for s in shapes):
         return list(xs)
+    target = broadcast_shapes(*shapes, op="broadcast")
     return [x if s == target else broadcast_to_shape(x, target, xs) for x, s in zip(xs, shapes)]
 
 
-def elementwise(prim, *xs, min_kind: str | None = None):
-    """Apply an elementwise primitive NumPy-style: promote, broadcast, bind."""
-    xs, _ = promote(*xs, min_kind=min_kind)
-    return prim.bind(*broadcast(*xs))
+# -- shapes with unknown dims ----------------------------------------------------------------
 
 
-def unary_float(prim, x):
-    """Apply a float-only unary primitive; integer and bool inputs become float64."""
-    x = read(x)
-    dtype, weak = dtype_of(x)
-    if not dtypes.is_float(dtype):
-        x = cast(x, dtypes.float64, weak)
-    elif type(x) in _PY_SCALARS:
-        x = np.asarray(x, dtype=dtype)
-    return prim.bind(x)
+def static_dim(x, axis: int, op: str, hint: str = ""):
+    """The size of dim `axis` of `x`; ShapeError when it is unknown while tracing."""
+    d = shape_of(x)[axis]
+    if d is None:
+        raise ShapeError(
+            f"{op}: needs the size of dim {axis} of {shape_str(shape_of(x))}, which is unknown "
+            f"while tracing (at {user_location()}){'; ' + hint if hint else ''}"
+        )
+    return d
+
+
+def static_shape(x, op: str, hint: str = "") -> tuple:
+    for i in range(ndim_of(x)):
+        static_dim(x, i, op, hint)
+    return shape_of(x)
+
+
+def reshape(x, shape, op: str = "reshape"):
+    """`x` reshaped to `shape` (dims may be None, meaning "as in the operand"); skipped when
+    the shape does not change. Several unknown dims are handled when only size-1 dims are
+    inserted or removed."""
+    shape = tuple(shape)
+    old = shape_of(x)
+    if old == shape:
+        return x
+    if sum(d is None for d in shape) <= 1:
+        return ops.reshape(x, new_sizes=tuple(-1 if d is None else d for d in shape))
+    kept = [d for d in old if d != 1]
+    if kept == [d for d in shape if d != 1]:
+        # Only size-1 dims differ: drop the old ones, then insert the new ones.
+        for axis in reversed([i for i, d in enumerate(old) if d == 1]):
+            x = ops.gather(x, _index_constant(0), axis=axis)
+        cur = shape_of(x)
+        if cur == shape:
+            return x
+        bd = tuple(i for i, d in enumerate(shape) if d != 1)
+        dyn = [ops.dim_size(x, axis=bd.index(i)) for i, d in enumerate(shape) if d is None]
+        return ops.broadcast_in_dim(x, *dyn, shape=shape, broadcast_dimensions=bd)
+    raise ShapeError(
+        f"{op}: cannot reshape {shape_str(old)} into {shape_str(shape)}: more than one dim "
+        f"is unknown while tracing (at {user_location()}); give static shapes or an "
+        "input_signature with at most one None dim here"
+    )
+
+
+def _index_constant(i: int):
+    value = np.asarray(i, dtype=np.int64)
+    return state.graph.constant(value) if state.graph is not None else value
+
+
+def expand_dims_at(x, axes):
+    """`x` with new size-1 dims at `axes` (positions in the result, non-negative, sorted)."""
+    shape = list(shape_of(x))
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, shape, "expand_dims")
+
+
+def count(x, axes, dtype):
+    """The number of elements of `x` over `axes`, as a `dtype` scalar (read at run time when
+    a dim is unknown) — the divisor of mean and var."""
+    shape = shape_of(x)
+    n = 1
+    dyn = []
+    for a in axes:
+        if shape[a] is None:
+            dyn.append(a)
+        else:
+            n *= shape[a]
+    if not dyn:
+        return np.asarray(n, dtype=dtype)
+    total = ops.dim_size(x, axis=dyn[0])
+    for a in dyn[1:]:
+        total = ops.mul(total, ops.dim_size(x, axis=a))
+    if n != 1:
+        total = ops.mul(total, _index_constant(n))
+    return cast(total, dtype)
+
+
+def axes_arg(axis, ndim: int, op: str) -> tuple:
+    return normalize_axes(axis, ndim, op)
+
+
+def axis_arg(axis, ndim: int, op: str) -> int:
+    return normalize_axis(axis, ndim, op)
 
 
 def as_eager(x):
     """An eager tg.Tensor for NumPy input (used when a result must be a Tensor)."""
     return x if isinstance(x, Tensor) else EagerTensor(np.asarray(x))
+
+
+def result(x):
+    """A rank-0 NumPy result as a NumPy scalar (as NumPy's functions return it)."""
+    if type(x) is np.ndarray and x.ndim == 0:
+        return x[()]
+    return x

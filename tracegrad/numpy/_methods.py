@@ -1,40 +1,173 @@
-"""Operators and methods of `tg.Tensor` and `tg.Variable`, installed on the classes."""
+"""Operators and methods of `tg.Tensor` and `tg.Variable`, installed on the classes.
+
+Binary operators return NotImplemented for operands that are not arrays (so `t == None`
+is False, as for any Python object). `==` is elementwise, but a traced tensor compared
+outside its trace compares by identity, so graph inspection (`t in graph.outputs`) works.
+`x[...]` follows NumPy's indexing rules; tensors are
+immutable (`x[i] = v` raises and points to `tnp.at`).
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 import tracegrad.numpy as tnp
-from tracegrad.core.ir import Tensor
+from tracegrad.core.ir import GraphTensor, Tensor
+from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
+from tracegrad.numpy._indexing import getitem
+
+_OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
 
 
-def _swap(fn):
-    return lambda self, other: fn(other, self)
+def _binary(fn, reflected=False):
+    if reflected:
+        def method(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
+            return fn(other, self)
+    else:
+        def method(self, other):
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
+            return fn(self, other)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _foreign(x) -> bool:
+    """Whether `x` is a traced tensor that no op being built now could use."""
+    if type(x) is not GraphTensor:
+        return False
+    g = state.graph
+    return g is None or not (x.graph is g or x.graph.is_ancestor_of(g))
+
+
+def _equality(fn, same: bool):
+    """`==` / `!=`: elementwise, except that a traced tensor compared outside its trace (when
+    inspecting a graph: `t in graph.outputs`) compares by identity."""
+    def method(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        if _foreign(self) or _foreign(other):
+            return (self is other) == same
+        return fn(self, other)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _setitem(self, key, value):
+    raise TypeError(
+        "tracegrad tensors are immutable: use `x = tnp.at(x)[idx].set(value)` (or `.add`) "
+        "for a functional update"
+    )
+
+
+def _pow(self, other, modulo=None):
+    if modulo is not None:
+        return NotImplemented
+    if not isinstance(other, _OPERANDS):
+        return NotImplemented
+    return tnp.power(self, other)
 
 
 OPERATORS = {
-    "__add__": tnp.add,
-    "__radd__": _swap(tnp.add),
-    "__sub__": tnp.subtract,
-    "__rsub__": _swap(tnp.subtract),
-    "__mul__": tnp.multiply,
-    "__rmul__": _swap(tnp.multiply),
-    "__truediv__": tnp.true_divide,
-    "__rtruediv__": _swap(tnp.true_divide),
+    "__add__": _binary(tnp.add),
+    "__radd__": _binary(tnp.add, True),
+    "__sub__": _binary(tnp.subtract),
+    "__rsub__": _binary(tnp.subtract, True),
+    "__mul__": _binary(tnp.multiply),
+    "__rmul__": _binary(tnp.multiply, True),
+    "__truediv__": _binary(tnp.true_divide),
+    "__rtruediv__": _binary(tnp.true_divide, True),
+    "__floordiv__": _binary(tnp.floor_divide),
+    "__rfloordiv__": _binary(tnp.floor_divide, True),
+    "__mod__": _binary(tnp.mod),
+    "__rmod__": _binary(tnp.mod, True),
+    "__pow__": _pow,
+    "__rpow__": _binary(tnp.power, True),
+    "__matmul__": _binary(tnp.matmul),
+    "__rmatmul__": _binary(tnp.matmul, True),
+    "__and__": _binary(tnp.bitwise_and),
+    "__rand__": _binary(tnp.bitwise_and, True),
+    "__or__": _binary(tnp.bitwise_or),
+    "__ror__": _binary(tnp.bitwise_or, True),
+    "__xor__": _binary(tnp.bitwise_xor),
+    "__rxor__": _binary(tnp.bitwise_xor, True),
+    "__lt__": _binary(tnp.less),
+    "__le__": _binary(tnp.less_equal),
+    "__gt__": _binary(tnp.greater),
+    "__ge__": _binary(tnp.greater_equal),
+    "__eq__": _equality(tnp.equal, True),
+    "__ne__": _equality(tnp.not_equal, False),
     "__neg__": tnp.negative,
+    "__pos__": tnp.positive,
+    "__abs__": tnp.absolute,
+    "__invert__": tnp.invert,
+    "__getitem__": getitem,
+    "__setitem__": _setitem,
 }
 
+
+def _shape_args(args):
+    """`reshape(2, 3)` and `reshape((2, 3))` alike."""
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        return args[0]
+    return args
+
+
+def _reshape(self, *shape, order="C"):
+    return tnp.reshape(self, _shape_args(shape), order)
+
+
+def _transpose(self, *axes):
+    return tnp.transpose(self, _shape_args(axes) if axes else None)
+
+
 METHODS = {
-    "reshape": lambda self, *shape: tnp.reshape(
-        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape),
-    "sum": lambda self, axis=None, dtype=None, keepdims=False: tnp.sum(self, axis, dtype,
-                                                                         keepdims),
-    "transpose": lambda self, *axes: tnp.transpose(
-        self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(
-            axes[0], int) else axes),
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "astype": lambda self, dtype: tnp.astype(self, dtype),
+    "sum": lambda self, axis=None, dtype=None, keepdims=False: tnp.sum(
+        self, axis, dtype, keepdims),
+    "prod": lambda self, axis=None, dtype=None, keepdims=False: tnp.prod(
+        self, axis, dtype, keepdims),
+    "mean": lambda self, axis=None, dtype=None, keepdims=False: tnp.mean(
+        self, axis, dtype, keepdims),
+    "var": lambda self, axis=None, dtype=None, ddof=0, keepdims=False: tnp.var(
+        self, axis, dtype, ddof, keepdims),
+    "std": lambda self, axis=None, dtype=None, ddof=0, keepdims=False: tnp.std(
+        self, axis, dtype, ddof, keepdims),
+    "max": lambda self, axis=None, keepdims=False: tnp.max(self, axis, keepdims),
+    "min": lambda self, axis=None, keepdims=False: tnp.min(self, axis, keepdims),
+    "any": lambda self, axis=None, keepdims=False: tnp.any(self, axis, keepdims),
+    "all": lambda self, axis=None, keepdims=False: tnp.all(self, axis, keepdims),
+    "argmax": lambda self, axis=None, keepdims=False: tnp.argmax(self, axis, keepdims),
+    "argmin": lambda self, axis=None, keepdims=False: tnp.argmin(self, axis, keepdims),
+    "cumsum": lambda self, axis=None, dtype=None: tnp.cumsum(self, axis, dtype),
+    "cumprod": lambda self, axis=None, dtype=None: tnp.cumprod(self, axis, dtype),
+    "clip": lambda self, min=None, max=None: tnp.clip(self, min, max),
+    "round": lambda self, decimals=0: tnp.round(self, decimals),
+    "ravel": lambda self: tnp.ravel(self),
+    "flatten": lambda self: tnp.ravel(self),
+    "squeeze": lambda self, axis=None: tnp.squeeze(self, axis),
+    "swapaxes": lambda self, axis1, axis2: tnp.swapaxes(self, axis1, axis2),
+    "dot": lambda self, b: tnp.dot(self, b),
+    "take": lambda self, indices, axis=None, mode=None: tnp.take(self, indices, axis,
+                                                                 mode=mode),
+    "repeat": lambda self, repeats, axis=None: tnp.repeat(self, repeats, axis),
+    "diagonal": lambda self, offset=0, axis1=0, axis2=1: tnp.diagonal(self, offset, axis1,
+                                                                      axis2),
+    "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None: tnp.trace(
+        self, offset, axis1, axis2, dtype),
 }
 
 PROPERTIES = {
     "T": lambda self: tnp.transpose(self),
+    "mT": lambda self: tnp.swapaxes(self, -1, -2),
 }
 
 

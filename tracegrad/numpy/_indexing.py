@@ -1,0 +1,502 @@
+"""`x[...]` with NumPy's rules, `take`, `take_along_axis`, `nonzero` and `at[...]` updates.
+
+Basic indexing (slices with any step, ints, `None`, `...`) becomes one `rev`, one `slice`
+and one `reshape`. Integer-array ("advanced") indices become one `gather`: several arrays
+broadcast together and index the flattened product of their dims. Their result dims go
+where NumPy puts them: in place when the advanced indices are adjacent, first otherwise.
+Boolean masks are turned into integer arrays, which needs their value: they work eagerly
+(and as NumPy constants) but not as traced tensors.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from tracegrad import ops
+from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor, GraphTensor
+from tracegrad.core.shapes import broadcast_shapes
+from tracegrad.core.source import user_location
+from tracegrad.core.state import state
+from tracegrad.errors import DTypeError, ShapeError, UnsupportedOpError
+from tracegrad.numpy._core import (
+    axis_arg,
+    broadcast,
+    broadcast_to_shape,
+    cast,
+    dtype_of,
+    is_tensor,
+    ndim_of,
+    read,
+    shape_of,
+)
+from tracegrad.numpy._core import reshape as _reshape
+
+
+def _const(value):
+    return state.graph.constant(value) if state.graph is not None else value
+
+
+# -- the index key, classified ---------------------------------------------------------------
+
+
+def _index_value(k):
+    """A NumPy array for a static index (list, ndarray, eager tensor) or the traced tensor."""
+    k = read(k)
+    if type(k) is EagerTensor:
+        return k._value
+    if isinstance(k, GraphTensor):
+        return k
+    return np.asarray(k)
+
+
+def _classify(key, ndim):
+    """Key items as `(kind, value)`: "slice", "int", "array", "new"; masks expanded to integer
+    arrays and `...` to full slices. Also whether any item is an array."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = []
+    for k in key:
+        if k is None:
+            items.append(("new", None))
+        elif k is Ellipsis:
+            items.append(("ellipsis", None))
+        elif isinstance(k, slice):
+            items.append(("slice", k))
+        elif isinstance(k, (bool, np.bool_)):
+            items.append(("bool", bool(k)))
+        elif isinstance(k, (int, np.integer)):
+            items.append(("int", int(k)))
+        else:
+            v = _index_value(k)
+            dt = dtype_of(v)[0]
+            if isinstance(v, np.ndarray) and v.size == 0 and dt == dtypes.float64:
+                v, dt = v.astype(np.int64), dtypes.int64
+            if dt == dtypes.bool_:
+                items.append(("mask", v))
+            elif dtypes.is_int(dt):
+                items.append(("array", v))
+            else:
+                raise IndexError(
+                    "only integers, slices (`:`), ellipsis (`...`), None and integer or "
+                    f"boolean arrays are valid indices, got one of dtype {dt.name}"
+                )
+    if sum(kind == "ellipsis" for kind, _ in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(ndim_of(v) if kind == "mask" else 1 for kind, v in items
+               if kind in ("slice", "int", "array", "mask"))
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but "
+                         f"{used} were indexed")
+    out = []
+    for kind, v in items:
+        if kind == "ellipsis":
+            out += [("slice", slice(None))] * (ndim - used)
+        else:
+            out.append((kind, v))
+    if not any(kind == "ellipsis" for kind, _ in items):
+        out += [("slice", slice(None))] * (ndim - used)
+    return out
+
+
+def _expand_masks(items, shape):
+    """Items with boolean masks replaced by the integer arrays of their true positions."""
+    out = []
+    dim = 0
+    for kind, v in items:
+        if kind == "mask":
+            if isinstance(v, GraphTensor):
+                raise UnsupportedOpError(
+                    f"indexing with a traced boolean mask at {user_location()}: the result "
+                    "shape would depend on the mask's values. Use tnp.where(mask, x, 0) (or a "
+                    "masked sum) inside traced code; boolean indexing works eagerly"
+                )
+            for i, (m, d) in enumerate(zip(v.shape, shape[dim:dim + v.ndim])):
+                if d is None:
+                    raise ShapeError(f"a boolean mask cannot index dim {dim + i}, whose size is "
+                                     "unknown while tracing")
+                if m != d:
+                    raise IndexError(
+                        f"boolean index did not match indexed array along axis {dim + i}; size "
+                        f"of axis is {d} but size of corresponding boolean axis is {m}")
+            if v.ndim == 0:
+                out.append(("new", None))
+                if not v:
+                    out.append(("empty", None))
+                continue
+            out += [("array", a.astype(np.int64)) for a in np.nonzero(v)]
+            dim += v.ndim
+            continue
+        if kind == "bool":
+            out.append(("new", None))
+            if not v:
+                out.append(("empty", None))
+            continue
+        out.append((kind, v))
+        if kind in ("slice", "int", "array"):
+            dim += 1
+    return out
+
+
+# -- basic indexing --------------------------------------------------------------------------
+
+
+def _slice_spec(n, s: slice):
+    """`(reverse, start, limit, stride)` of `x[s]` on a dim of size `n` (None: unknown) as a
+    rev (for negative steps) then a slice with a positive stride."""
+    step = 1 if s.step is None else operator.index(s.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    if n is None:
+        if step > 0:
+            return False, s.start, s.stop, step
+        # Reversed, index i is at -1 - i (Python's negative indexing keeps its clamping).
+        flip = [None if v is None else -1 - operator.index(v) for v in (s.start, s.stop)]
+        return True, flip[0], flip[1], -step
+    start, stop, step = s.indices(n)
+    count = len(range(start, stop, step))
+    if count == 0:
+        return False, 0, 0, 1
+    if step > 0:
+        return False, start, start + (count - 1) * step + 1, step
+    start = n - 1 - start
+    return True, start, start + (count - 1) * -step + 1, -step
+
+
+def getitem(x, key):
+    """`x[key]` with NumPy's indexing rules (see the module docstring)."""
+    x = read(x)
+    shape = shape_of(x)
+    items = _expand_masks(_classify(key, len(shape)), shape)
+    advanced = any(kind == "array" for kind, _ in items)
+
+    rev, starts, limits, strides = [], [], [], []
+    slots = []  # per result dim: ("dim", i) | ("new",) | ("adv",)
+    ints = []  # (dim, index) removed by an int
+    adv = []  # (dim, index array)
+    adv_items = []
+    dim = 0
+    for pos, (kind, v) in enumerate(items):
+        if kind == "new":
+            slots.append(("new",))
+            continue
+        if kind == "empty":
+            slots[-1] = ("empty",)
+            continue
+        n = shape[dim]
+        if kind == "slice":
+            r, s, l, st = _slice_spec(n, v)
+            slots.append(("dim", dim))
+        else:
+            r, s, l, st = False, 0 if n is not None else None, n, 1
+            if kind == "int" and not advanced:
+                i = _check_int(v, n, dim)
+                ints.append((dim, i))
+                if n is not None:
+                    s, l = i, i + 1
+            else:
+                adv.append((dim, v))
+                adv_items.append(pos)
+                slots.append(("adv",))
+        if r:
+            rev.append(dim)
+        starts.append(s)
+        limits.append(l)
+        strides.append(st)
+        dim += 1
+
+    if rev:
+        x = ops.rev(x, dimensions=tuple(rev))
+    full = all(s in (0, None) and (lim == n or lim is None) and st == 1
+               for s, lim, st, n in zip(starts, limits, strides, shape, strict=True))
+    if not full:
+        x = ops.slice(x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                      strides=tuple(strides))
+    gathered = {d for d, _ in ints if shape[d] is None}
+    for d, i in sorted(ints, reverse=True):
+        if d in gathered:
+            x = ops.gather(x, _const(np.asarray(i, np.int64)), axis=d)
+    remap = {}
+    for d in range(len(shape)):
+        if d not in gathered:
+            remap[d] = len(remap)
+    slots = [("dim", remap[s[1]]) if s[0] == "dim" else s for s in slots]
+    ysh = shape_of(x)
+    if adv:
+        adjacent = adv_items == list(range(adv_items[0], adv_items[0] + len(adv_items)))
+        x, nb = _gather(x, adv, adjacent)
+        kept = [s for s in slots if s[0] != "adv"]
+        first = slots.index(("adv",))
+        if adjacent:
+            order = kept[:first] + [("b",)] * nb + kept[first:]
+        else:
+            order = [("b",)] * nb + kept
+        bshape = list(shape_of(x))
+        lead = [d for d, _ in adv]
+        if adjacent:
+            bdims = bshape[lead[0]:lead[0] + nb]
+        else:
+            bdims = bshape[:nb]
+        bit = iter(bdims)
+        target = [next(bit) if s[0] == "b" else _slot_size(s, ysh) for s in order]
+    else:
+        target = [_slot_size(s, ysh) for s in slots]
+    x = _reshape(x, target, "getitem")
+    if any(s[0] == "empty" for s in slots):
+        begin = tuple(0 if d is not None else None for d in shape_of(x))
+        limit = tuple(0 if s[0] == "empty" else d for s, d in zip(slots, shape_of(x)))
+        x = ops.slice(x, start_indices=begin, limit_indices=limit, strides=(1,) * len(begin))
+    return x
+
+
+def _slot_size(slot, shape):
+    return shape[slot[1]] if slot[0] == "dim" else 1
+
+
+def _check_int(i, n, dim):
+    if n is None:
+        return i
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for axis {dim} with size {n}")
+    return i + n if i < 0 else i
+
+
+# -- advanced indexing -----------------------------------------------------------------------
+
+
+def _gather(x, adv, adjacent):
+    """`x` gathered at the advanced indices `[(dim, index)]`; returns `(result, rank of B)`
+    where B is the broadcast index shape, placed at the first advanced dim when `adjacent`,
+    else first."""
+    dims = [d for d, _ in adv]
+    bshape = broadcast_shapes(*(shape_of(v) for _, v in adv), op="getitem")
+    shape = shape_of(x)
+    if len(adv) == 1:
+        d, v = adv[0]
+        return ops.gather(x, _index_operand(v, shape[d], d), axis=d), len(bshape)
+    nd = len(shape)
+    sizes = [shape[d] for d in dims]
+    size_ops = [ops.dim_size(x, axis=d) if n is None else None for d, n in zip(dims, sizes)]
+    consecutive = dims == list(range(dims[0], dims[0] + len(dims)))
+    if not (adjacent and consecutive):
+        x = ops.transpose(x, permutation=tuple(dims) + tuple(i for i in range(nd)
+                                                              if i not in dims))
+        dims = list(range(len(dims)))
+        shape = shape_of(x)
+    at = dims[0]
+    merged = None if None in sizes else int(np.prod(sizes, dtype=np.int64))
+    x = _reshape(x, shape[:at] + (merged,) + shape[dims[-1] + 1:], "getitem")
+    lin = _linear_index([v for _, v in adv], sizes, size_ops, dims, bshape)
+    return ops.gather(x, lin, axis=at), len(bshape)
+
+
+def _index_operand(v, n, dim):
+    if isinstance(v, int):
+        v = np.asarray(v, np.int64)
+    if isinstance(v, np.ndarray):
+        if n is not None and v.size and (v.min() < -n or v.max() >= n):
+            bad = v[(v < -n) | (v >= n)].flat[0]
+            raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
+        return _const(v)
+    return v
+
+
+def _linear_index(indices, sizes, size_ops, dims, bshape):
+    """The flat index into the merged dims: Horner's rule over the normalised indices. An
+    out-of-bounds index maps to the merged size, so the gather raises when it runs."""
+    if not any(is_tensor(v) for v in indices) and None not in sizes:
+        arrays = [np.broadcast_to(np.asarray(v, np.int64), bshape) for v in indices]
+        for a, n, d in zip(arrays, sizes, dims, strict=True):
+            _index_operand(a, n, d)
+        normal = tuple(np.where(a < 0, a + n, a) for a, n in zip(arrays, sizes, strict=True))
+        return _const(np.ravel_multi_index(normal, sizes).astype(np.int64))
+    arrays = [cast(v if is_tensor(v) else _const(np.asarray(v, np.int64)), dtypes.int64)
+              for v in indices]
+    arrays = [broadcast_to_shape(a, bshape, arrays) for a in arrays]
+    zero = broadcast_to_shape(_const(np.asarray(0, np.int64)), bshape, arrays)
+    lin = bad = total = None
+    for a, n, op in zip(arrays, sizes, size_ops, strict=True):
+        size = op if op is not None else _const(np.asarray(n, np.int64))
+        total = size if total is None else ops.mul(total, size)
+        size = broadcast_to_shape(size, bshape, arrays)
+        a = ops.select(ops.lt(a, zero), ops.add(a, size), a)
+        out = ops.or_(ops.lt(a, zero), ops.ge(a, size))
+        bad = out if bad is None else ops.or_(bad, out)
+        lin = a if lin is None else ops.add(ops.mul(lin, size), a)
+    return ops.select(bad, broadcast_to_shape(total, bshape, arrays), lin)
+
+
+# -- functions -------------------------------------------------------------------------------
+
+
+def take(a, indices, axis=None, mode=None):
+    """Elements of `a` at `indices` along `axis` (None: of the flattened array), as
+    `np.take`; `mode="wrap"` or `"clip"` maps out-of-range indices instead of raising."""
+    from tracegrad.numpy._shape import ravel
+
+    a = read(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = axis_arg(axis, ndim_of(a), "take")
+    n = shape_of(a)[axis]
+    idx = _index_value(indices)
+    if not dtypes.is_int(dtype_of(idx)[0]):
+        raise DTypeError(f"take: indices must be integers, got {dtype_of(idx)[0].name}")
+    if mode in ("wrap", "clip"):
+        if isinstance(idx, np.ndarray) and n is not None:
+            idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
+        else:
+            from tracegrad.numpy._ufuncs import clip, mod
+
+            size = ops.dim_size(a, axis=axis) if n is None else np.asarray(n, np.int64)
+            idx = cast(idx, dtypes.int64)
+            idx = mod(idx, size) if mode == "wrap" else clip(idx, 0, ops.sub(size, np.asarray(
+                1, np.int64)) if n is None else n - 1)
+    elif mode not in (None, "raise"):
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    return ops.gather(a, _index_operand(idx, n, axis), axis=axis)
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """`arr` indexed by `indices` along `axis`, matching the other dims (broadcast), as
+    `np.take_along_axis` (e.g. with the result of `argsort`)."""
+    from tracegrad.numpy._shape import ravel
+
+    arr = read(arr)
+    idx = _index_value(indices)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    nd = ndim_of(arr)
+    if ndim_of(idx) != nd:
+        raise ShapeError("take_along_axis: `indices` and `arr` must have the same number of "
+                         f"dims, got {ndim_of(idx)} and {nd}")
+    axis = axis_arg(axis, nd, "take_along_axis")
+    if nd == 1:
+        return ops.gather(arr, _index_operand(idx, shape_of(arr)[0], 0), axis=0)
+    key = []
+    for d in range(nd):
+        if d == axis:
+            key.append(idx)
+            continue
+        n = shape_of(arr)[d]
+        if n is None:
+            raise ShapeError("take_along_axis: needs static sizes for the dims other than "
+                             "`axis` while tracing")
+        key.append(np.arange(n, dtype=np.int64).reshape([n if i == d else 1
+                                                         for i in range(nd)]))
+    return getitem(arr, tuple(key))
+
+
+def nonzero(a):
+    """The indices of the non-zero elements of `a`, one int64 array per dim. Eager only: the
+    result shape depends on the values."""
+    a = read(a)
+    if isinstance(a, GraphTensor):
+        raise UnsupportedOpError(
+            f"nonzero / where(condition) on a traced tensor at {user_location()}: the result "
+            "shape depends on the values. Use the three-argument tnp.where(cond, x, y)"
+        )
+    if type(a) is EagerTensor:
+        return tuple(EagerTensor(i.astype(np.int64)) for i in np.nonzero(a._value))
+    return tuple(i.astype(np.int64) for i in np.nonzero(np.asarray(a)))
+
+
+# -- functional updates ----------------------------------------------------------------------
+
+
+class _IndexUpdate:
+    """`tnp.at(x)[idx]`: `.set(v)`, `.add(v)` and `.get()` return new arrays."""
+
+    __slots__ = ("x", "key")
+
+    def __init__(self, x, key):
+        self.x, self.key = x, key
+
+    def get(self):
+        """`x[idx]`."""
+        return getitem(self.x, self.key)
+
+    def set(self, values):
+        """A copy of `x` with `x[idx] = values` (the last write wins for repeated indices)."""
+        return _scatter(ops.scatter, self.x, self.key, values)
+
+    def add(self, values):
+        """A copy of `x` with `values` added at `idx`; repeated indices accumulate (as
+        `np.add.at`)."""
+        return _scatter(ops.scatter_add, self.x, self.key, values)
+
+
+class at:
+    """Functional updates: `tnp.at(x)[idx].set(v)` / `.add(v)` return new arrays and leave
+    `x` unchanged.
+
+    >>> tnp.at(x)[0, 1:].set(0.0)
+    >>> tnp.at(x)[idx].add(1.0)   # repeated indices accumulate
+    """
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = read(x)
+
+    def __getitem__(self, key):
+        return _IndexUpdate(self.x, key)
+
+
+def _scatter(fn, x, key, values):
+    shape = shape_of(x)
+    dtype = dtype_of(x)[0]
+    direct = _single_axis(key, len(shape))
+    if direct is not None:
+        axis, idx = direct
+        idx = _index_operand(idx, shape[axis], axis)
+        target = shape[:axis] + shape_of(idx) + shape[axis + 1:]
+        return fn(x, idx, broadcast_to_shape(cast(read(values), dtype), target, (x, idx)),
+                  axis=axis)
+    size = None if None in shape else int(np.prod(shape, dtype=np.int64))
+    dyn = [] if size is not None else [_flat_size(x)]
+    flat_pos = ops.iota(*dyn, dtype=dtypes.int64, shape=(size,), dimension=0)
+    positions = _reshape(flat_pos, shape, "at")
+    selected = getitem(positions, key)
+    sel_shape = shape_of(selected)
+    updates = broadcast_to_shape(cast(read(values), dtype), sel_shape, (selected,))
+    flat = _reshape(x, (size,), "at")
+    out = fn(flat, _reshape(selected, (_size(sel_shape),), "at"),
+             _reshape(updates, (_size(sel_shape),), "at"), axis=0)
+    return _reshape(out, shape, "at")
+
+
+def _size(shape):
+    return None if None in shape else int(np.prod(shape, dtype=np.int64))
+
+
+def _flat_size(x):
+    total = None
+    for i, d in enumerate(shape_of(x)):
+        n = ops.dim_size(x, axis=i) if d is None else _const(np.asarray(d, np.int64))
+        total = n if total is None else ops.mul(total, n)
+    return total
+
+
+def _single_axis(key, ndim):
+    """`(axis, index)` when `key` is one integer index (array or int) with full slices
+    elsewhere — a direct scatter along that axis."""
+    items = key if isinstance(key, tuple) else (key,)
+    found = None
+    for i, k in enumerate(items):
+        if isinstance(k, slice) and k == slice(None):
+            continue
+        if found is not None or k is None or k is Ellipsis or isinstance(k, (slice, bool)):
+            return None
+        v = k if isinstance(k, (int, np.integer)) else _index_value(k)
+        if isinstance(v, (int, np.integer)):
+            v = np.asarray(int(v), np.int64)
+        if not dtypes.is_int(dtype_of(v)[0]):
+            return None
+        found = (i, v)
+    if found is None or len(items) > ndim:
+        return None
+    return found
+

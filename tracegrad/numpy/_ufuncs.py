@@ -1,0 +1,358 @@
+"""Elementwise functions with NumPy names and semantics: broadcasting, and the dtypes NumPy's
+own ufunc loops use (NEP 50 promotion with weak Python scalars: `f32 * 2.0 -> f32`,
+`i32 + 2.5 -> f64`, `sin(i32) -> f64`); where NumPy would compute in a dtype tracegrad
+lacks (`bool // bool` is int8) they raise DTypeError naming the function."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad import ops
+from tracegrad.core import dtypes
+from tracegrad.numpy._core import (
+    apply_ufunc,
+    broadcast,
+    cast,
+    dtype_of,
+    loop_dtypes,
+    loop_key,
+    promote,
+    read,
+    ufunc_operands,
+)
+
+
+def _unary(ufunc, prim, name, x):
+    (x,), _ = ufunc_operands(ufunc, name, x)
+    return prim.bind(x)
+
+
+def _full_like(x, value, dtype):
+    from tracegrad.numpy._creation import full_like
+
+    return full_like(x, value, dtype=dtype)
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def add(x1, x2):
+    """Elementwise `x1 + x2` (NumPy broadcasting and promotion; logical or for bools)."""
+    return apply_ufunc(np.add, ops.add_p, "add", x1, x2)
+
+
+def subtract(x1, x2):
+    """Elementwise `x1 - x2`."""
+    return apply_ufunc(np.subtract, ops.sub_p, "subtract", x1, x2)
+
+
+def multiply(x1, x2):
+    """Elementwise `x1 * x2` (logical and for bools)."""
+    return apply_ufunc(np.multiply, ops.mul_p, "multiply", x1, x2)
+
+
+def true_divide(x1, x2):
+    """Elementwise `x1 / x2`; integer and bool operands give float64."""
+    return apply_ufunc(np.true_divide, ops.div_p, "true_divide", x1, x2)
+
+
+divide = true_divide
+
+
+def floor_divide(x1, x2):
+    """Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is a DTypeError:
+    NumPy computes it in int8)."""
+    return apply_ufunc(np.floor_divide, ops.floor_div_p, "floor_divide", x1, x2)
+
+
+def mod(x1, x2):
+    """Elementwise remainder with the sign of the divisor (`np.mod`, `%`)."""
+    return apply_ufunc(np.remainder, ops.mod_p, "mod", x1, x2)
+
+
+remainder = mod
+
+
+def power(x1, x2):
+    """Elementwise `x1 ** x2`. A Python int exponent becomes an `integer_pow` op.
+
+    >>> tnp.power(tg.constant([1.0, 2.0]), 3)   # integer_pow {y=3}
+    """
+    if type(x2) is int:
+        x = read(x1)
+        loop = loop_dtypes(np.power, (loop_key(x), int), "power")
+        return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
+    return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
+
+
+def negative(x):
+    """Elementwise `-x` (not for bools, as in NumPy)."""
+    return _unary(np.negative, ops.neg_p, "negative", x)
+
+
+def positive(x):
+    """Elementwise `+x` (the operand itself; not for bools)."""
+    (x,), _ = ufunc_operands(np.positive, "positive", x)
+    return x
+
+
+def absolute(x):
+    """Elementwise `|x|` (bools are returned unchanged)."""
+    (x,), out = ufunc_operands(np.absolute, "absolute", x)
+    return x if out == dtypes.bool_ else ops.abs_(x)
+
+
+abs = absolute
+
+
+def sign(x):
+    """Elementwise -1, 0 or 1 by the sign of `x` (NaN for NaN)."""
+    return _unary(np.sign, ops.sign_p, "sign", x)
+
+
+def square(x):
+    """Elementwise `x * x`."""
+    (x,), _ = ufunc_operands(np.square, "square", x)
+    return ops.mul(x, x)
+
+
+def reciprocal(x):
+    """Elementwise `1 / x`; for integers NumPy's truncating `1 // x` in C (0 unless |x| is 1,
+    and 0 for x == 0, where NumPy's result is undefined)."""
+    (x,), out = ufunc_operands(np.reciprocal, "reciprocal", x)
+    if dtypes.is_float(out):
+        return ops.div(_full_like(x, 1, out), x)
+    one = ops.eq(ops.abs_(x), _full_like(x, 1, out))
+    return ops.select(one, x, _full_like(x, 0, out))
+
+
+def _float_unary(ufunc, prim, name):
+    def fn(x):
+        return _unary(ufunc, prim, name, x)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{ufunc.__name__}`; integer input gives float64."
+    return fn
+
+
+exp = _float_unary(np.exp, ops.exp_p, "exp")
+exp2 = _float_unary(np.exp2, ops.exp2_p, "exp2")
+expm1 = _float_unary(np.expm1, ops.expm1_p, "expm1")
+log = _float_unary(np.log, ops.log_p, "log")
+log2 = _float_unary(np.log2, ops.log2_p, "log2")
+log10 = _float_unary(np.log10, ops.log10_p, "log10")
+log1p = _float_unary(np.log1p, ops.log1p_p, "log1p")
+sqrt = _float_unary(np.sqrt, ops.sqrt_p, "sqrt")
+sin = _float_unary(np.sin, ops.sin_p, "sin")
+cos = _float_unary(np.cos, ops.cos_p, "cos")
+tan = _float_unary(np.tan, ops.tan_p, "tan")
+arcsin = _float_unary(np.arcsin, ops.asin_p, "arcsin")
+arccos = _float_unary(np.arccos, ops.acos_p, "arccos")
+arctan = _float_unary(np.arctan, ops.atan_p, "arctan")
+sinh = _float_unary(np.sinh, ops.sinh_p, "sinh")
+cosh = _float_unary(np.cosh, ops.cosh_p, "cosh")
+tanh = _float_unary(np.tanh, ops.tanh_p, "tanh")
+arcsinh = _float_unary(np.arcsinh, ops.asinh_p, "arcsinh")
+arccosh = _float_unary(np.arccosh, ops.acosh_p, "arccosh")
+arctanh = _float_unary(np.arctanh, ops.atanh_p, "arctanh")
+rint = _float_unary(np.rint, ops.round_p, "rint")
+
+
+def arctan2(x1, x2):
+    """Elementwise angle of the point `(x2, x1)`, in `[-pi, pi]`."""
+    return apply_ufunc(np.arctan2, ops.atan2_p, "arctan2", x1, x2)
+
+
+def _rounding(ufunc, prim, name):
+    def fn(x):
+        (x,), out = ufunc_operands(ufunc, name, x)
+        return prim.bind(x) if dtypes.is_float(out) else x
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{name}`; integers and bools are returned unchanged."
+    return fn
+
+
+floor = _rounding(np.floor, ops.floor_p, "floor")
+ceil = _rounding(np.ceil, ops.ceil_p, "ceil")
+
+
+def round(a, decimals=0):
+    """`a` rounded to `decimals` decimals, halves to even (NumPy's algorithm: scale by
+    `10**decimals`, `rint`, unscale). Integers round only for negative `decimals`."""
+    a = read(a)
+    dtype, weak = dtype_of(a)
+    decimals = int(decimals)
+    if dtype == dtypes.bool_:
+        (a,), out = ufunc_operands(np.rint, "round", a)  # raises: NumPy computes in float16
+    if dtypes.is_int(dtype):
+        if decimals >= 0:
+            return a
+        f = 10.0 ** -decimals
+        x = cast(a, dtypes.float64)
+        return cast(multiply(ops.round_(true_divide(x, f)), f), dtype, weak)
+    if decimals == 0:
+        return ops.round_(cast(a, dtype, weak))
+    f = 10.0 ** (decimals if decimals > 0 else -decimals)
+    if decimals > 0:
+        return true_divide(ops.round_(multiply(a, f)), f)
+    return multiply(ops.round_(true_divide(a, f)), f)
+
+
+around = round
+
+
+# -- extrema and clipping --------------------------------------------------------------------
+
+
+def maximum(x1, x2):
+    """Elementwise maximum; NaN if either is NaN."""
+    return apply_ufunc(np.maximum, ops.max_p, "maximum", x1, x2)
+
+
+def minimum(x1, x2):
+    """Elementwise minimum; NaN if either is NaN."""
+    return apply_ufunc(np.minimum, ops.min_p, "minimum", x1, x2)
+
+
+def _nan_ignoring(ufunc, prim, name):
+    def fn(x1, x2):
+        (x, y), out = ufunc_operands(ufunc, name, x1, x2)
+        m = prim.bind(x, y)
+        if not dtypes.is_float(out):
+            return m
+        return ops.select(ops.is_nan(y), x, ops.select(ops.is_nan(x), y, m))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{name}`: like `{prim.name}imum` but a NaN loses to a number."
+    return fn
+
+
+fmax = _nan_ignoring(np.fmax, ops.max_p, "fmax")
+fmin = _nan_ignoring(np.fmin, ops.min_p, "fmin")
+
+
+def clip(a, a_min=None, a_max=None):
+    """`minimum(maximum(a, a_min), a_max)` with NumPy's promotion over all three (either
+    bound may be None)."""
+    bounds = [b for b in (a_min, a_max) if b is not None]
+    xs, _ = promote(a, *bounds)
+    xs = broadcast(*xs)
+    out = xs[0]
+    rest = iter(xs[1:])
+    if a_min is not None:
+        out = ops.max_(out, next(rest))
+    if a_max is not None:
+        out = ops.min_(out, next(rest))
+    return out
+
+
+def where(condition, x=None, y=None):
+    """`x` where `condition` else `y` (NumPy promotion of x and y, broadcasting of all three).
+
+    The one-argument form (`np.nonzero`) has a data-dependent shape: it works eagerly and
+    raises UnsupportedOpError inside traced code.
+    """
+    if x is None and y is None:
+        from tracegrad.numpy._indexing import nonzero
+
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    (x, y), _ = promote(x, y)
+    c = cast(read(condition), dtypes.bool_)
+    c, x, y = broadcast(c, x, y)
+    return ops.select(c, x, y)
+
+
+# -- comparisons and logic -------------------------------------------------------------------
+
+
+def _compare(ufunc, prim, name):
+    def fn(x1, x2):
+        return apply_ufunc(ufunc, prim, name, x1, x2)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{name}` (a bool result)."
+    return fn
+
+
+less = _compare(np.less, ops.lt_p, "less")
+less_equal = _compare(np.less_equal, ops.le_p, "less_equal")
+greater = _compare(np.greater, ops.gt_p, "greater")
+greater_equal = _compare(np.greater_equal, ops.ge_p, "greater_equal")
+equal = _compare(np.equal, ops.eq_p, "equal")
+not_equal = _compare(np.not_equal, ops.ne_p, "not_equal")
+
+
+def _logical(ufunc, prim, name):
+    def fn(x1, x2):
+        xs = [cast(read(x), dtypes.bool_) for x in (x1, x2)]
+        return prim.bind(*broadcast(*xs))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{name}` of the operands' truth values (a bool result)."
+    return fn
+
+
+logical_and = _logical(np.logical_and, ops.and_p, "logical_and")
+logical_or = _logical(np.logical_or, ops.or_p, "logical_or")
+logical_xor = _logical(np.logical_xor, ops.xor_p, "logical_xor")
+
+
+def logical_not(x):
+    """Elementwise `not x` (a bool result)."""
+    return ops.not_(cast(read(x), dtypes.bool_))
+
+
+bitwise_and = _compare(np.bitwise_and, ops.and_p, "bitwise_and")
+bitwise_or = _compare(np.bitwise_or, ops.or_p, "bitwise_or")
+bitwise_xor = _compare(np.bitwise_xor, ops.xor_p, "bitwise_xor")
+for _f, _doc in ((bitwise_and, "&"), (bitwise_or, "|"), (bitwise_xor, "^")):
+    _f.__doc__ = f"Elementwise `x1 {_doc} x2` of integers or bools."
+
+
+def invert(x):
+    """Elementwise `~x`: bitwise not of integers, logical not of bools."""
+    return _unary(np.invert, ops.not_p, "invert", x)
+
+
+bitwise_not = invert
+
+
+def _float_test(ufunc, prim, name, other):
+    def fn(x):
+        x = read(x)
+        loop_dtypes(ufunc, (loop_key(x),), name)
+        if dtypes.is_float(dtype_of(x)[0]):
+            return prim.bind(x)
+        return _full_like(x, other, dtypes.bool_)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise `np.{name}` (a bool result; constant for integers and bools)."
+    return fn
+
+
+isnan = _float_test(np.isnan, ops.is_nan_p, "isnan", False)
+isinf = _float_test(np.isinf, ops.is_inf_p, "isinf", False)
+isfinite = _float_test(np.isfinite, ops.is_finite_p, "isfinite", True)
+
+
+# The ufuncs of this module by NumPy ufunc (for `__array_ufunc__`).
+UFUNCS = {
+    np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,
+    np.floor_divide: floor_divide, np.remainder: mod, np.power: power,
+    np.negative: negative, np.positive: positive, np.absolute: absolute, np.sign: sign,
+    np.square: square, np.reciprocal: reciprocal, np.exp: exp, np.exp2: exp2,
+    np.expm1: expm1, np.log: log, np.log2: log2, np.log10: log10, np.log1p: log1p,
+    np.sqrt: sqrt, np.sin: sin, np.cos: cos, np.tan: tan, np.arcsin: arcsin,
+    np.arccos: arccos, np.arctan: arctan, np.sinh: sinh, np.cosh: cosh, np.tanh: tanh,
+    np.arcsinh: arcsinh, np.arccosh: arccosh, np.arctanh: arctanh, np.rint: rint,
+    np.arctan2: arctan2, np.floor: floor, np.ceil: ceil, np.maximum: maximum,
+    np.minimum: minimum, np.fmax: fmax, np.fmin: fmin, np.less: less,
+    np.less_equal: less_equal, np.greater: greater, np.greater_equal: greater_equal,
+    np.equal: equal, np.not_equal: not_equal, np.logical_and: logical_and,
+    np.logical_or: logical_or, np.logical_xor: logical_xor, np.logical_not: logical_not,
+    np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or, np.bitwise_xor: bitwise_xor,
+    np.invert: invert, np.isnan: isnan, np.isinf: isinf, np.isfinite: isfinite,
+}

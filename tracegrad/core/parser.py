@@ -48,22 +48,24 @@ class _Token:
 
 def _tokenize(text: str) -> list[_Token]:
     tokens = []
-    pos, line, line_start = 0, 1, 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
+    match = _TOKEN.match
+    pos, line, line_start, n = 0, 1, 0, len(text)
+    while pos < n:
+        m = match(text, pos)
         if m is None:
             raise GraphParseError(
                 f"line {line}, column {pos - line_start + 1}: unexpected character "
                 f"{text[pos]!r}"
             )
-        kind = m.lastgroup
-        if kind != "ws":
-            tokens.append(_Token(kind, m.group(), line, pos - line_start + 1))
-        newlines = m.group().count("\n")
-        if newlines:
-            line += newlines
-            line_start = m.start() + m.group().rfind("\n") + 1
-        pos = m.end()
+        kind, end = m.lastgroup, m.end()
+        if kind == "ws":  # only whitespace holds newlines
+            newlines = text.count("\n", pos, end)
+            if newlines:
+                line += newlines
+                line_start = text.rfind("\n", pos, end) + 1
+        else:
+            tokens.append(_Token(kind, text[pos:end], line, pos - line_start + 1))
+        pos = end
     tokens.append(_Token("end", "", line, pos - line_start + 1))
     return tokens
 

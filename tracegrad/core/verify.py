@@ -84,8 +84,8 @@ def _verify(graph: FuncGraph, outer: frozenset | None, path: str) -> None:
         if got != expected:
             fail(f"{where}: result types are ({_types(got)}) but abstract_eval infers "
                  f"({_types(expected)})")
-        visible = (outer or frozenset()) | defined
         for name, sub in sub_graphs(op.attrs):
+            visible = (outer or frozenset()) | defined
             _verify(sub, frozenset(visible), f"{path}/{op.primitive.name}.{name}@{sub.name}")
         for i, t in enumerate(op.outputs):
             define(t, f"{where}: result {i}")

@@ -182,6 +182,30 @@ def _entry(x):
     return _StaticLeaf(x, "a non-array argument")
 
 
+def _fast_key(args):
+    """`(key, eager, scalars)` for positional arguments that are all arrays, tensors or
+    Python scalars (the common call), else None. The key holds each array's shape and
+    dtype and each scalar's type: it decides the trace exactly as the full key does."""
+    key = []
+    eager = scalars = False
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            key.append(a.shape)
+            key.append(a.dtype)
+        elif t is EagerTensor:
+            v = a._value
+            key.append(v.shape)
+            key.append(v.dtype)
+            eager = True
+        elif t in _PY_SCALARS:
+            key.append(t)
+            scalars = True
+        else:
+            return None
+    return tuple(key), eager, scalars
+
+
 def _is_array(entry) -> bool:
     return type(entry) is tuple
 
@@ -258,6 +282,7 @@ class ConcreteFunction:
         self._statics_key = _typed_key(statics, "static arguments")
         self._out_treedef = out_treedef
         self._pack = _packer(out_treedef)
+        self._numpy_out = _numpy_packer(out_treedef, [t.ndim for t in graph.outputs])
         self._array_leaves = [i for i, e in enumerate(entries) if _is_array(e)]
         self._in_dtypes = [entries[i][1] for i in self._array_leaves]
         self._captures = [ext for ext, _ in graph.captures]
@@ -336,7 +361,7 @@ class ConcreteFunction:
                 arrays = arrays + [self._capture_tensor(c)._value for c in self._captures]
         outs = self.executor(arrays)
         if not eager:
-            return self._pack([o[()] if o.ndim == 0 else o for o in outs])
+            return self._numpy_out(outs)
         results = [EagerTensor(o) for o in outs]
         if tapes and _CALL_RECORDER[0] is not None:
             fed = [x if type(x) is EagerTensor else EagerTensor(a)
@@ -386,6 +411,24 @@ def _packer(treedef) -> Callable[[list], Any]:
     if treedef[0] is tuple and all(c is tree.LEAF for c in treedef[2]):
         return tuple
     return functools.partial(tree.unflatten, treedef)
+
+
+def _numpy_packer(treedef, ranks) -> Callable[[list], Any]:
+    """`pack(executor results)` for NumPy callers: rank-0 results become NumPy scalars."""
+    pack = _packer(treedef)
+    if 0 not in ranks:
+        return pack
+    if treedef is tree.LEAF:
+        return lambda results: results[0][()]
+    scalars = [i for i, r in enumerate(ranks) if r == 0]
+
+    def numpy_pack(results):
+        results = list(results)
+        for i in scalars:
+            results[i] = results[i][()]
+        return pack(results)
+
+    return numpy_pack
 
 
 def _describe(treedef, statics) -> str:
@@ -516,6 +559,7 @@ class Function:
         self._shapes_traced: set = set()
         self._lock = threading.RLock()
         self._bound: dict[int, tuple] = {}
+        self._bind_plans: dict[tuple, tuple] = {}
 
     # -- the call path ---------------------------------------------------------------------
 
@@ -523,44 +567,30 @@ class Function:
         if state.graph is not None:
             return self.python_function(*args, **kwargs)
         if not kwargs and not self._has_statics:
-            key = []
-            for a in args:
-                t = type(a)
-                if t is _ndarray:
-                    key.append(a.shape)
-                    key.append(a.dtype)
-                elif t is EagerTensor:
-                    v = a._value
-                    key.append(v.shape)
-                    key.append(v.dtype)
-                else:
-                    break
-            else:
-                concrete = self._fast.get(tuple(key))
+            fast = _fast_key(args)
+            if fast is not None:
+                key, eager, scalars = fast
+                concrete = self._fast.get(key)
                 if concrete is not None:
-                    eager = False
-                    arrays = list(args)
-                    for i, a in enumerate(args):
-                        if type(a) is EagerTensor:
-                            arrays[i] = a._value
-                            eager = True
+                    if not (eager or scalars or concrete._captures):
+                        return concrete._numpy_out(concrete._executor(list(args)))
+                    arrays = [a if type(a) is _ndarray else _to_array(a, d)
+                              for a, d in zip(args, concrete._in_dtypes)]
                     return concrete._run(arrays, args, eager)
         leaves, treedef, statics = self._canonicalize(args, kwargs)
         concrete = self._concrete_for(leaves, treedef, statics)
-        if not kwargs and not self._has_statics and len(self._fast) < EXACT_KEYS_PER_FUNCTION \
-                and all(type(a) is _ndarray or type(a) is EagerTensor for a in args):
-            self._fast[tuple(x for e in map(_entry, args) for x in e)] = concrete
+        if not kwargs and not self._has_statics and len(self._fast) < EXACT_KEYS_PER_FUNCTION:
+            fast = _fast_key(args)
+            if fast is not None:
+                concrete.executor  # compiled now: the short path calls `_executor` directly
+                self._fast[fast[0]] = concrete
         return concrete._call_leaves(leaves)
 
     def _canonicalize(self, args, kwargs):
         """`(leaves, treedef, statics)`: arguments bound to parameters (keyword arguments
         of positional parameters become positional), static values set aside."""
         if kwargs and self._signature is not None:
-            try:
-                bound = self._signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise TypeError(f"{self.__name__}(): {e}") from None
-            args, kwargs = bound.args, bound.kwargs
+            args, kwargs = self._bind(args, kwargs)
         statics = []
         if self._has_statics:
             args = list(args)
@@ -576,6 +606,23 @@ class Function:
                         kwargs[k] = _Static(len(statics) - 1)
         leaves, treedef = tree.flatten((tuple(args), kwargs))
         return leaves, treedef, tuple(statics)
+
+    def _bind(self, args, kwargs):
+        """Keyword arguments of positional parameters moved into place, as
+        `inspect.Signature.bind` does; the plan is worked out once per call pattern."""
+        pattern = (len(args), tuple(kwargs))
+        plan = self._bind_plans.get(pattern)
+        if plan is None:
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.__name__}(): {e}") from None
+            moved = tuple(bound.arguments)[len(args):len(bound.args)]
+            plan = self._bind_plans[pattern] = (moved, tuple(sorted(bound.kwargs)))
+        moved, rest = plan
+        if moved:
+            args = tuple(args) + tuple(kwargs[k] for k in moved)
+        return args, {k: kwargs[k] for k in rest}
 
     def _concrete_for(self, leaves, treedef, statics, entries=None) -> ConcreteFunction:
         if entries is None:

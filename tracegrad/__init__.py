@@ -2,6 +2,7 @@
 
 from tracegrad import errors
 from tracegrad import numpy  # noqa: F401  (installs Tensor operators and NumPy dispatch)
+from tracegrad import nn  # noqa: F401
 from tracegrad.core.ir import FuncGraph, Tensor
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable

@@ -3,7 +3,8 @@
 `x*1`, `1*x`, `x+0`, `0+x`, `x-0`, `x/1` become `x`; `x*0` becomes the zero only for
 integer and bool dtypes (for floats `inf*0` and `nan*0` are nan); `neg(neg(x))` is `x`;
 transposes, reshapes and broadcasts of their own kind compose into one op, and disappear
-when they do nothing; `convert_element_type` to the dtype the operand has is dropped.
+when they do nothing; `convert_element_type` to the dtype the operand has is dropped; a
+`custom_gradient` boundary becomes its results (the gradient it carries is built by then).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -20,7 +21,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
 from tracegrad.ops import elementwise as ew
-from tracegrad.ops import reductions, shape_ops
+from tracegrad.ops import custom, reductions, shape_ops
 from tracegrad.passes._rewrite import run_pass
 
 
@@ -184,6 +185,11 @@ def _same_type_identity(rw, op, ins):
     return [x] if not op.attrs.get("axes") and x.type == op.outputs[0].type else None
 
 
+def _custom_gradient(rw, op, ins):
+    """A custom_gradient boundary is its first operands once gradients are built."""
+    return ins[: len(op.outputs)]
+
+
 def _select(rw, op, ins):
     pred, on_true, on_false = ins
     out = op.outputs[0].type
@@ -209,4 +215,5 @@ RULES = {
     shape_ops.broadcast_in_dim_p: _broadcast,
     shape_ops.dim_size_p: _dim_size,
     reductions.reduce_sum_p: _same_type_identity,
+    custom.custom_gradient_p: _custom_gradient,
 }

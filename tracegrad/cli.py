@@ -350,17 +350,28 @@ def build_graph(fn, specs, transform, argnums):
     return tg.trace(fn_)(*specs, *[specs[i] for i in nums])
 
 
+def _step(what: str, fn, *args):
+    """`fn(*args)`, any error becoming one CLIError line saying which step failed."""
+    try:
+        return fn(*args)
+    except CLIError:
+        raise
+    except Exception as e:
+        raise CLIError(f"{what} failed: {_one_line(e)}") from e
+
+
 def render(graph, stage: str, fmt: str, locations: bool) -> str:
+    if stage == "compiled" and fmt != "text":
+        raise CLIError("--stage compiled prints Python source: use --format text")
     if stage == "optimized":
-        graph = _require("optimize", "--stage optimized")(graph)
+        graph = _step("tg.optimize", _require("optimize", "--stage optimized"), graph)
     if stage == "compiled":
-        if fmt != "text":
-            raise CLIError("--stage compiled prints Python source: use --format text")
-        return _require("compiled_source", "--stage compiled")(graph)
+        source = _require("compiled_source", "--stage compiled")
+        return _step("generating the compiled source", source, graph)
     if fmt == "json":
-        return graph.to_json()
+        return _step("writing JSON", graph.to_json)
     if fmt == "dot":
-        return graph.to_dot()
+        return _step("writing dot", graph.to_dot)
     return graph.pretty(locations=locations)
 
 
@@ -383,19 +394,9 @@ def dump(options) -> str:
     if options.locations and options.format != "text":
         raise CLIError("--locations applies to --format text")
     fn = bind_statics(load_function(options.target), statics, len(specs))
-    try:
-        graph = build_graph(fn, specs, options.transform, argnums)
-    except CLIError:
-        raise
-    except Exception as e:
-        what = f"{options.transform} of {_name(fn)}" if options.transform else _name(fn)
-        raise CLIError(f"tracing {what} failed: {_one_line(e)}") from e
-    try:
-        return render(graph, options.stage, options.format, options.locations)
-    except CLIError:
-        raise
-    except Exception as e:
-        raise CLIError(f"{options.stage} stage failed: {_one_line(e)}") from e
+    what = f"{options.transform} of {_name(fn)}" if options.transform else _name(fn)
+    graph = _step(f"tracing {what}", build_graph, fn, specs, options.transform, argnums)
+    return render(graph, options.stage, options.format, options.locations)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -368,6 +369,21 @@ def test_tracer_bool_error_names_the_users_line(model, capsys):
     msg = error(capsys, "dump", "model.py:branchy", "--arg", "f64[3]")
     line = MODEL.splitlines().index("    if tnp.sum(x):") + 1
     assert f"model.py:{line}" in msg and "tg.cond" in msg
+
+
+def test_graph_that_json_cannot_hold(model, capsys, tmp_path):
+    (tmp_path / "custom.py").write_text(
+        "import tracegrad as tg\n"
+        "import tracegrad.numpy as tnp\n\n"
+        "@tg.custom_gradient\n"
+        "def clipped(x):\n"
+        "    return tnp.sin(x), lambda g: g * 0.5\n"
+    )
+    code, out, _ = run(capsys, "dump", "custom.py:clipped", "--arg", "f64[3]")
+    assert code == 0 and "custom_gradient" in out
+    msg = error(capsys, "dump", "custom.py:clipped", "--arg", "f64[3]", "--format", "json")
+    assert re.match(r"writing JSON failed: TracegradError: to_json: op #\d+ custom_gradient", msg)
+    assert "gradient override that is a Python function" in msg
 
 
 def test_file_that_fails_to_import(tmp_path, capsys):

@@ -13,6 +13,7 @@ calling (NumPy arrays, eager `tg.Tensor`s, a Python scalar, a keyword argument):
 from __future__ import annotations
 
 import argparse
+import functools
 import timeit
 
 import numpy as np
@@ -58,7 +59,7 @@ def main() -> None:
     print(f"backend={args.backend}; µs per call, best of {args.repeat} x {args.number}")
     for title, fn, reference in cases:
         f = tg.function(fn, backend=args.backend)
-        bare = per_call_us(lambda: reference(x, y), args.number, args.repeat)
+        bare = per_call_us(functools.partial(reference, x, y), args.number, args.repeat)
         print(f"\n{title}")
         print(f"  {'bare Python call of the NumPy equivalent':<40} {bare:8.2f}")
         print(f"  {'f(...) with':<40} {'f(...)':>8} {'executor':>9} {'overhead':>9}")
@@ -68,8 +69,9 @@ def main() -> None:
             executor = concrete.executor
             arrays = [np.asarray(a, dtype=d) for a, d in zip(
                 (*call_args, *call_kwargs.values()), concrete._in_dtypes, strict=True)]
-            direct = per_call_us(lambda: executor(arrays), args.number, args.repeat)
-            full = per_call_us(lambda: f(*call_args, **call_kwargs), args.number, args.repeat)
+            direct = per_call_us(functools.partial(executor, arrays), args.number, args.repeat)
+            full = per_call_us(functools.partial(f, *call_args, **call_kwargs), args.number,
+                               args.repeat)
             print(f"  {label:<40} {full:8.2f} {direct:9.2f} {full - direct:9.2f}")
         assert f.tracing_count == 2  # arrays, tensors and the keyword call share a trace
 

@@ -1,11 +1,10 @@
 """Common-subexpression elimination."""
 
 import numpy as np
+from passgraphs import build, check_equivalent, const, names
 
 from tracegrad import ops
 from tracegrad.passes import cse
-
-from passgraphs import build, check_equivalent, const, names
 
 
 def test_same_op_same_operands_is_computed_once():

@@ -1,12 +1,12 @@
 """Dead-code elimination, and the sweep every pass ends with."""
 
+from passgraphs import build, check_equivalent, const, names
+
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph
-from tracegrad.core.op import Primitive, REGISTRY
+from tracegrad.core.op import REGISTRY, Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.passes import dce, simplify
-
-from passgraphs import build, check_equivalent, const, names
 
 
 def test_unused_ops_are_removed_inputs_stay():

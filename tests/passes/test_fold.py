@@ -1,13 +1,12 @@
 """Constant folding."""
 
 import numpy as np
+from passgraphs import build, check_equivalent, const, names
 
 from tracegrad import ops
 from tracegrad.core.op import constant_p
 from tracegrad.passes import fold_constants
 from tracegrad.passes.fold import FOLD_LIMIT
-
-from passgraphs import build, check_equivalent, const, names
 
 
 def folded_value(graph, k=0):

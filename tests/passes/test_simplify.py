@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from passgraphs import build, check_equivalent, const, names
 
 from tracegrad import ops
 from tracegrad.passes import simplify
-
-from passgraphs import build, check_equivalent, const, names
 
 I64 = np.dtype("int64")
 

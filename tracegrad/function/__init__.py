@@ -11,23 +11,39 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import os
 import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Callable
-
-import numpy as np
+from collections.abc import Callable
+from typing import Any
 
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Tensor
+from tracegrad.core.ir import EagerTensor, FuncGraph
 from tracegrad.core.source import user_frame, user_location
 from tracegrad.core.state import state
-from tracegrad.core.types import TensorSpec, TensorType
+from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable
-from tracegrad.errors import DTypeError, RetracingWarning, ShapeError, TracegradError
+from tracegrad.errors import RetracingWarning, TracegradError
+from tracegrad.function._keys import (
+    _check_leaf,
+    _describe,
+    _dims_fit,
+    _entry,
+    _family,
+    _fast_key,
+    _is_array,
+    _leaf_names,
+    _ndarray,
+    _normalize_static,
+    _safe_signature,
+    _Static,
+    _StaticLeaf,
+    _to_array,
+    _typed_key,
+)
+from tracegrad.function._trace import trace_graph
 from tracegrad.transforms.custom import make_call_recorder
 
 BACKENDS = ("numba", "numpy")
@@ -88,177 +104,6 @@ def compiled_source(graph: FuncGraph) -> str:
         raise TracegradError("compiled_source needs the numba backend "
                              "(tracegrad.backends.numba.generate_source), which is not available")
     return generate(optimize(graph))
-
-
-# -- arguments: leaves, entries, keys --------------------------------------------------------
-#
-# Each flat leaf of `(args, kwargs)` gets an *entry* in the signature key:
-#   (shape, dtype)        an array (ndarray, NumPy scalar, tg.Tensor, tg.Variable); a dim
-#                         may be None in the entries of a trace made for many sizes;
-#   (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor;
-#   _Static(i)            a static argument (its value is `statics[i]`);
-#   _StaticLeaf(value)    any other object (a string, a callable): baked into the trace.
-
-_ndarray = np.ndarray
-_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, bool: dtypes.bool_}
-_WEAK_ENTRIES = {t: ((), d, True) for t, d in _PY_SCALARS.items()}
-
-
-class _Static:
-    """Stands for static argument number `index` in the flattened arguments."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index):
-        self.index = index
-
-    def __eq__(self, other):
-        return type(other) is _Static and other.index == self.index
-
-    def __hash__(self):
-        return hash(("static", self.index))
-
-    def __repr__(self):
-        return f"<static {self.index}>"
-
-
-class _StaticLeaf:
-    """A non-array leaf, compared by type and value."""
-
-    __slots__ = ("value", "key")
-
-    def __init__(self, value, where):
-        self.value = value
-        self.key = _typed_key(value, where)
-
-    def __eq__(self, other):
-        return type(other) is _StaticLeaf and other.key == self.key
-
-    def __hash__(self):
-        return hash(self.key)
-
-
-def _typed_key(value, where):
-    """A hashable key for a static value that tells `1`, `1.0` and `True` apart."""
-    if type(value) is tuple:
-        return (tuple, tuple(_typed_key(v, where) for v in value))
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(
-            f"{where} must be hashable (it is part of the trace cache key), got "
-            f"{type(value).__name__}; pass arrays as traced arguments instead"
-        ) from None
-    return (type(value), value)
-
-
-def _entry(x):
-    """The signature-key entry of one leaf."""
-    t = type(x)
-    if t is _ndarray:
-        return (x.shape, x.dtype)
-    if t is EagerTensor:
-        v = x._value
-        return (v.shape, v.dtype)
-    weak = _WEAK_ENTRIES.get(t)
-    if weak is not None:
-        return weak
-    if t is _Static:
-        return x
-    if isinstance(x, Variable):
-        return (x._value.shape, x._value.dtype)
-    if isinstance(x, (_ndarray, np.generic)):
-        return (np.shape(x), np.asarray(x).dtype)
-    if isinstance(x, GraphTensor):
-        if state.graph is not None:  # a ConcreteFunction called inside a trace
-            return (x.shape, x.dtype)
-        raise TracegradError(
-            f"a traced Tensor ({x.type}) created at {x._where()} is passed to a compiled "
-            f"function at {user_location()} outside the trace that made it (a leaked tracer)"
-        )
-    if isinstance(x, TensorSpec):
-        raise TypeError(f"a TensorSpec ({x}) stands for an array only in "
-                        "get_concrete_function and tg.trace; call the function with arrays")
-    return _StaticLeaf(x, "a non-array argument")
-
-
-def _fast_key(args):
-    """`(key, eager, scalars)` for positional arguments that are all arrays, tensors or
-    Python scalars (the common call), else None. The key holds each array's shape and
-    dtype and each scalar's type: it decides the trace exactly as the full key does."""
-    key = []
-    eager = scalars = False
-    for a in args:
-        t = type(a)
-        if t is _ndarray:
-            key.append(a.shape)
-            key.append(a.dtype)
-        elif t is EagerTensor:
-            v = a._value
-            key.append(v.shape)
-            key.append(v.dtype)
-            eager = True
-        elif t in _PY_SCALARS:
-            key.append(t)
-            scalars = True
-        else:
-            return None
-    return tuple(key), eager, scalars
-
-
-def _is_array(entry) -> bool:
-    return type(entry) is tuple
-
-
-def _family(entry):
-    """What must match for a trace with None dims to serve this leaf: dtype, weakness, rank."""
-    if type(entry) is tuple:
-        return (entry[1], len(entry) == 3, len(entry[0]))
-    return entry
-
-
-def _dims_fit(spec_shape, shape) -> bool:
-    return len(spec_shape) == len(shape) and all(
-        s is None or s == d for s, d in zip(spec_shape, shape)
-    )
-
-
-def _spec_dtype_accepts(x, dtype, given) -> bool:
-    """Arrays must have the spec's dtype (`given`); a Python scalar may be of a kind that
-    promotes into it (an int for a float spec, a bool for anything), as NEP 50 weak
-    scalars do."""
-    py = _PY_SCALARS.get(type(x))
-    if py is None:
-        return given == dtype
-    return dtypes.result_type((dtype, False), (py, True)) == (dtype, False)
-
-
-def _check_leaf(fname, name, x, shape, dtype, what):
-    """Raise if leaf `x` (a value, or a TensorSpec) does not fit `shape` and `dtype`."""
-    entry = (x.shape, x.dtype) if isinstance(x, TensorSpec) else _entry(x)
-    if _is_array(entry) and _dims_fit(shape, entry[0]) and _spec_dtype_accepts(
-        x, dtype, entry[1]
-    ):
-        return
-    spec = f"{what} {TensorType(shape, dtype)}"
-    if not _is_array(entry):
-        raise TypeError(f"{fname}: argument {name} must be an array for {spec}, got "
-                        f"{type(x).__name__} (at {user_location()})")
-    if not _dims_fit(shape, entry[0]):
-        raise ShapeError(f"{fname}: argument {name} has shape {tuple(entry[0])}, which does "
-                         f"not fit {spec} (at {user_location()})")
-    raise DTypeError(f"{fname}: argument {name} has dtype {np.dtype(entry[1]).name}, which "
-                     f"does not fit {spec} (at {user_location()})")
-
-
-def _to_array(x, dtype) -> np.ndarray:
-    """The array fed to the executor for leaf `x` (Variables have been read already)."""
-    t = type(x)
-    if t is _ndarray:
-        return x
-    if t is EagerTensor:
-        return x._value
-    return np.asarray(x, dtype=dtype)
 
 
 # -- concrete functions ----------------------------------------------------------------------
@@ -431,91 +276,7 @@ def _numpy_packer(treedef, ranks) -> Callable[[list], Any]:
     return numpy_pack
 
 
-def _describe(treedef, statics) -> str:
-    text = tree.treedef_str(treedef)
-    return f"{text} with static values {statics!r}" if statics else text
-
-
 # -- tracing ---------------------------------------------------------------------------------
-
-
-def _leaf_names(fn, args, kwargs) -> list[str]:
-    """A readable name for each flat leaf of `(args, kwargs)`: the parameter's name, with
-    `_0`, `_1`... for the leaves of a structure."""
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        params = []
-    named = [(params[i] if i < len(params) else f"arg{i}", a) for i, a in enumerate(args)]
-    named += sorted(kwargs.items(), key=lambda kv: kv[0])
-    names = []
-    for base, value in named:
-        n = len(tree.flatten(value)[0])
-        names += [base] if n == 1 else [f"{base}_{j}" for j in range(n)]
-    return names
-
-
-def _located(e: TracegradError, tb) -> TracegradError:
-    """`e` with the user's file:line from traceback `tb` appended, if it names none."""
-    frame = None
-    while tb is not None:
-        if not _skipped_frame(tb.tb_frame):
-            frame = tb.tb_frame
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    if frame is None:
-        return e
-    where = f"{frame.f_code.co_filename}:{line}"
-    if where in str(e):
-        return e
-    try:
-        new = type(e)(f"{e} (at {where})")
-    except TypeError:
-        return e
-    return new.with_traceback(e.__traceback__)
-
-
-def _skipped_frame(frame) -> bool:
-    from tracegrad.core.source import _skipped
-
-    return _skipped(frame.f_code.co_filename)
-
-
-def trace_graph(fn: Callable, treedef, entries, statics, names, name: str):
-    """Trace `fn` with a placeholder per array entry; returns `(graph, out_treedef)`."""
-    graph = FuncGraph(name, outer=state.graph)
-    values = []
-    with graph.as_default():
-        k = 0
-        for e in entries:
-            if _is_array(e):
-                values.append(graph.add_input(TensorType(e[0], e[1], len(e) == 3), names[k]))
-                k += 1
-            elif type(e) is _Static:
-                values.append(statics[e.index])
-            else:
-                values.append(e.value)
-        args, kwargs = tree.unflatten(treedef, values)
-        try:
-            out = fn(*args, **kwargs)
-        except TracegradError as e:
-            raise _located(e, e.__traceback__.tb_next) from None
-        out_leaves, out_treedef = tree.flatten(out)
-        outputs = []
-        for x in out_leaves:
-            if not isinstance(x, (Tensor, Variable, np.ndarray, np.generic, bool, int, float)):
-                raise TracegradError(
-                    f"{name} returned a {type(x).__name__}; a traced function returns "
-                    "tensors, arrays, Python numbers and structures (tuple, list, dict, "
-                    "namedtuple, None) of them"
-                )
-            outputs.append(graph.to_tensor(x))
-        graph.outputs = outputs
-    if config.verify:
-        from tracegrad.core.verify import verify
-
-        verify(graph)
-    return graph, out_treedef
 
 
 class Function:
@@ -582,7 +343,8 @@ class Function:
         if not kwargs and not self._has_statics and len(self._fast) < EXACT_KEYS_PER_FUNCTION:
             fast = _fast_key(args)
             if fast is not None:
-                concrete.executor  # compiled now: the short path calls `_executor` directly
+                if concrete._executor is None:  # the short path calls `_executor` directly
+                    concrete._executor = concrete.executor
                 self._fast[fast[0]] = concrete
         return concrete._call_leaves(leaves)
 
@@ -705,7 +467,7 @@ class Function:
             specs = tree.flatten(self.input_signature)[0]
             array_names = [s.name or n for s, n in zip(specs, array_names, strict=True)]
         graph, out_treedef = trace_graph(self.python_function, treedef, entries, statics,
-                                         array_names, self.__name__)
+                                         array_names, self.__name__, config.verify)
         self.tracing_count += 1
         self._shapes_traced.add(tuple(e[0] for e in entries if _is_array(e)))
         if len(self._shapes_traced) == RETRACE_WARNING_THRESHOLD + 1:
@@ -755,12 +517,16 @@ class Function:
         try:
             ref = weakref.ref(instance, lambda _, key=key, table=table: table.pop(key, None))
         except TypeError:  # not weak-referenceable: keep the instance alive with its cache
-            ref = (lambda inst: lambda: inst)(instance)
+            ref = functools.partial(_identity, instance)
         table[key] = (ref, bound)
         return bound
 
     def __repr__(self):
         return f"<tg.Function {self.__name__} (traced {self.tracing_count}x)>"
+
+
+def _identity(x):
+    return x
 
 
 def _user_stacklevel() -> int:
@@ -770,43 +536,6 @@ def _user_stacklevel() -> int:
     while f is not None and f is not target:
         f, level = f.f_back, level + 1
     return level if f is not None else 1
-
-
-def _safe_signature(fn):
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def _normalize_static(fname, signature, argnums, argnames):
-    """Static positions (non-negative, sorted) and names, each completing the other."""
-    argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    argnames = (argnames,) if isinstance(argnames, str) else tuple(argnames)
-    if signature is None:
-        if any(i < 0 for i in argnums):
-            raise ValueError(f"{fname}: negative static_argnums need an inspectable signature")
-        return tuple(sorted(set(argnums))), argnames
-    params = list(signature.parameters.values())
-    positional = [p.name for p in params
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
-    nums = set()
-    for i in argnums:
-        j = i + len(positional) if i < 0 else i
-        if j < 0 or (j >= len(positional) and not has_varargs):
-            raise ValueError(f"{fname}: static_argnums {i} is out of range for a function "
-                             f"of {len(positional)} positional parameters")
-        nums.add(j)
-    known = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
-    has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
-    for name in argnames:
-        if name not in known and not has_varkw:
-            raise ValueError(f"{fname}: static_argnames {name!r} names no parameter")
-        if name in positional:
-            nums.add(positional.index(name))
-    names = set(argnames) | {positional[i] for i in nums if i < len(positional)}
-    return tuple(sorted(nums)), tuple(sorted(names))
 
 
 def function(fn: Callable | None = None, *, input_signature=None, static_argnums=(),
@@ -823,9 +552,9 @@ def function(fn: Callable | None = None, *, input_signature=None, static_argnums
     >>> f(np.zeros(3), 2.0)
     array([0., 0., 0.])
     """
-    options = dict(input_signature=input_signature, static_argnums=static_argnums,
-                   static_argnames=static_argnames, backend=backend,
-                   reduce_retracing=reduce_retracing, parallel=parallel)
+    options = {"input_signature": input_signature, "static_argnums": static_argnums,
+               "static_argnames": static_argnames, "backend": backend,
+               "reduce_retracing": reduce_retracing, "parallel": parallel}
     if fn is None:
         return lambda f: Function(f, **options)
     return Function(fn, **options)

@@ -12,7 +12,7 @@ The source graph is never modified: passes are pure functions `FuncGraph -> Func
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -20,8 +20,8 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
-from tracegrad.ops import elementwise as ew
 from tracegrad.ops import custom, reductions, shape_ops
+from tracegrad.ops import elementwise as ew
 from tracegrad.passes._rewrite import run_pass
 
 

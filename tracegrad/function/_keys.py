@@ -1,0 +1,242 @@
+"""Signature keys of calls: how arguments are told apart, checked and converted.
+
+Each flat leaf of `(args, kwargs)` gets an *entry* in the signature key:
+  (shape, dtype)        an array (ndarray, NumPy scalar, tg.Tensor, tg.Variable); a dim
+                        may be None in the entries of a trace made for many sizes;
+  (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor;
+  _Static(i)            a static argument (its value is `statics[i]`);
+  _StaticLeaf(value)    any other object (a string, a callable): baked into the trace.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from tracegrad.core import dtypes, tree
+from tracegrad.core.ir import EagerTensor, GraphTensor
+from tracegrad.core.source import user_location
+from tracegrad.core.state import state
+from tracegrad.core.types import TensorSpec, TensorType
+from tracegrad.core.variables import Variable
+from tracegrad.errors import DTypeError, ShapeError, TracegradError
+
+_ndarray = np.ndarray
+_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, bool: dtypes.bool_}
+_WEAK_ENTRIES = {t: ((), d, True) for t, d in _PY_SCALARS.items()}
+
+
+class _Static:
+    """Stands for static argument number `index` in the flattened arguments."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __eq__(self, other):
+        return type(other) is _Static and other.index == self.index
+
+    def __hash__(self):
+        return hash(("static", self.index))
+
+    def __repr__(self):
+        return f"<static {self.index}>"
+
+
+class _StaticLeaf:
+    """A non-array leaf, compared by type and value."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, value, where):
+        self.value = value
+        self.key = _typed_key(value, where)
+
+    def __eq__(self, other):
+        return type(other) is _StaticLeaf and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _typed_key(value, where):
+    """A hashable key for a static value that tells `1`, `1.0` and `True` apart."""
+    if type(value) is tuple:
+        return (tuple, tuple(_typed_key(v, where) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(
+            f"{where} must be hashable (it is part of the trace cache key), got "
+            f"{type(value).__name__}; pass arrays as traced arguments instead"
+        ) from None
+    return (type(value), value)
+
+
+def _entry(x):
+    """The signature-key entry of one leaf."""
+    t = type(x)
+    if t is _ndarray:
+        return (x.shape, x.dtype)
+    if t is EagerTensor:
+        v = x._value
+        return (v.shape, v.dtype)
+    weak = _WEAK_ENTRIES.get(t)
+    if weak is not None:
+        return weak
+    if t is _Static:
+        return x
+    if isinstance(x, Variable):
+        return (x._value.shape, x._value.dtype)
+    if isinstance(x, (_ndarray, np.generic)):
+        return (np.shape(x), np.asarray(x).dtype)
+    if isinstance(x, GraphTensor):
+        if state.graph is not None:  # a ConcreteFunction called inside a trace
+            return (x.shape, x.dtype)
+        raise TracegradError(
+            f"a traced Tensor ({x.type}) created at {x._where()} is passed to a compiled "
+            f"function at {user_location()} outside the trace that made it (a leaked tracer)"
+        )
+    if isinstance(x, TensorSpec):
+        raise TypeError(f"a TensorSpec ({x}) stands for an array only in "
+                        "get_concrete_function and tg.trace; call the function with arrays")
+    return _StaticLeaf(x, "a non-array argument")
+
+
+def _fast_key(args):
+    """`(key, eager, scalars)` for positional arguments that are all arrays, tensors or
+    Python scalars (the common call), else None. The key holds each array's shape and
+    dtype and each scalar's type: it decides the trace exactly as the full key does."""
+    key = []
+    eager = scalars = False
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            key.append(a.shape)
+            key.append(a.dtype)
+        elif t is EagerTensor:
+            v = a._value
+            key.append(v.shape)
+            key.append(v.dtype)
+            eager = True
+        elif t in _PY_SCALARS:
+            key.append(t)
+            scalars = True
+        else:
+            return None
+    return tuple(key), eager, scalars
+
+
+def _is_array(entry) -> bool:
+    return type(entry) is tuple
+
+
+def _family(entry):
+    """What must match for a trace with None dims to serve this leaf: dtype, weakness, rank."""
+    if type(entry) is tuple:
+        return (entry[1], len(entry) == 3, len(entry[0]))
+    return entry
+
+
+def _dims_fit(spec_shape, shape) -> bool:
+    return len(spec_shape) == len(shape) and all(
+        s is None or s == d for s, d in zip(spec_shape, shape)
+    )
+
+
+def _spec_dtype_accepts(x, dtype, given) -> bool:
+    """Arrays must have the spec's dtype (`given`); a Python scalar may be of a kind that
+    promotes into it (an int for a float spec, a bool for anything), as NEP 50 weak
+    scalars do."""
+    py = _PY_SCALARS.get(type(x))
+    if py is None:
+        return given == dtype
+    return dtypes.result_type((dtype, False), (py, True)) == (dtype, False)
+
+
+def _check_leaf(fname, name, x, shape, dtype, what):
+    """Raise if leaf `x` (a value, or a TensorSpec) does not fit `shape` and `dtype`."""
+    entry = (x.shape, x.dtype) if isinstance(x, TensorSpec) else _entry(x)
+    if _is_array(entry) and _dims_fit(shape, entry[0]) and _spec_dtype_accepts(
+        x, dtype, entry[1]
+    ):
+        return
+    spec = f"{what} {TensorType(shape, dtype)}"
+    if not _is_array(entry):
+        raise TypeError(f"{fname}: argument {name} must be an array for {spec}, got "
+                        f"{type(x).__name__} (at {user_location()})")
+    if not _dims_fit(shape, entry[0]):
+        raise ShapeError(f"{fname}: argument {name} has shape {tuple(entry[0])}, which does "
+                         f"not fit {spec} (at {user_location()})")
+    raise DTypeError(f"{fname}: argument {name} has dtype {np.dtype(entry[1]).name}, which "
+                     f"does not fit {spec} (at {user_location()})")
+
+
+def _to_array(x, dtype) -> np.ndarray:
+    """The array fed to the executor for leaf `x` (Variables have been read already)."""
+    t = type(x)
+    if t is _ndarray:
+        return x
+    if t is EagerTensor:
+        return x._value
+    return np.asarray(x, dtype=dtype)
+
+
+def _describe(treedef, statics) -> str:
+    text = tree.treedef_str(treedef)
+    return f"{text} with static values {statics!r}" if statics else text
+
+
+def _leaf_names(fn, args, kwargs) -> list[str]:
+    """A readable name for each flat leaf of `(args, kwargs)`: the parameter's name, with
+    `_0`, `_1`... for the leaves of a structure."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    named = [(params[i] if i < len(params) else f"arg{i}", a) for i, a in enumerate(args)]
+    named += sorted(kwargs.items(), key=lambda kv: kv[0])
+    names = []
+    for base, value in named:
+        n = len(tree.flatten(value)[0])
+        names += [base] if n == 1 else [f"{base}_{j}" for j in range(n)]
+    return names
+
+
+def _safe_signature(fn):
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _normalize_static(fname, signature, argnums, argnames):
+    """Static positions (non-negative, sorted) and names, each completing the other."""
+    argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    argnames = (argnames,) if isinstance(argnames, str) else tuple(argnames)
+    if signature is None:
+        if any(i < 0 for i in argnums):
+            raise ValueError(f"{fname}: negative static_argnums need an inspectable signature")
+        return tuple(sorted(set(argnums))), argnames
+    params = list(signature.parameters.values())
+    positional = [p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    nums = set()
+    for i in argnums:
+        j = i + len(positional) if i < 0 else i
+        if j < 0 or (j >= len(positional) and not has_varargs):
+            raise ValueError(f"{fname}: static_argnums {i} is out of range for a function "
+                             f"of {len(positional)} positional parameters")
+        nums.add(j)
+    known = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
+    has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
+    for name in argnames:
+        if name not in known and not has_varkw:
+            raise ValueError(f"{fname}: static_argnames {name!r} names no parameter")
+        if name in positional:
+            nums.add(positional.index(name))
+    names = set(argnames) | {positional[i] for i in nums if i < len(positional)}
+    return tuple(sorted(nums)), tuple(sorted(names))

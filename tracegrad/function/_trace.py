@@ -1,0 +1,76 @@
+"""Tracing a Python function into a FuncGraph, with errors located at the user's line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tracegrad.core import tree
+from tracegrad.core.ir import FuncGraph, Tensor
+from tracegrad.core.source import _skipped
+from tracegrad.core.state import state
+from tracegrad.core.types import TensorType
+from tracegrad.core.variables import Variable
+from tracegrad.errors import TracegradError
+from tracegrad.function._keys import _is_array, _Static
+
+
+def _located(e: TracegradError, tb) -> TracegradError:
+    """`e` with the user's file:line from traceback `tb` appended, if it names none."""
+    frame = None
+    while tb is not None:
+        if not _skipped(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if frame is None:
+        return e
+    where = f"{frame.f_code.co_filename}:{line}"
+    if where in str(e):
+        return e
+    try:
+        new = type(e)(f"{e} (at {where})")
+    except TypeError:
+        return e
+    return new.with_traceback(e.__traceback__)
+
+
+
+
+def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verify: bool):
+    """Trace `fn` with a placeholder per array entry (named by `names`); returns
+    `(graph, out_treedef)`. `verify` checks the graph with `tracegrad.core.verify`."""
+    graph = FuncGraph(name, outer=state.graph)
+    values = []
+    with graph.as_default():
+        k = 0
+        for e in entries:
+            if _is_array(e):
+                values.append(graph.add_input(TensorType(e[0], e[1], len(e) == 3), names[k]))
+                k += 1
+            elif type(e) is _Static:
+                values.append(statics[e.index])
+            else:
+                values.append(e.value)
+        args, kwargs = tree.unflatten(treedef, values)
+        try:
+            out = fn(*args, **kwargs)
+        except TracegradError as e:
+            raise _located(e, e.__traceback__.tb_next) from None
+        out_leaves, out_treedef = tree.flatten(out)
+        outputs = []
+        for x in out_leaves:
+            if not isinstance(x, (Tensor, Variable, np.ndarray, np.generic, bool, int, float)):
+                raise TracegradError(
+                    f"{name} returned a {type(x).__name__}; a traced function returns "
+                    "tensors, arrays, Python numbers and structures (tuple, list, dict, "
+                    "namedtuple, None) of them"
+                )
+            outputs.append(graph.to_tensor(x))
+        graph.outputs = outputs
+    if verify:
+        from tracegrad.core.verify import verify as check
+
+        check(graph)
+    return graph, out_treedef

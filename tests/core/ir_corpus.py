@@ -287,3 +287,14 @@ def nested_graph(call) -> FuncGraph:
         z, w = call.bind(x, body=body, extra=(alt, (alt, 3)))
         outer.outputs = [z, w]
     return outer
+
+
+def check_nested_links(graph: FuncGraph) -> None:
+    """A rebuilt `nested_graph`: sub-graphs know their enclosing graph and capture the
+    right values of it."""
+    body = graph.operations[1].attrs["body"]
+    inner = body.operations[0].attrs["body"]
+    assert body.outer is graph and inner.outer is body
+    sin_result = graph.operations[0].outputs[0]
+    assert [e for e, _ in body.captures] == [sin_result]
+    assert [e for e, _ in inner.captures] == [sin_result, body.inputs[0]]

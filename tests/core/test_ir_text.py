@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from ir_corpus import (EXAMPLES, TRACED, T, call_primitive, example_graphs, lit, nested_graph,
-                       op_graph)
+from ir_corpus import (EXAMPLES, TRACED, T, call_primitive, check_nested_links, example_graphs,
+                       lit, nested_graph, op_graph)
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph, Literal
 from tracegrad.core.parser import ParsedCapture
@@ -178,13 +178,7 @@ def test_traced_graphs_round_trip(name):
 def test_nested_graphs_round_trip_with_their_captures():
     with call_primitive() as call:
         graph = nested_graph(call)
-        parsed = roundtrip(graph)
-    body = parsed.operations[1].attrs["body"]
-    inner = body.operations[0].attrs["body"]
-    assert body.outer is parsed and inner.outer is body
-    (ext_y, _), = body.captures
-    assert ext_y is parsed.operations[0].outputs[0]
-    assert [e for e, _ in inner.captures] == [ext_y, body.inputs[0]]
+        check_nested_links(roundtrip(graph))
 
 
 def test_parsed_literals_keep_every_bit():

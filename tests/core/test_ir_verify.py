@@ -172,3 +172,12 @@ def test_top_level_capture_of_a_graph_that_does_not_enclose_it():
     g, other = chain(), chain()
     g.capture(other.outputs[0], other.outputs[0].type, "c")
     rejects(g, "capture 0 (f64[3]) reads a tensor of @f, which does not enclose this graph")
+
+
+@pytest.mark.parametrize("name", sorted(TRACED))
+def test_optimized_graphs_stay_well_formed_and_printable(name):
+    optimized = tg.optimize(TRACED[name]())
+    verify(optimized)
+    text = str(optimized)
+    assert str(FuncGraph.parse(text)) == text
+    assert FuncGraph.from_json(optimized.to_json()).to_json() == optimized.to_json()

@@ -380,7 +380,7 @@ def make_call_recorder(compiler_for):
         if callee is None:
             callee = CompiledCall(concrete.graph, concrete.executor, compiler_for(concrete))
             callees[concrete] = callee
-        op = Operation(call_p, inputs, {"callee": callee}, user_location(), None, None)
+        op = Operation(call_p, inputs, {"callee": callee}, None, None, None)
         op.outputs = tuple(results)
         for tape in state.tapes:
             tape.record(op)

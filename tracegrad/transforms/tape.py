@@ -23,6 +23,7 @@ from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ShapeError, UnsupportedOpError
+from tracegrad.ops.indexing import gather_p
 from tracegrad.transforms.backprop import backprop, unconnected_mode
 from tracegrad.transforms.indexed_slices import (
     IndexedSlices,
@@ -91,7 +92,7 @@ class Recording:
                 break
         else:
             return
-        if op.graph is None and wants_rows_gradient(op):
+        if op.primitive is gather_p and op.graph is None and wants_rows_gradient(op):
             op.grad_override = gather_rows_gradient
         self.records.append(op)
         for t in op.outputs:

@@ -7,7 +7,7 @@ DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "tape.md"
 
 
 def test_docs_tape_examples_run():
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
     assert len(blocks) >= 10
     namespace = {}
     for i, block in enumerate(blocks):

@@ -109,7 +109,7 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     forward = fn if isinstance(fn, Function) else Function(fn)
     results = forward(*primals)
     pullback = _staged(backward, fn, "vjp", same_args=False)
-    out, aux = results if has_aux else (results, None)
+    out, aux = ad.split_aux("vjp", results) if has_aux else (results, None)
 
     def vjp_fn(cotangent):
         return pullback(primals, cotangent)

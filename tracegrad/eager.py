@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
+from tracegrad.core.ir import EagerTensor, GraphTensor, Literal, Tensor
+from tracegrad.core.op import constant_p
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ShapeError
@@ -42,7 +43,11 @@ def constant(value, dtype=None, shape=None) -> Tensor:
             raise ShapeError(f"constant: a value of {arr.size} elements cannot have shape "
                              f"{shape}")
     if state.graph is not None:
-        return state.graph.constant(arr)
+        # A constant op of its own, never the shared one gradient rules also use: code may
+        # differentiate with respect to it (`tg.gradients(y, [c])`).
+        arr = np.array(arr, copy=True)
+        arr.flags.writeable = False
+        return constant_p.bind_in_graph(state.graph, (), {"value": Literal(arr)})
     return EagerTensor(arr)
 
 

@@ -12,8 +12,7 @@ import numpy as np
 import scipy.special
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import GraphTensor
-from tracegrad.core.op import Primitive, constant_p
+from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError
 from tracegrad.ops import shape_ops
@@ -43,26 +42,6 @@ def _erf(x):
 # -- helpers of the gradient rules -----------------------------------------------------------
 
 
-def _is_one(t) -> bool:
-    """Whether `t` is a traced constant 1 (possibly broadcast): the seed of a gradient."""
-    while type(t) is GraphTensor and t.op is not None:
-        prim = t.op.primitive
-        if prim is constant_p:
-            v = t.op.attrs["value"].value
-            return v.ndim == 0 and v == 1
-        if prim is not shape_ops.broadcast_in_dim_p:
-            return False
-        t = t.op.inputs[0]
-    return False
-
-
-def scale(g, d):
-    """`g * d` (equal shapes), emitting no multiplication when `g` is a constant one."""
-    if _is_one(g) and tuple(g.shape) == tuple(d.shape) and g.dtype == d.dtype:
-        return d
-    return mul_p.bind(g, d)
-
-
 def _c(x, value):
     """The constant `value` with `x`'s shape and dtype."""
     return shape_ops.full_like(x, value)
@@ -74,7 +53,7 @@ def _sq(x):
 
 def defderiv(prim: Primitive, deriv) -> None:
     """Give a unary primitive the gradient `g * deriv(x, y)` (`y` is its result)."""
-    prim.def_grad(lambda op, g: [scale(g, deriv(op.inputs[0], op.outputs[0]))])
+    prim.def_grad(lambda op, g: [mul_p.bind(g, deriv(op.inputs[0], op.outputs[0]))])
 
 
 def defrecip(prim: Primitive, denom) -> None:
@@ -198,8 +177,8 @@ def _integer_pow_grad(op, g):
     if y == 1:
         return [g]
     if y == 2:
-        return [scale(g, add_p.bind(x, x))]
-    return [scale(g, mul_p.bind(_c(x, y), integer_pow_p.bind(x, y=y - 1)))]
+        return [mul_p.bind(g, add_p.bind(x, x))]
+    return [mul_p.bind(g, mul_p.bind(_c(x, y), integer_pow_p.bind(x, y=y - 1)))]
 
 
 # -- binary math -----------------------------------------------------------------------------
@@ -216,7 +195,7 @@ mul_p = binary("mul", np.multiply, kind="any", commutative=True)
 @mul_p.def_grad
 def _mul_grad(op, g):
     x, y = op.inputs
-    return [scale(g, y) if needs(op, 0) else None, scale(g, x) if needs(op, 1) else None]
+    return [mul_p.bind(g, y) if needs(op, 0) else None, mul_p.bind(g, x) if needs(op, 1) else None]
 
 
 div_p = binary("div", np.true_divide, kind="float")
@@ -226,7 +205,7 @@ div_p = binary("div", np.true_divide, kind="float")
 def _div_grad(op, g):
     (x, y), (out,) = op.inputs, op.outputs
     return [div_p.bind(g, y) if needs(op, 0) else None,
-            neg_p.bind(div_p.bind(scale(g, out), y)) if needs(op, 1) else None]
+            neg_p.bind(div_p.bind(mul_p.bind(g, out), y)) if needs(op, 1) else None]
 
 
 floor_div_p = binary("floor_div", np.floor_divide)
@@ -237,7 +216,7 @@ mod_p = binary("mod", np.mod)  # NumPy's: the sign of the divisor
 def _mod_grad(op, g):
     # x mod y = x - floor(x / y) * y, with floor(x / y) piecewise constant
     x, y = op.inputs
-    return [g, neg_p.bind(scale(g, floor_div_p.bind(x, y))) if needs(op, 1) else None]
+    return [g, neg_p.bind(mul_p.bind(g, floor_div_p.bind(x, y))) if needs(op, 1) else None]
 
 
 pow_p = binary("pow", np.power)
@@ -252,11 +231,11 @@ def _pow_grad(op, g):
     if needs(op, 0):
         zero = _c(x, 0)
         dx = mul_p.bind(y, pow_p.bind(x, sub_p.bind(y, _c(y, 1))))
-        gx = scale(g, select_p.bind(eq_p.bind(y, zero), zero, dx))
+        gx = mul_p.bind(g, select_p.bind(eq_p.bind(y, zero), zero, dx))
     if needs(op, 1):
         positive = gt_p.bind(x, _c(x, 0))
         log_x = log_p.bind(select_p.bind(positive, x, _c(x, 1)))
-        gy = scale(g, mul_p.bind(out, select_p.bind(positive, log_x, _c(x, 0))))
+        gy = mul_p.bind(g, mul_p.bind(out, select_p.bind(positive, log_x, _c(x, 0))))
     return [gx, gy]
 
 
@@ -270,7 +249,7 @@ def _extremum_grad(op, g):
     share = select_p.bind(
         eq_p.bind(x, out), select_p.bind(eq_p.bind(y, out), _c(x, 0.5), _c(x, 1)), _c(x, 0)
     )
-    gx = scale(g, share)
+    gx = mul_p.bind(g, share)
     return [gx, sub_p.bind(g, gx) if needs(op, 1) else None]
 
 
@@ -285,8 +264,8 @@ def _atan2_grad(op, g):
     # atan2(x, y) = atan(x / y): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
     x, y = op.inputs
     r2 = add_p.bind(_sq(x), _sq(y))
-    return [div_p.bind(scale(g, y), r2) if needs(op, 0) else None,
-            neg_p.bind(div_p.bind(scale(g, x), r2)) if needs(op, 1) else None]
+    return [div_p.bind(mul_p.bind(g, y), r2) if needs(op, 0) else None,
+            neg_p.bind(div_p.bind(mul_p.bind(g, x), r2)) if needs(op, 1) else None]
 
 
 and_p = binary("and", np.bitwise_and, kind="intbool", commutative=True)

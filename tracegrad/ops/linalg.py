@@ -287,7 +287,7 @@ det_p.def_impl(np.linalg.det)
 def _det_grad(op, g):
     # d det(a) = det(a) tr(a^-1 da): g_a = g det(a) a^-T (a must be invertible)
     (a,), (d,) = op.inputs, op.outputs
-    scale = shape_ops.broadcast_like(ew.scale(g, d), a, range(a.ndim - 2))
+    scale = shape_ops.broadcast_like(ew.mul_p.bind(g, d), a, range(a.ndim - 2))
     return [ew.mul_p.bind(scale, _inverse_transpose(a))]
 
 
@@ -313,6 +313,6 @@ def _slogdet_grad(op, g_sign, g_logdet):
     # The sign is piecewise constant; d log|det(a)| = tr(a^-1 da): g_a = g a^-T
     (a,) = op.inputs
     scale = shape_ops.broadcast_like(g_logdet, a, range(a.ndim - 2))
-    return [ew.scale(scale, _inverse_transpose(a))]
+    return [ew.mul_p.bind(scale, _inverse_transpose(a))]
 
 

@@ -74,7 +74,7 @@ def _reduce_prod_grad(op, g):
     # sides, exact where x has zeros (no division by x).
     (x,), axes = op.inputs, op.attrs["axes"]
     g = shape_ops.broadcast_like(g, x, _kept_dims(op))
-    return [ew.scale(g, _products_of_others(x, axes)) if axes else g]
+    return [ew.mul_p.bind(g, _products_of_others(x, axes)) if axes else g]
 
 
 def _products_of_others(x, axes):

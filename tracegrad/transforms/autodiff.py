@@ -240,15 +240,7 @@ class Linearization:
 
     def split_aux(self):
         """`(out, aux)` of a function that returns a pair (has_aux)."""
-        r = self.result
-        if not (isinstance(r, (tuple, list)) and len(r) == 2):
-            raise TypeError(
-                f"{self.what} with has_aux=True: the function must return a pair (output, "
-                f"aux), but it returned {type(r).__name__}"
-                f"{f' of length {len(r)}' if isinstance(r, (tuple, list)) else ''}"
-                f" (at {user_location()})"
-            )
-        return r[0], r[1]
+        return split_aux(self.what, self.result)
 
     def to_tensor(self, value):
         """`value` (a result leaf) as a tensor of the nested graph."""
@@ -317,7 +309,12 @@ class Linearization:
         return None
 
     def emit(self, tensors: Sequence) -> list:
-        """The current graph's tensors for nested-graph `tensors` (other values unchanged)."""
+        """The current graph's tensors for nested-graph `tensors` (other values unchanged).
+
+        A product with a literal one (the seed of a gradient, broadcast) is not copied: its
+        other operand stands for it. That is sound here because the nested graph's sources
+        are its inputs, never its constants.
+        """
         target = state.graph
         env = self._env_of(target)
         todo: dict[int, Any] = {}
@@ -327,10 +324,15 @@ class Linearization:
             if self._known(t, target) is not None or id(t.op) in todo:
                 continue
             todo[id(t.op)] = t.op
-            stack.extend(t.op.inputs)
+            alias = self._alias(t.op)
+            stack.extend(t.op.inputs if alias is None else [alias])
         if len(self._order) != len(self.graph.operations):
             self._order = {id(op): i for i, op in enumerate(self.graph.operations)}
         for op in sorted(todo.values(), key=lambda op: self._order[id(op)]):
+            alias = self._alias(op)
+            if alias is not None:
+                env[id(op.outputs[0])] = self._known(alias, target)
+                continue
             inputs = [self._known(t, target) for t in op.inputs]
             if op.primitive is constant_p:
                 outputs = [target.constant(op.attrs["value"].value, op.attrs.get("weak", False))]
@@ -345,6 +347,40 @@ class Linearization:
                 env[id(old)] = out
         return [self._known(t, target) if isinstance(t, GraphTensor) and t.graph is self.graph
                 else target.to_tensor(t) if isinstance(t, GraphTensor) else t for t in tensors]
+
+    def _alias(self, op):
+        """For `mul(one, x)` / `mul(x, one)` with a literal one and x of the result's type, x."""
+        if op.primitive is not ops.mul_p:
+            return None
+        out = op.outputs[0]
+        for one, other in (op.inputs, op.inputs[::-1]):
+            if (_is_literal_one(one) and tuple(other.shape) == tuple(out.shape)
+                    and other.dtype == out.dtype):
+                return other
+        return None
+
+
+def _is_literal_one(t) -> bool:
+    """Whether `t` is a constant 1, possibly broadcast."""
+    while t.op is not None:
+        if t.op.primitive is constant_p:
+            v = t.op.attrs["value"].value
+            return v.ndim == 0 and v == 1
+        if t.op.primitive is not ops.broadcast_in_dim_p:
+            return False
+        t = t.op.inputs[0]
+    return False
+
+
+def split_aux(what: str, result):
+    """`(out, aux)` from what a has_aux function returned; TypeError if it is no pair."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        length = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        raise TypeError(
+            f"{what} with has_aux=True: the function must return a pair (output, aux), but "
+            f"it returned a {type(result).__name__}{length} (at {user_location()})"
+        )
+    return result[0], result[1]
 
 
 def _check_differentiable(what: str, t, argnum: int) -> None:

@@ -423,3 +423,16 @@ def test_hessian_with_nested_persistent_tapes_and_jacobian():
         g = inner.gradient(y, x)
     h = outer.jacobian(g, x, experimental_use_pfor=False)
     np.testing.assert_allclose(value(h), [[6.0, 1.0], [1.0, 12.0]])
+
+
+def test_a_refused_jacobian_leaves_the_tape_recording_and_usable():
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as g:
+        g.watch(x)
+        y = x * x
+        with pytest.raises(tg.errors.UnsupportedOpError):
+            g.jacobian(y, x)
+        with pytest.raises(RuntimeError, match="persistent=True"):
+            g.jacobian(y, x, experimental_use_pfor=False)
+        z = y * x
+    np.testing.assert_array_equal(value(g.gradient(z, x)), [3.0, 12.0])

@@ -401,14 +401,15 @@ class GradientTape:
 
     # -- jacobians (the sequential path; vectorization is a separate transform) ------------
 
-    def _no_pfor(self, what: str, use_pfor: bool) -> None:
+    def _check_loop(self, what: str, use_pfor: bool) -> None:
+        """Errors that come before anything is computed (the tape keeps recording)."""
+        if self._tape is None:
+            raise RuntimeError(_USED)
         if use_pfor:
             raise UnsupportedOpError(
                 f"GradientTape.{what}: vectorization (pfor) is not available yet; pass "
                 "experimental_use_pfor=False to compute it with a sequential loop"
             )
-
-    def _check_persistent_for_loop(self, what: str) -> None:
         if state.graph is None and not self._persistent:
             raise RuntimeError(
                 f"GradientTape must be created with persistent=True to compute the {what} "
@@ -430,10 +431,9 @@ class GradientTape:
         Only the sequential loop (`experimental_use_pfor=False`, which needs a persistent
         tape eagerly) exists yet; the vectorized path raises UnsupportedOpError.
         """
+        self._check_loop("jacobian", experimental_use_pfor)
         tape = self._begin_gradient("jacobian")
         target = self._target(tape, target)
-        self._no_pfor("jacobian", experimental_use_pfor)
-        self._check_persistent_for_loop("jacobian")
         flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         shape = tuple(target.shape)
         n = _static_size("jacobian", shape)
@@ -464,8 +464,8 @@ class GradientTape:
 
         Raises ValueError unless both have rank >= 2 and equal first dims.
         """
-        tape = self._begin_gradient("batch_jacobian")
-        target = self._target(tape, target)
+        if self._tape is None:
+            raise RuntimeError(_USED)
         tshape, sshape = tuple(target.shape), tuple(source.shape)
         if len(tshape) < 2 or len(sshape) < 2 or (
             tshape[0] is not None and sshape[0] is not None and tshape[0] != sshape[0]
@@ -474,8 +474,9 @@ class GradientTape:
                 f"Need first dimension of target shape ({tshape}) and source shape "
                 f"({sshape}) to match."
             )
-        self._no_pfor("batch_jacobian", experimental_use_pfor)
-        self._check_persistent_for_loop("batch_jacobian")
+        self._check_loop("batch_jacobian", experimental_use_pfor)
+        tape = self._begin_gradient("batch_jacobian")
+        target = self._target(tape, target)
         b = _static_size("batch_jacobian", tshape[:1])
         m = _static_size("batch_jacobian", tshape[1:])
         columns = []

@@ -209,6 +209,9 @@ def bind_statics(fn, statics: dict, n_args: int):
     extra = n_args - len(used)
     if any(p.kind is p.POSITIONAL_ONLY and p.name in statics for p in params):
         raise CLIError("--static cannot bind a positional-only parameter")
+    if extra and any(p.name in statics for p in params if p.kind is p.POSITIONAL_OR_KEYWORD):
+        raise CLIError(f"--static cannot bind a parameter before *{var_pos.name} when "
+                       f"--arg fills *{var_pos.name}")
 
     def bound(*arrays):
         args = list(arrays[:len(used)])
@@ -220,8 +223,9 @@ def bind_statics(fn, statics: dict, n_args: int):
         return fn(*positional, **kwargs)
 
     shown = [p.replace(kind=p.POSITIONAL_OR_KEYWORD, default=p.empty) for p in used]
-    shown += [inspect.Parameter(f"{var_pos.name}_{i}", inspect.Parameter.POSITIONAL_ONLY)
-              for i in range(extra)] if var_pos is not None else []
+    if extra:
+        shown += [inspect.Parameter(f"{var_pos.name}_{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  for i in range(extra)]
     bound.__signature__ = inspect.Signature(shown)
     bound.__name__ = bound.__qualname__ = _name(fn)
     return bound

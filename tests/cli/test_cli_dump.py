@@ -62,6 +62,10 @@ def first(x):
     return x
 
 
+def stacked(x, *xs, scale=1.0):
+    return tnp.sum(tnp.stack((x,) + xs)) * scale
+
+
 NOT_A_FUNCTION = 3
 '''
 
@@ -161,6 +165,16 @@ def test_static_arguments_are_baked_in(model, capsys):
     g = graph_of(capsys, "dump", "model.py:needs_kw", "--arg", "f64[3]", "--static",
                  "scale=(2)")
     np.testing.assert_array_equal(evaluate(g, X)[0], X * 2)
+
+
+def test_var_positional_parameters_take_the_extra_args(model, capsys):
+    g = graph_of(capsys, "dump", "model.py:stacked", "--arg", "f64[2]", "--arg", "f64[2]",
+                 "--arg", "f64[2]", "--static", "scale=3")
+    assert [t.name for t in g.inputs] == ["x", "xs_0", "xs_1"]
+    a, b, c = np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([5.0, -6.0])
+    assert evaluate(g, a, b, c)[0] == 3 * (a.sum() + b.sum() + c.sum())
+    g = graph_of(capsys, "dump", "model.py:stacked", "--arg", "f64[2]")
+    assert evaluate(g, a)[0] == a.sum()
 
 
 def test_output_formats(model, capsys, tmp_path):

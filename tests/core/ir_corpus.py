@@ -33,10 +33,13 @@ def lit(values, dtype) -> Literal:
 
 F64, F32, I64, I32, BOOL = (np.dtype(n) for n in ("float64", "float32", "int64", "int32", "bool"))
 
-_UNARY_FLOAT = """exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh
-tanh asinh acosh atanh logistic erf floor ceil round is_finite is_nan is_inf""".split()
-_BINARY_NUMERIC = "add sub mul div floor_div mod pow max min atan2".split()
-_COMPARE = "eq ne lt le gt ge".split()
+_UNARY_FLOAT = [
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "logistic", "erf",
+    "floor", "ceil", "round", "is_finite", "is_nan", "is_inf",
+]
+_BINARY_NUMERIC = ["add", "sub", "mul", "div", "floor_div", "mod", "pow", "max", "min", "atan2"]
+_COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 
 EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
     **{name: [(("f64[3]",), {}), (("f32[?,2]",), {})] for name in _UNARY_FLOAT},

@@ -198,7 +198,7 @@ def test_if_on_a_tracer_names_the_line_of_the_if():
     lines = []
 
     def f(x):
-        lines.append(here()); s = tnp.sum(x)  # noqa: E702
+        lines.append(here()); s = tnp.sum(x)
         if s:
             return x
         return -x

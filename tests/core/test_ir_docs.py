@@ -6,10 +6,10 @@ import pkgutil
 import re
 
 import pytest
-
-import tracegrad  # noqa: F401  (registers the primitives)
-import tracegrad.ops
 from ir_corpus import call_primitive
+
+import tracegrad
+import tracegrad.ops
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import REGISTRY
 
@@ -48,7 +48,7 @@ def test_every_documented_primitive_exists_once():
 
 
 def _examples() -> list[str]:
-    return re.findall(r"```ir\n(.*?)```", DOC.read_text(), re.S)
+    return re.findall(r"```ir\n(.*?)```", DOC.read_text(), re.DOTALL)
 
 
 def test_the_doc_has_ir_examples():

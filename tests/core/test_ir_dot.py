@@ -5,7 +5,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from ir_corpus import TRACED, call_primitive, example_graphs, nested_graph
 
 NODE = re.compile(r'^\s*(\w+) \[.*label="((?:[^"\\]|\\.)*)".*\];$')
@@ -74,8 +73,9 @@ def test_sub_graphs_are_clusters_linked_to_their_op_and_captures():
 
 
 def test_names_with_quotes_are_escaped():
-    from tracegrad.core.ir import FuncGraph
     from ir_corpus import T
+
+    from tracegrad.core.ir import FuncGraph
 
     g = FuncGraph('say "hi"')
     g.outputs = [g.add_input(T("f64[]"), 'x"y')]

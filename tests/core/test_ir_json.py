@@ -4,10 +4,18 @@ import json
 
 import numpy as np
 import pytest
+from ir_corpus import (
+    TRACED,
+    T,
+    call_primitive,
+    check_nested_links,
+    example_graphs,
+    lit,
+    nested_graph,
+    op_graph,
+)
 
 import tracegrad as tg
-from ir_corpus import (TRACED, T, call_primitive, check_nested_links, example_graphs, lit,
-                       nested_graph, op_graph)
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.parser import ParsedCapture
@@ -150,8 +158,8 @@ def _edit(doc, fn):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda d: d.update(version=2), "format version 2, written by a newer tracegrad; this one "
-                                    "reads versions up to 1"),
+    (lambda d: d.update(version=2),
+     "format version 2, written by a newer tracegrad; this one reads versions up to 1"),
     (lambda d: d.update(version="1"), "bad version '1'"),
     (lambda d: d.update(format="other"), "not a tracegrad graph document"),
     (lambda d: d.pop("graph"), "document: missing field 'graph'"),

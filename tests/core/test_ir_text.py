@@ -4,10 +4,19 @@ import re
 
 import numpy as np
 import pytest
+from ir_corpus import (
+    EXAMPLES,
+    TRACED,
+    T,
+    call_primitive,
+    check_nested_links,
+    example_graphs,
+    lit,
+    nested_graph,
+    op_graph,
+)
 
 import tracegrad as tg
-from ir_corpus import (EXAMPLES, TRACED, T, call_primitive, check_nested_links, example_graphs,
-                       lit, nested_graph, op_graph)
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph, Literal
 from tracegrad.core.parser import ParsedCapture

@@ -1,9 +1,9 @@
 """`verify(graph)` accepts every well-formed graph and names the op of a malformed one."""
 
 import pytest
+from ir_corpus import TRACED, T, call_primitive, example_graphs, nested_graph
 
 import tracegrad as tg
-from ir_corpus import TRACED, T, call_primitive, example_graphs, nested_graph
 from tracegrad import ops
 from tracegrad.core.ir import FuncGraph, GraphTensor
 from tracegrad.core.verify import verify

@@ -314,3 +314,39 @@ def test_bad_argnums():
         tg.grad(loss, argnums=2)(X, Y)
     with pytest.raises(ValueError, match="repeats"):
         tg.grad(loss, argnums=(0, 0))(X, Y)
+
+
+# -- unknown dims ----------------------------------------------------------------------------
+
+UNKNOWN_DIM_CASES = {
+    "broadcast": lambda x: tnp.sum(x * tnp.sin(x) + tnp.ones(3)),
+    "mean": lambda x: tnp.sum(tnp.mean(x, axis=0) ** 2),
+    "max": lambda x: tnp.sum(tnp.max(x, axis=1)),
+    "prod over the unknown dim": lambda x: tnp.sum(tnp.prod(x, axis=0)),
+    "prod": lambda x: tnp.sum(tnp.prod(x, axis=1)),
+    "reshape": lambda x: tnp.sum(tnp.reshape(x, (-1,)) ** 2),
+    "slice": lambda x: tnp.sum(x[1:, 1:] ** 2),
+    "matmul": lambda x: tnp.sum(x @ np.arange(6.0).reshape(3, 2)),
+    "take": lambda x: tnp.sum(tnp.take(x, np.array([0, 0, 2]), axis=1) ** 2),
+    "cumsum": lambda x: tnp.sum(tnp.cumsum(x, axis=0) ** 2),
+    "pad": lambda x: tnp.sum(tnp.pad(x, 1) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNKNOWN_DIM_CASES))
+def test_gradients_of_functions_traced_with_unknown_dims(name):
+    f = UNKNOWN_DIM_CASES[name]
+    g = tg.function(tg.grad(f), input_signature=[tg.TensorSpec([None, 3])])
+    for rows in (4, 2):
+        x = np.random.default_rng(rows).uniform(0.5, 2.0, (rows, 3))
+        np.testing.assert_allclose(g(x), tg.grad(f)(x), rtol=1e-13)
+    assert g.tracing_count == 1
+
+
+def test_unsupported_gradients_with_unknown_dims_say_so():
+    spec = [tg.TensorSpec([None, 3])]
+    with pytest.raises(tg.errors.NotDifferentiableError, match="sort.*unknown dims"):
+        tg.function(tg.grad(lambda x: tnp.sum(tnp.sort(x, axis=1) * 1.5)),
+                    input_signature=spec)(np.ones((2, 3)))
+    with pytest.raises(tg.errors.NotDifferentiableError, match="slice.*unknown dim"):
+        tg.function(tg.grad(lambda x: tnp.sum(x[::2])), input_signature=spec)(np.ones((2, 3)))

@@ -87,18 +87,28 @@ def _dot_general_grad(op, g):
 
 def _dot_operand_grad(g, other, ndim, contract, batch, other_contract, other_batch, lhs_side):
     """The gradient of the dot_general operand of rank `ndim` contracting `contract` and
-    batching `batch` with `other`: g contracted with `other` over other's free dims."""
+    batching `batch` with `other`: g contracted with `other` over other's free dims, in
+    the operand order that needs no transpose when one does (as for matmul)."""
     nb = len(batch)
     free = _free_dims(ndim, contract, batch)
     other_free = _free_dims(other.ndim, other_contract, other_batch)
     start = nb + len(free) if lhs_side else nb
     g_other = tuple(range(start, start + len(other_free)))
-    r = dot_general_p.bind(
-        g, other, dimension_numbers=((g_other, other_free), (tuple(range(nb)), other_batch)))
-    # r holds: batch dims, this operand's free dims, then other's contracting dims in
-    # increasing order, each standing for the contracting dim of this operand paired with it.
+    g_batch = tuple(range(nb))
+    # The product's dims: batch dims, then the first operand's remaining dims, then the
+    # second's. Other's remaining dims are its contracting dims in increasing order, each
+    # standing for the contracting dim of this operand paired with it.
     paired = [c for _, c in sorted(zip(other_contract, contract))]
-    layout = list(batch) + list(free) + paired
+    g_first = list(batch) + list(free) + paired
+    other_first = list(batch) + paired + list(free)
+    if other_first == sorted(other_first) and g_first != sorted(g_first):
+        r = dot_general_p.bind(
+            other, g, dimension_numbers=((other_free, g_other), (other_batch, g_batch)))
+        layout = other_first
+    else:
+        r = dot_general_p.bind(
+            g, other, dimension_numbers=((g_other, other_free), (g_batch, other_batch)))
+        layout = g_first
     perm = tuple(np.argsort(layout).tolist())
     return r if perm == tuple(range(ndim)) else shape_ops.transpose_p.bind(r, permutation=perm)
 

@@ -193,9 +193,10 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
     for n, s, l, st in zip(x.shape, start_indices, limit_indices, strides):
         if st is None or st <= 0:
             raise ShapeError(f"slice: strides must be positive, got {strides}")
-        if n is not None and not (
-            s is not None and l is not None and 0 <= s <= l <= n
-        ):
+        # None or negative indices (Python slice rules) are the form for a dim unknown when
+        # traced; the interpreter re-infers such ops with the run-time sizes.
+        relative = s is None or l is None or s < 0 or l < 0
+        if n is not None and not relative and not 0 <= s <= l <= n:
             raise ShapeError(
                 f"slice: start {start_indices} / limit {limit_indices} out of bounds for "
                 f"{shape_str(x.shape)}"
@@ -218,13 +219,14 @@ def _slice_grad(op, g):
                                           op.attrs["limit_indices"], op.attrs["strides"],
                                           strict=True):
         if n is None:
-            if start in (0, None) and limit is None and stride == 1:
-                config.append((0, 0, 0))
+            # x[lo:-hi] pads back with lo and hi zeros, whatever the size
+            if stride == 1 and (start or 0) >= 0 and (limit is None or limit < 0):
+                config.append((start or 0, -limit if limit else 0, 0))
                 continue
             raise NotDifferentiableError(
-                f"slice: the gradient of a strided or partial slice of an unknown dim of "
-                f"{x.type} is not supported (give the function an input_signature with "
-                "known dims)"
+                f"slice: the gradient of a slice [{start}:{limit}:{stride}] of an unknown dim "
+                f"of {x.type} is not supported (only [a:] and [a:-b]); give the function an "
+                "input_signature with known dims"
             )
         if m == 0:
             config.append((0, n, 0))

@@ -227,3 +227,27 @@ def test_plain_numpy_call_is_not_recorded_and_returns_numpy(backend):
         out = f(np.array([1.0]))
     assert isinstance(out, np.ndarray)
     assert g._tape.records == []
+
+
+def test_tape_inside_function_sees_an_inlined_concrete_function(backend):
+    inner = tg.function(lambda x: tnp.sin(x) * x)
+    concrete = inner.get_concrete_function(tg.TensorSpec([2]))
+
+    @tg.function
+    def outer(x):
+        with tg.GradientTape() as g:
+            g.watch(x)
+            y = concrete(x)
+        return g.gradient(y, x)
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(outer(x), np.cos(x) * x + np.sin(x))
+
+
+def test_numpy_call_of_a_function_capturing_a_watched_variable_is_recorded(backend):
+    w = tg.Variable(np.array([1.0, 2.0]))
+    f = tg.function(lambda x: tnp.sum(tnp.exp(w) * x))
+    with tg.GradientTape() as g:
+        y = f(np.array([3.0, 4.0]))
+    assert isinstance(y, tg.Tensor)
+    np.testing.assert_allclose(g.gradient(y, w).numpy(), np.exp([1.0, 2.0]) * [3.0, 4.0])

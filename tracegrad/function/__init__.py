@@ -45,6 +45,7 @@ from tracegrad.function._keys import (
 )
 from tracegrad.function._trace import trace_graph
 from tracegrad.transforms.custom import make_call_recorder
+from tracegrad.transforms.tape import inline_recorded
 
 BACKENDS = ("numba", "numpy")
 RETRACE_WARNING_THRESHOLD = 10  # distinct input shapes traced before RetracingWarning
@@ -226,11 +227,10 @@ class ConcreteFunction:
         )
 
     def _inline(self, inputs):
-        """Called inside another trace: the graph's ops are copied into that trace."""
-        from tracegrad.passes import inline_graph
-
+        """Called inside another trace: the graph's ops are copied into that trace (and
+        offered to the tapes recording there)."""
         outer = state.graph
-        outs = inline_graph(self.graph, outer, [outer.to_tensor(x) for x in inputs])
+        outs = inline_recorded(self.graph, outer, [outer.to_tensor(x) for x in inputs])
         return self._pack(list(outs))
 
     def __repr__(self):

@@ -22,12 +22,13 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.ops.custom import call_p, custom_gradient_p
-from tracegrad.passes import Rewriter, inline_graph
+from tracegrad.passes import Rewriter
 from tracegrad.transforms.backprop import backprop
 from tracegrad.transforms.tape import (
     GradientTape,
     VariableWatcher,
     as_tensor,
+    inline_recorded,
     stop_recording,
 )
 
@@ -234,12 +235,7 @@ def _inline_grad_graph(op, *dys):
     into the graph being built, fed the result gradients and the residual operands."""
     n, mask = op.attrs["num_results"], op.attrs["gradient_mask"]
     residuals = op.inputs[n + len(mask):]
-    graph = state.graph
-    start = len(graph.operations)
-    outs = iter(inline_graph(op.attrs["grad_graph"], graph, [*dys, *residuals]))
-    for tape in state.tapes:  # tapes inside the trace see the inlined ops as if bound
-        for new in graph.operations[start:]:
-            tape.record(new)
+    outs = iter(inline_recorded(op.attrs["grad_graph"], state.graph, [*dys, *residuals]))
     grads = [next(outs) if present else None for present in mask]
     return [None] * n + grads + [None] * len(residuals)
 

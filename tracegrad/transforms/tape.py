@@ -24,6 +24,7 @@ from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ShapeError, UnsupportedOpError
 from tracegrad.ops.indexing import gather_p
+from tracegrad.passes import inline_graph
 from tracegrad.transforms.backprop import backprop, unconnected_mode
 from tracegrad.transforms.indexed_slices import (
     IndexedSlices,
@@ -222,6 +223,18 @@ def recording(rec: Recording):
         yield rec
     finally:
         _remove(state.tapes, rec)
+
+
+def inline_recorded(graph, target, inputs) -> list:
+    """`passes.inline_graph` into the graph being built, offering the copied ops to the
+    tapes recording in it (as if they had been bound there)."""
+    start = len(target.operations)
+    outs = inline_graph(graph, target, inputs)
+    if state.tapes and target is state.graph:
+        for op in target.operations[start:]:
+            for tape in state.tapes:
+                tape.record(op)
+    return outs
 
 
 def _flatten_watchable(x) -> list:

@@ -446,3 +446,22 @@ def test_no_warning_for_recompute_and_pass_through():
         warnings.simplefilter("error")
         tg.recompute_grad(lambda x: x * 2.0)(tg.constant(1.0))
         tg.grad_pass_through(lambda x: x * 2.0)(tg.constant(1.0))
+
+
+def test_integer_outputs_get_no_upstream_gradient(backend):
+    @tg.custom_gradient
+    def with_index(x):
+        def grad(dy, di):
+            assert di is None
+            return dy * 7.0
+
+        return (x * 2.0, tnp.argmax(x)), grad
+
+    x = tg.constant([1.0, 3.0])
+    with tg.GradientTape() as g:
+        g.watch(x)
+        y, i = with_index(x)
+    assert i.numpy() == 1
+    np.testing.assert_array_equal(g.gradient(y, x).numpy(), [7.0, 7.0])
+    traced = tg.function(lambda x: tnp.sum(with_index(x)[0]))
+    np.testing.assert_array_equal(tg.grad(traced)(np.array([1.0, 3.0])), [7.0, 7.0])

@@ -206,14 +206,16 @@ class _GradFnCall:
         return [None] * n + self(dys, f"op at {op.source}")
 
     def trace(self, ys):
-        """`grad_fn` traced into a graph: inputs are one gradient per result, then the
-        tensors of the enclosing trace `grad_fn` uses (the residuals, returned too);
+        """`grad_fn` traced into a graph: inputs are one gradient per floating-point result
+        (the others get None), then the tensors of the enclosing trace `grad_fn` uses (the
+        residuals, returned too);
         outputs are the gradients that are not None, in order (`mask` says which). The op
         keeps graph and mask as attributes, so copying the op (inlining, passes) keeps its
         gradient."""
         graph = FuncGraph(f"{self.name}_grad", outer=state.graph)
         with graph.as_default():
-            dys = [graph.add_input(y.type.strong(), f"dy{i}") for i, y in enumerate(ys)]
+            dys = [graph.add_input(y.type.strong(), f"dy{i}")
+                   if dtypes.is_differentiable(y.dtype) else None for i, y in enumerate(ys)]
             grads = self(dys, f"traced at {user_location()}")
             graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
         residuals = []
@@ -235,6 +237,7 @@ def _inline_grad_graph(op, *dys):
     into the graph being built, fed the result gradients and the residual operands."""
     n, mask = op.attrs["num_results"], op.attrs["gradient_mask"]
     residuals = op.inputs[n + len(mask):]
+    dys = [g for g, t in zip(dys, op.outputs, strict=True) if dtypes.is_differentiable(t.dtype)]
     outs = iter(inline_recorded(op.attrs["grad_graph"], state.graph, [*dys, *residuals]))
     grads = [next(outs) if present else None for present in mask]
     return [None] * n + grads + [None] * len(residuals)

@@ -106,6 +106,8 @@ class Recording:
                 return
             self.variables[key] = v
         raw = _raw(t)
+        if raw in self.var_of:  # a variable's capture in a graph: one tensor for every read
+            return
         self.var_of[raw] = key
         self.live.add(raw)
         if type(t) is GraphTensor:
@@ -314,7 +316,7 @@ class GradientTape:
         tapes = [self._tape]
         if self._recording:
             stack = state.tapes
-            mine = next(i for i in range(len(stack) - 1, -1, -1) if stack[i] is self._tape)
+            mine = next((i for i in range(len(stack)) if stack[i] is self._tape), 0)
             tapes += [t for t in stack[:mine] if isinstance(t, Recording)]
         for tape in tapes:
             for t in leaves:

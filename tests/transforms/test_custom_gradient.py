@@ -465,3 +465,19 @@ def test_integer_outputs_get_no_upstream_gradient(backend):
     np.testing.assert_array_equal(g.gradient(y, x).numpy(), [7.0, 7.0])
     traced = tg.function(lambda x: tnp.sum(with_index(x)[0]))
     np.testing.assert_array_equal(tg.grad(traced)(np.array([1.0, 3.0])), [7.0, 7.0])
+
+
+def test_traced_custom_gradient_is_part_of_the_ir_and_survives_json():
+    from tracegrad.transforms.custom import vjp_graph
+    from tracegrad.transforms.evaluate import evaluate
+
+    graph = tg.trace(lambda x: log1pexp(x) * 2.0)(tg.TensorSpec([2]))
+    text = str(graph)
+    assert "custom_gradient" in text and "grad_graph=func @log1pexp_grad" in text
+    for g in (graph, tg.FuncGraph.from_json(graph.to_json())):
+        backward, wrt, _ = vjp_graph(g)
+        assert wrt == [0]
+        (dx,) = evaluate(backward, np.array([100.0, 0.0]), np.ones(2))
+        np.testing.assert_allclose(dx, [2.0, 1.0])
+    # forward-only compiled code does not keep the boundary
+    assert "custom_gradient" not in str(tg.optimize(graph))

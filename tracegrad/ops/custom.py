@@ -25,9 +25,10 @@ gradient_mask=mask) -> (y1..yn)`: copies of the first n operands (f64[3] in, f64
 
 The `x` operands are the inputs (and variable reads) the gradient reaches; they carry no
 value into the results. Traced, `grad_graph` holds the user's gradient function as a
-graph (inputs: one gradient per result, then the residuals `r`; outputs: the gradients
-of the `x` whose `mask` entry is True) and `tg.custom_gradient` attaches the rule that
-inlines it as the op's `grad_override`. Eagerly the tape record carries the rule itself.
+graph (inputs: one gradient per floating-point result, then the residuals `r`; outputs:
+the gradients of the `x` whose `mask` entry is True) and `tg.custom_gradient` sets the op's
+`grad_override` to the registered rule that inlines it ("custom_gradient.grad_graph", kept
+in the JSON form). Eagerly the tape record carries the user's rule itself.
 Without `grad_graph` and override the op is an identity on the results (used to give a
 tensor a fresh identity on a tape).
 
@@ -54,9 +55,9 @@ def _custom_gradient_impl(*arrays, num_results, grad_graph=None, gradient_mask=(
 def _custom_gradient_grad(op, *out_grads):
     if op.attrs.get("grad_graph") is not None:
         raise NotDifferentiableError(
-            f"custom_gradient op created at {op.source} has lost the rule that inlines its "
-            "grad_graph (graphs read back from text or JSON keep the graph, not the rule); "
-            "differentiate the function that traced it instead"
+            f"custom_gradient op created at {op.source} has no gradient_override naming the "
+            "rule that inlines its grad_graph (\"custom_gradient.grad_graph\"); graphs read "
+            "back from text lose overrides: differentiate the function that traced it"
         )
     return list(out_grads) + [None] * (len(op.inputs) - len(out_grads))
 

@@ -23,6 +23,7 @@ from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.passes import Rewriter
+from tracegrad.transforms.autodiff import RegisterGradient
 from tracegrad.transforms.backprop import backprop
 from tracegrad.transforms.tape import (
     GradientTape,
@@ -34,7 +35,8 @@ from tracegrad.transforms.tape import (
 
 
 def bind_with_rule(prim, inputs, attrs, rule):
-    """Apply `prim` (multiple results) to `inputs` with `rule` as the gradient of this op."""
+    """Apply `prim` (multiple results) to `inputs` with `rule` (a callable, or a name
+    registered with `tg.RegisterGradient`) as the gradient of this op."""
     if state.graph is not None:
         outs = prim.bind(*inputs, **attrs)
         outs[0].op.grad_override = rule
@@ -158,7 +160,7 @@ def _call_custom(f, args, kwargs):
         grad_graph, mask, residuals = call.trace(ys)
         outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads, *residuals],
                               {"num_results": len(ys), "grad_graph": grad_graph,
-                               "gradient_mask": mask}, _inline_grad_graph)
+                               "gradient_mask": mask}, GRAD_GRAPH_RULE)
     return tree.unflatten(out_tree, outs)
 
 
@@ -225,6 +227,7 @@ class _GradFnCall:
                 kept.append((external, placeholder))
                 continue
             placeholder.index = len(graph.inputs)
+            placeholder.name = f"r{len(residuals)}"
             graph.inputs.append(placeholder)
             residuals.append(external)
             del graph._capture_map[id(external)]
@@ -232,6 +235,10 @@ class _GradFnCall:
         return graph, tuple(g is not None for g in grads), residuals
 
 
+GRAD_GRAPH_RULE = "custom_gradient.grad_graph"  # registered name: graphs keep it in JSON
+
+
+@RegisterGradient(GRAD_GRAPH_RULE)
 def _inline_grad_graph(op, *dys):
     """The gradient rule of a traced custom_gradient op: its `grad_graph` attribute inlined
     into the graph being built, fed the result gradients and the residual operands."""

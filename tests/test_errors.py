@@ -239,3 +239,17 @@ def test_wrong_number_of_arguments_names_the_function():
 
     with pytest.raises(TypeError, match="two"):
         tg.function(two)(np.ones(2), y=np.ones(2), z=1)
+
+
+def test_leaked_tracer_passed_to_a_compiled_function():
+    leaked = []
+    tg.function(lambda x: leaked.append(x) or x)(np.ones(2))
+    with pytest.raises(TracegradError, match="leaked"):
+        tg.function(lambda y: y * 2)(leaked[0])
+
+
+def test_python_int_too_large_for_int64():
+    f = tg.function(lambda n: n + 1)
+    assert f(2**62) == 2**62 + 1
+    with pytest.raises(DTypeError, match="does not fit int64"):
+        f(2**70)

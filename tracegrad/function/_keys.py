@@ -181,7 +181,11 @@ def _to_array(x, dtype) -> np.ndarray:
         return x
     if t is EagerTensor:
         return x._value
-    return np.asarray(x, dtype=dtype)
+    try:
+        return np.asarray(x, dtype=dtype)
+    except OverflowError:
+        raise DTypeError(f"the Python int {x} does not fit {np.dtype(dtype).name} (at "
+                         f"{user_location()}); pass it as a float or a NumPy array") from None
 
 
 def _describe(treedef, statics) -> str:

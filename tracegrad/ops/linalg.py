@@ -195,17 +195,19 @@ cholesky_p.def_impl(np.linalg.cholesky)
 
 @cholesky_p.def_grad
 def _cholesky_grad(op, g):
-    # For symmetric perturbations of a (the input is taken as symmetric): with
-    # P = tril(L.T @ g) with its diagonal halved, grad = sym(L^-T P L^-1).
+    # With P = tril(L.T @ g) with its diagonal halved and S = L^-T P L^-1, the gradient for
+    # symmetric perturbations is sym(S). Only a's lower triangle is read, so the gradient
+    # is that triangle of 2 sym(S) with sym(S)'s diagonal: tril(S + S.T, -1) + diag(S).
     (L,) = op.outputs
     p = _matmul(_mT(L), g)
     rows, cols = _rows_cols(p)
-    half = shape_ops.full_like(p, 0.5)
-    p = ew.select_p.bind(ew.eq_p.bind(rows, cols), ew.mul_p.bind(p, half),
+    diagonal = ew.eq_p.bind(rows, cols)
+    p = ew.select_p.bind(diagonal, ew.mul_p.bind(p, shape_ops.full_like(p, 0.5)),
                          _triangle(p, lower=True, strict=True))
     x = triangular_solve_p.bind(L, p, left_side=False, lower=True)
     s = triangular_solve_p.bind(L, x, left_side=True, lower=True, transpose_a=True)
-    return [ew.mul_p.bind(ew.add_p.bind(s, _mT(s)), half)]
+    return [ew.select_p.bind(diagonal, s, _triangle(ew.add_p.bind(s, _mT(s)), lower=True,
+                                                    strict=True))]
 
 
 triangular_solve_p = Primitive("triangular_solve")

@@ -181,17 +181,19 @@ def backprop(
     x_set = set(x_keys)
     stop = {key(t) for t in stop_gradients}
 
-    # Forward: the float tensors that depend on some x, and the records on such paths.
+    # Forward: the float tensors that depend on some x, and the records on such paths
+    # (with the keys of their inputs and outputs, computed once).
     reachable = {k for k, x in zip(x_keys, xs, strict=True) if is_differentiable(x)}
     forward = []
     for rec in records:
-        if not any(key(t) in reachable for t in rec.inputs):
+        in_keys = [key(t) for t in rec.inputs]
+        if reachable.isdisjoint(in_keys):
             continue
         if rec.primitive in NONDIFFERENTIABLE and rec.grad_override is None:
             continue
-        forward.append(rec)
-        for t in rec.outputs:
-            k = key(t)
+        out_keys = [key(t) for t in rec.outputs]
+        forward.append((rec, in_keys, out_keys))
+        for k, t in zip(out_keys, rec.outputs):
             if k not in stop and is_differentiable(t):
                 reachable.add(k)
 
@@ -200,32 +202,27 @@ def backprop(
         grad_ys = [None] * len(ys)
     if len(grad_ys) != len(ys):
         raise ValueError(f"got {len(grad_ys)} grad_ys for {len(ys)} ys")
-    needed = {key(y) for y in ys if key(y) in reachable and key(y) not in stop}
+    y_keys = [key(y) for y in ys]
+    needed = {k for k in y_keys if k in reachable and k not in stop}
     between = []
-    for rec in reversed(forward):
-        if any(key(t) in needed for t in rec.outputs):
-            between.append(rec)
-            for t in rec.inputs:
-                k = key(t)
-                if k in reachable and k not in stop:
-                    needed.add(k)
+    for entry in reversed(forward):
+        if not needed.isdisjoint(entry[2]):
+            between.append(entry)
+            needed.update(k for k in entry[1] if k in reachable and k not in stop)
 
     grads: dict = {}
-    for i, (y, gy) in enumerate(zip(ys, grad_ys, strict=True)):
+    for i, (y, k, gy) in enumerate(zip(ys, y_keys, grad_ys, strict=True)):
         if gy is not None:
             gy = _as_gradient(gy, y)
             check_gradient(gy, y, f"grad_ys[{i}]")
-        k = key(y)
-        if k not in reachable:
-            continue
-        grads.setdefault(k, []).append(ops.ones_like(y) if gy is None else gy)
+        if k in reachable:
+            grads.setdefault(k, []).append(ops.ones_like(y) if gy is None else gy)
 
-    for rec in between:
-        if not any(grads.get(key(t)) for t in rec.outputs):
+    for rec, in_keys, out_keys in between:
+        if not any(k in grads for k in out_keys):
             continue  # no gradient reached its outputs (a rule returned None for them)
         out_grads = []
-        for t in rec.outputs:
-            k = key(t)
+        for k, t in zip(out_keys, rec.outputs):
             gs = grads.get(k) if k in x_set else grads.pop(k, None)
             if gs and len(gs) > 1:
                 gs = [aggregate(gs)]
@@ -237,22 +234,23 @@ def backprop(
                 out_grads.append(ops.zeros_like(t))
             else:
                 out_grads.append(None)
-        wants = [key(t) in reachable for t in rec.inputs]
         rule = gradient_rule(rec)
         if rule is None:
             raise NotDifferentiableError(
                 f"{rec.primitive.name} has no gradient rule{_where(rec)}; wrap its inputs in "
                 "tg.stop_gradient if no gradient should flow through it"
             )
-        skip = tuple(i for i, w in enumerate(wants) if not w)
+        skip = tuple(i for i, k in enumerate(in_keys) if k not in reachable)
         in_grads = _call_rule(rule, rec, out_grads, skip)
-        for i, (t, g, want) in enumerate(zip(rec.inputs, in_grads, wants, strict=True)):
-            if g is None or not want:
+        for i, (t, k, g) in enumerate(zip(rec.inputs, in_keys, in_grads, strict=True)):
+            if g is None or k not in reachable:
                 continue
-            g = _as_gradient(g, t)
-            check_gradient(g, t, f"the gradient rule of {rec.primitive.name}{_where(rec)} "
-                                  f"returned a gradient for input {i} that")
-            grads.setdefault(key(t), []).append(g)
+            if not isinstance(g, Tensor):
+                g = _as_gradient(g, t)
+            if g.dtype != t.dtype or tuple(g.shape) != tuple(t.shape):
+                check_gradient(g, t, f"the gradient rule of {rec.primitive.name}{_where(rec)} "
+                                     f"returned a gradient for input {i} that")
+            grads.setdefault(k, []).append(g)
 
     results = []
     for x, k in zip(xs, x_keys, strict=True):

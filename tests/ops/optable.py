@@ -14,6 +14,13 @@ A `Case`:
 - `grad_rtol`: tolerance of the finite-difference gradient check.
 - `primitive`: the primitive name the case exercises, if it targets one (for the
   completeness tests: every primitive has at least one case).
+- `why`: why the row needs a tolerance (NumPy computes the value in another order ...).
+- `numpy_in_numpy_out`: called on NumPy arrays (nothing recording), `fn` returns NumPy
+  (True for every tracegrad.numpy / tracegrad.nn / tracegrad.ops function).
+
+The rows live in `optable_primitives.py` (each primitive through `tracegrad.ops` or the
+thinnest `tracegrad.numpy` function over it) and `optable_numpy.py` (every function of
+`tracegrad.numpy` and `tracegrad.nn`: dtypes, broadcasting, axes, empty arrays).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ class Case:
     atol: float = 0.0
     grad_rtol: float = 1e-6
     primitive: str | None = None
+    why: str = ""
+    numpy_in_numpy_out: bool = True
 
     def __repr__(self):
         return self.name
@@ -58,3 +67,13 @@ def rand(shape, dtype="float64", low=-2.0, high=2.0, seed=0):
     if np.dtype(dtype).kind == "b":
         return r.random(size=shape) < 0.5
     return r.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+
+
+F64, F32, I64, I32, BOOL = "float64", "float32", "int64", "int32", "bool"
+
+
+def shape_id(shape) -> str:
+    return "x".join(map(str, shape)) if shape else "s"
+
+
+from tests.ops import optable_numpy, optable_primitives  # noqa: E402,F401  (rows register)

@@ -1,0 +1,1 @@
+"""Op-table rows for tracegrad.numpy and tracegrad.nn."""

@@ -61,10 +61,13 @@ class _StaticLeaf:
         return hash(self.key)
 
 
+_NO_STATICS = (tuple, ())
+
+
 def _typed_key(value, where):
     """A hashable key for a static value that tells `1`, `1.0` and `True` apart."""
     if type(value) is tuple:
-        return (tuple, tuple(_typed_key(v, where) for v in value))
+        return (tuple, tuple([_typed_key(v, where) for v in value])) if value else _NO_STATICS
     try:
         hash(value)
     except TypeError:

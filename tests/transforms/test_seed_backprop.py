@@ -168,3 +168,11 @@ def test_implicit_grad_through_a_compiled_function():
     ((g, v),) = tg.implicit_grad(f)(tg.constant([3.0, 4.0]))
     assert v is w
     np.testing.assert_allclose(g.numpy(), np.cos([1.0, 2.0]) * [3.0, 4.0])
+
+
+def test_gradients_function_of_a_compiled_function():
+    f = tg.function(lambda x, y: x * x * y)
+    assert [g.numpy() for g in tg.gradients_function(f)(2.0, 3.0)] == [12.0, 4.0]
+    assert [g.numpy() for g in tg.gradients_function(f, params=[1])(2.0, 3.0)] == [4.0]
+    second = tg.gradients_function(lambda x, y: tg.gradients_function(f)(x, y)[0])
+    assert [g.numpy() for g in second(2.0, 3.0)] == [6.0, 4.0]

@@ -212,7 +212,7 @@ def backprop(
 
     grads: dict = {}
     for i, (y, k, gy) in enumerate(zip(ys, y_keys, grad_ys, strict=True)):
-        if gy is not None:
+        if gy is not None and is_differentiable(y):  # integer and bool ys are constants
             gy = _as_gradient(gy, y)
             check_gradient(gy, y, f"grad_ys[{i}]")
         if k in reachable:

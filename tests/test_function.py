@@ -362,3 +362,15 @@ def test_optimize_and_compiled_source_are_public():
     source = tg.compiled_source(graph)
     assert source == generate_source(optimized)
     assert "def " in source
+
+
+def test_input_signature_skips_static_arguments_and_names_the_right_parameter():
+    @counted(static_argnums=0, input_signature=[tg.TensorSpec([None])])
+    def f(mode, values):
+        return values * 2 if mode == "double" else values
+
+    np.testing.assert_allclose(f("double", np.ones(3)), [2.0, 2.0, 2.0])
+    np.testing.assert_allclose(f("double", np.ones(5)), np.full(5, 2.0))
+    assert f.tracing_count == 1
+    with pytest.raises(ShapeError, match="argument values"):
+        f("double", np.ones((2, 2)))

@@ -451,13 +451,19 @@ class Function:
                 f"{self.__name__}: arguments structured as {got} do not match "
                 f"input_signature {tree.treedef_str(sig_def)} (at {user_location()})"
             )
-        names = _leaf_names(self.python_function, traced, {})
+        names = [n for n, x in zip(_leaf_names(self.python_function, args, {}),
+                                   tree.flatten(args)[0], strict=True) if type(x) is not _Static]
         for x, spec, name in zip(arg_leaves, specs, names, strict=True):
             _check_leaf(self.__name__, spec.name or name, x, spec.shape, spec.dtype,
                         "input_signature")
         it = iter(specs)
-        return [(s.shape, s.dtype) if _is_array(e) else e
-                for e, s in ((e, next(it) if _is_array(e) else None) for e in entries)]
+        out = []
+        for e in entries:
+            if _is_array(e):
+                spec = next(it)
+                e = (spec.shape, spec.dtype)
+            out.append(e)
+        return out
 
     def _trace(self, leaves, treedef, entries, statics) -> ConcreteFunction:
         args, kwargs = tree.unflatten(treedef, leaves)

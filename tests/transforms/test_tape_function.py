@@ -251,3 +251,19 @@ def test_numpy_call_of_a_function_capturing_a_watched_variable_is_recorded(backe
         y = f(np.array([3.0, 4.0]))
     assert isinstance(y, tg.Tensor)
     np.testing.assert_allclose(g.gradient(y, w).numpy(), np.exp([1.0, 2.0]) * [3.0, 4.0])
+
+
+def test_a_call_op_in_a_graph_is_inlined_by_optimize(backend):
+    f = tg.function(lambda x: tnp.exp(x) * 2.0)
+    x = tg.constant([0.5, 1.0])
+    with tg.GradientTape() as g:
+        g.watch(x)
+        f(x)
+    callee = g._tape.records[0].attrs["callee"]
+    from tracegrad.ops.custom import call_p
+
+    outer = tg.function(lambda x: call_p.bind(x, callee=callee)[0] + 1.0)
+    np.testing.assert_allclose(outer(np.array([0.5, 1.0])), np.exp([0.5, 1.0]) * 2.0 + 1.0)
+    graph = outer.get_concrete_function(np.array([0.5, 1.0])).graph
+    assert "call" in {op.primitive.name for op in graph.operations}
+    assert "call" not in {op.primitive.name for op in tg.optimize(graph).operations}

@@ -4,7 +4,8 @@
 integer and bool dtypes (for floats `inf*0` and `nan*0` are nan); `neg(neg(x))` is `x`;
 transposes, reshapes and broadcasts of their own kind compose into one op, and disappear
 when they do nothing; `convert_element_type` to the dtype the operand has is dropped; a
-`custom_gradient` boundary becomes its results (the gradient it carries is built by then).
+`custom_gradient` boundary becomes its results (the gradient it carries is built by then)
+and a `call` of a compiled function becomes the callee's ops.
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -22,7 +23,7 @@ from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
 from tracegrad.ops import custom, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.passes._rewrite import run_pass
+from tracegrad.passes._rewrite import Rewriter, run_pass
 
 
 def simplify(graph: FuncGraph) -> FuncGraph:
@@ -190,6 +191,14 @@ def _custom_gradient(rw, op, ins):
     return ins[: len(op.outputs)]
 
 
+def _call(rw, op, ins):
+    """A `call` of a compiled function is its callee's graph, inlined (operands feed the
+    callee's inputs and captures)."""
+    callee = op.attrs["callee"].graph
+    env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
+    return Rewriter(callee, target=rw.target, env=env).run()
+
+
 def _select(rw, op, ins):
     pred, on_true, on_false = ins
     out = op.outputs[0].type
@@ -216,4 +225,5 @@ RULES = {
     shape_ops.dim_size_p: _dim_size,
     reductions.reduce_sum_p: _same_type_identity,
     custom.custom_gradient_p: _custom_gradient,
+    custom.call_p: _call,
 }

@@ -195,3 +195,20 @@ def test_simplify_is_pure():
     text, operations = str(g), list(g.operations)
     simplify(g)
     assert str(g) == text and g.operations == operations
+
+
+def test_dim_size_reads_an_unknown_dim_from_further_up():
+    def body(g, x, w):
+        y = ops.integer_pow(ops.sin(x), y=2)  # computed only for its size
+        z = ops.transpose(x, permutation=(1, 0))
+        b = ops.broadcast_in_dim(const(g, 1.0), ops.dim_size(w, axis=0),
+                                 shape=(2, None), broadcast_dimensions=())
+        return ops.dim_size(y, axis=0), ops.dim_size(z, axis=1), ops.dim_size(b, axis=1)
+
+    g = build(["f64[?,2]", "f64[?]"], body)
+    out = simplify(simplify(g))
+    assert names(out) == ["dim_size", "dim_size", "dim_size"]
+    x, w = out.inputs
+    reads = [(t.op.inputs[0], t.op.attrs["axis"]) for t in out.outputs]
+    assert all(a is b and axis == k for (a, axis), (b, k) in zip(reads, [(x, 0), (x, 0), (w, 0)]))
+    check_equivalent(g, out)

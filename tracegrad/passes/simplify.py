@@ -3,7 +3,8 @@
 `x*1`, `1*x`, `x+0`, `0+x`, `x-0`, `x/1` become `x`; `x*0` becomes the zero only for
 integer and bool dtypes (for floats `inf*0` and `nan*0` are nan); `neg(neg(x))` is `x`;
 transposes, reshapes and broadcasts of their own kind compose into one op, and disappear
-when they do nothing; `convert_element_type` to the dtype the operand has is dropped; a
+when they do nothing; `convert_element_type` to the dtype the operand has is dropped;
+`dim_size` reads a known dim as a constant and an unknown one from the producer's operand; a
 `custom_gradient` boundary becomes its results (the gradient it carries is built by then)
 and a `call` of a compiled function becomes the callee's ops.
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
@@ -21,7 +22,7 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
-from tracegrad.ops import custom, reductions, shape_ops
+from tracegrad.ops import ELEMENTWISE, custom, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.passes._rewrite import Rewriter, run_pass
 
@@ -176,8 +177,26 @@ def _convert(rw, op, ins):
 
 
 def _dim_size(rw, op, ins):
-    n = ins[0].shape[op.attrs["axis"]]
-    return None if n is None else [rw.constant(np.int64(n), source=op.source)]
+    """A known dim is a constant; an unknown one is read from further up, so that an op
+    computed only for its size (a forward result a gradient needs the shape of) goes."""
+    (x,), axis = ins, op.attrs["axis"]
+    n = x.shape[axis]
+    if n is not None:
+        return [rw.constant(np.int64(n), source=op.source)]
+    producer = x.op
+    if producer is None:
+        return None
+    prim = producer.primitive
+    if prim in ELEMENTWISE:  # operands and result have equal shapes
+        source, axis = producer.inputs[0], axis
+    elif prim is shape_ops.transpose_p:
+        source, axis = producer.inputs[0], producer.attrs["permutation"][axis]
+    elif prim is shape_ops.broadcast_in_dim_p:  # the size is one of its dim operands
+        k = producer.attrs["shape"][:axis].count(None)
+        return [producer.inputs[1 + k]]
+    else:
+        return None
+    return rw.emit(shape_ops.dim_size_p, [source], {"axis": axis}, op.source)
 
 
 def _same_type_identity(rw, op, ins):

@@ -12,7 +12,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import ops
-from tracegrad.core.op import Primitive
+from tracegrad.core.op import REGISTRY, Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 
@@ -303,12 +303,17 @@ def test_a_rule_returning_the_wrong_shape_is_named():
 
 # -- primitives without a gradient -----------------------------------------------------------
 
-opaque_p = Primitive("test_opaque_op")
-opaque_p.def_abstract_eval(lambda x: TensorType(x.shape, x.dtype))
-opaque_p.def_impl(lambda x: x.copy())
+@pytest.fixture
+def opaque_p():
+    """A primitive without a gradient rule (removed from the registry afterwards)."""
+    prim = Primitive("test_opaque_op")
+    prim.def_abstract_eval(lambda x: TensorType(x.shape, x.dtype))
+    prim.def_impl(lambda x: x.copy())
+    yield prim
+    del REGISTRY[prim.name]
 
 
-def test_an_op_without_a_rule_names_itself_and_the_users_line():
+def test_an_op_without_a_rule_names_itself_and_the_users_line(opaque_p):
     with pytest.raises(NotDifferentiableError, match=r"test_opaque_op.*test_gradients\.py:\d+"):
         tg.grad(lambda x: opaque_p.bind(x) * 2.0)(1.0)
     # not on a path between x and y: no error

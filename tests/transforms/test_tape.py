@@ -436,3 +436,14 @@ def test_a_refused_jacobian_leaves_the_tape_recording_and_usable():
             g.jacobian(y, x, experimental_use_pfor=False)
         z = y * x
     np.testing.assert_array_equal(value(g.gradient(z, x)), [3.0, 12.0])
+
+
+def test_output_gradients_may_be_numbers_and_lists_of_the_targets_dtype():
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = x * x
+        s = tnp.sum(x)
+    np.testing.assert_array_equal(value(g.gradient(y, x, output_gradients=np.array([3, -1]))), [6.0, -4.0])
+    np.testing.assert_array_equal(value(g.gradient([y, s], x, output_gradients=[None, 2])),
+                                  [4.0, 6.0])

@@ -406,8 +406,8 @@ class GradientTape:
         targets = [self._target(tape, t) for t in tree.flatten(target)[0]]
         flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         if output_gradients is not None:
-            output_gradients = [
-                None if g is None else as_tensor(g)
+            output_gradients = [  # NumPy values and numbers take their target's dtype
+                _weight(g)
                 for g in tree.flatten(output_gradients, is_leaf=lambda v: v is None)[0]
             ]
         grads = tape.gradient(targets, flat_sources, output_gradients, unconnected_gradients)
@@ -507,6 +507,16 @@ class GradientTape:
         stacked = _stack_rows(columns, (m,), source, "zero", m == 0)  # [m, b, x...]
         perm = (1, 0) + tuple(range(2, len(sshape) + 1))
         return ops.reshape(ops.transpose(stacked, permutation=perm), new_sizes=result_shape)
+
+
+def _weight(g):
+    """An output gradient as backprop takes it: tensors, or arrays it casts to the target's
+    dtype (None means ones)."""
+    if g is None or isinstance(g, Tensor):
+        return g
+    if isinstance(g, (Variable, IndexedSlices)):
+        return as_tensor(g)
+    return np.asarray(g)
 
 
 def _static_size(what: str, shape: tuple) -> int:

@@ -13,7 +13,7 @@ import inspect
 from tracegrad.core import tree
 from tracegrad.core.variables import Variable
 from tracegrad.transforms.custom import fresh
-from tracegrad.transforms.tape import Recording, as_tensor, recording
+from tracegrad.transforms.tape import Recording, as_output_gradient, as_tensor, recording
 
 
 def _returned_none(f):
@@ -143,8 +143,7 @@ def make_vjp(f, params=None, persistent=True):
                 )
             calls[0] += 1
             dys = None if dy is None else [
-                None if d is None else as_tensor(d)
-                for d in tree.flatten(dy, is_leaf=lambda d: d is None)[0]
+                as_output_gradient(d) for d in tree.flatten(dy, is_leaf=lambda d: d is None)[0]
             ]
             return tape.gradient(flat, sources, dys)
 

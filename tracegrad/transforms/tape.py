@@ -407,7 +407,7 @@ class GradientTape:
         flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         if output_gradients is not None:
             output_gradients = [  # NumPy values and numbers take their target's dtype
-                _weight(g)
+                as_output_gradient(g)
                 for g in tree.flatten(output_gradients, is_leaf=lambda v: v is None)[0]
             ]
         grads = tape.gradient(targets, flat_sources, output_gradients, unconnected_gradients)
@@ -509,7 +509,7 @@ class GradientTape:
         return ops.reshape(ops.transpose(stacked, permutation=perm), new_sizes=result_shape)
 
 
-def _weight(g):
+def as_output_gradient(g):
     """An output gradient as backprop takes it: tensors, or arrays it casts to the target's
     dtype (None means ones)."""
     if g is None or isinstance(g, Tensor):

@@ -52,7 +52,7 @@ def main() -> None:
         ("NumPy arrays", (x, y), {}),
         ("eager tg.Tensors", (tx, ty), {}),
         ("a Python scalar", (x, 2.0), {}),
-        ("a keyword argument (general path)", (x,), {"y": y}),
+        ("a keyword argument (bound, then as above)", (x,), {"y": y}),
     ]
     cases = [("trivial graph (x + 1)", trivial, lambda x, y: x + 1),
              ("tiny function (sum(sin(x)*y + x*x), 3 elements)", tiny, tiny_numpy)]

@@ -327,6 +327,8 @@ class Function:
     def __call__(self, *args, **kwargs):
         if state.graph is not None:
             return self.python_function(*args, **kwargs)
+        if kwargs and self._signature is not None:
+            args, kwargs = self._bind(args, kwargs)  # f(x, y=y) is f(x, y)
         if not kwargs and not self._has_statics:
             fast = _fast_key(args)
             if fast is not None:

@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
+from passgraphs import build, check_equivalent
 
 from tracegrad import ops, passes
-
-from passgraphs import build, check_equivalent
 
 F64, I64 = np.dtype("float64"), np.dtype("int64")
 

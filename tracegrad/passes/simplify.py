@@ -188,7 +188,7 @@ def _dim_size(rw, op, ins):
         return None
     prim = producer.primitive
     if prim in ELEMENTWISE:  # operands and result have equal shapes
-        source, axis = producer.inputs[0], axis
+        source = producer.inputs[0]
     elif prim is shape_ops.transpose_p:
         source, axis = producer.inputs[0], producer.attrs["permutation"][axis]
     elif prim is shape_ops.broadcast_in_dim_p:  # the size is one of its dim operands

@@ -57,7 +57,8 @@ class Config:
 
     - `backend`: used when a function names none ("numpy" or "numba"; env TRACEGRAD_BACKEND);
     - `parallel`: the numba backend's default for `parallel`;
-    - `verify`: check every traced graph with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1).
+    - `verify`: check every traced graph, and every optimized graph the numba backend
+      compiles, with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1).
     """
 
     def __init__(self):
@@ -84,7 +85,12 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
         from tracegrad.backends.numba import compile_graph as compile_numba
         from tracegrad.passes import optimize
 
-        return compile_numba(optimize(graph), parallel=config.parallel if parallel is None
+        optimized = optimize(graph)
+        if config.verify:
+            from tracegrad.core.verify import verify
+
+            verify(optimized)
+        return compile_numba(optimized, parallel=config.parallel if parallel is None
                              else parallel)
     raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 

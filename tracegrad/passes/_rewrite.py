@@ -20,6 +20,8 @@ from tracegrad.core.ir import FuncGraph, GraphTensor, Literal, Operation
 from tracegrad.core.op import constant_p
 from tracegrad.errors import TracegradError
 
+# A rule: `rule(rewriter, op, mapped_inputs) -> replacement results | None`; a pass gives
+# `make_rule(rewriter) -> rule`, called once per graph (sub-graphs get their own).
 Rule = Callable[["Rewriter", Operation, list], "list | None"]
 
 
@@ -27,7 +29,9 @@ class Rewriter:
     """Copies `source` into a new graph (or into `target`, seeded with `env`), applying
     the per-graph rule that `make_rule(rewriter)` returns (None copies every op)."""
 
-    def __init__(self, source: FuncGraph, make_rule=None, *, parent: Rewriter | None = None,
+    def __init__(self, source: FuncGraph,
+                 make_rule: Callable[[Rewriter], Rule] | None = None, *,
+                 parent: Rewriter | None = None,
                  target: FuncGraph | None = None, env: dict | None = None):
         self.source = source
         self.parent = parent

@@ -61,8 +61,8 @@ def main() -> None:
         f = tg.function(fn, backend=args.backend)
         bare = per_call_us(functools.partial(reference, x, y), args.number, args.repeat)
         print(f"\n{title}")
-        print(f"  {'bare Python call of the NumPy equivalent':<40} {bare:8.2f}")
-        print(f"  {'f(...) with':<40} {'f(...)':>8} {'executor':>9} {'overhead':>9}")
+        print(f"  {'bare Python call of the NumPy equivalent':<42} {bare:8.2f}")
+        print(f"  {'f(...) with':<42} {'f(...)':>8} {'executor':>9} {'overhead':>9}")
         for label, call_args, call_kwargs in variants:
             f(*call_args, **call_kwargs)
             concrete = f.get_concrete_function(*call_args, **call_kwargs)
@@ -72,7 +72,7 @@ def main() -> None:
             direct = per_call_us(functools.partial(executor, arrays), args.number, args.repeat)
             full = per_call_us(functools.partial(f, *call_args, **call_kwargs), args.number,
                                args.repeat)
-            print(f"  {label:<40} {full:8.2f} {direct:9.2f} {full - direct:9.2f}")
+            print(f"  {label:<42} {full:8.2f} {direct:9.2f} {full - direct:9.2f}")
         assert f.tracing_count == 2  # arrays, tensors and the keyword call share a trace
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ A `Case`:
   (True for every tracegrad.numpy / tracegrad.nn / tracegrad.ops function).
 
 The rows live in `optable_primitives.py` (each primitive through `tracegrad.ops` or the
-thinnest `tracegrad.numpy` function over it) and `optable_numpy.py` (every function of
-`tracegrad.numpy` and `tracegrad.nn`: dtypes, broadcasting, axes, empty arrays).
+thinnest `tracegrad.numpy` function over it), `optable_numpy.py` (tracegrad.numpy's
+elementwise functions, reductions and creation: dtypes, weak scalars, broadcasting, axes,
+empty arrays) and `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn).
 """
 
 from __future__ import annotations
@@ -76,4 +77,4 @@ def shape_id(shape) -> str:
     return "x".join(map(str, shape)) if shape else "s"
 
 
-from tests.ops import optable_numpy, optable_primitives  # noqa: E402,F401  (rows register)
+from tests.ops import optable_arrays, optable_numpy, optable_primitives  # noqa: E402,F401

@@ -162,16 +162,71 @@ def ufunc_operands(ufunc, name: str, *xs):
 
 def apply_ufunc(ufunc, prim, name: str, *xs):
     """`prim` applied NumPy-style: NumPy's loop dtypes, broadcasting, then bind."""
-    if len(xs) == 2 and state.graph is None:
-        x, y = xs
-        if type(x) is EagerTensor and type(y) is EagerTensor:
-            vx, vy = x._value, y._value
-            if vx.dtype == vy.dtype and vx.shape == vy.shape:
-                loop = _LOOPS.get((ufunc, (vx.dtype, vy.dtype)))
-                if loop is not None and loop[0] == vx.dtype:
-                    return prim.bind(x, y)
+    if state.graph is None and not state.tapes:
+        if len(xs) == 2:
+            x, y = xs
+            if type(x) is EagerTensor and type(y) is EagerTensor:
+                vx, vy = x._value, y._value
+                if vx.dtype is vy.dtype and (ufunc, vx.dtype) in CLOSED:
+                    try:
+                        return EagerTensor(np.asarray(prim.impl(vx, vy)))
+                    except ValueError:
+                        pass
+        out = eager_fast(ufunc, prim, name, xs)
+        if out is not None:
+            return out
     xs, _ = ufunc_operands(ufunc, name, *xs)
     return prim.bind(*xs)
+
+
+# (ufunc, dtype) pairs whose NumPy loop for `dtype` operands is `dtype` itself.
+CLOSED: set = set()
+
+
+_FAST_SCALARS = {float: float, int: int, bool: dtypes.bool_}
+
+
+def eager_fast(ufunc, prim, name: str, xs):
+    """The eager result of an elementwise `prim` when nothing records (no trace, no tape):
+    `impl` straight on the values cast to NumPy's loop dtypes, NumPy broadcasting them. None
+    when an operand needs the general path (a Variable, a list, an unsupported dtype, or
+    shapes that do not broadcast, which the general path reports)."""
+    keys = []
+    values = []
+    tensor = False
+    for x in xs:
+        t = type(x)
+        if t is EagerTensor:
+            v = x._value
+            keys.append(v.dtype)
+            values.append(v)
+            tensor = True
+        elif t is np.ndarray and x.dtype in _SUPPORTED:
+            keys.append(x.dtype)
+            values.append(x)
+        elif t in _FAST_SCALARS:
+            keys.append(_FAST_SCALARS[t])
+            values.append(x)
+        else:
+            return None
+    keys = tuple(keys)
+    loop = _LOOPS.get((ufunc, keys))
+    if loop is None:
+        loop = loop_dtypes(ufunc, keys, name)
+        if all(k is keys[0] for k in keys) and all(d is keys[0] for d in loop):
+            CLOSED.add((ufunc, keys[0]))
+    args = [v if type(v) is np.ndarray and v.dtype == dt else np.asarray(v, dt)
+            for v, dt in zip(values, loop, strict=False)]
+    try:
+        out = prim.impl(*args)
+    except ValueError:
+        return None
+    if not tensor:
+        return out[()] if type(out) is np.ndarray and out.ndim == 0 else out
+    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
+
+
+_SUPPORTED = frozenset(dtypes.SUPPORTED)
 
 
 # -- broadcasting ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, ShapeError
 from tracegrad.numpy._core import (
@@ -114,6 +115,8 @@ def full_like(a, fill_value, dtype=None, shape=None):
         return full(shape, fill_value, dt)
     if not _symbolic(a, fill_value):
         return np.full(np.shape(a), fill_value, dtype=dt)
+    if state.graph is None and not is_tensor(fill_value):
+        return EagerTensor(np.full(shape_of(a), fill_value, dtype=dt))
     fill = read(fill_value)
     fill = cast(fill, dt) if is_tensor(fill) else _scalar(fill, dt)
     return broadcast_to_shape(fill, shape_of(a), (a,))

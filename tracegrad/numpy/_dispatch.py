@@ -143,6 +143,10 @@ def _no_out(kwargs) -> bool:
 
 
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if not kwargs and method == "__call__":
+        fn = UFUNC_CALLS.get(ufunc)
+        if fn is not None:
+            return fn(*inputs)
     name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     kw = {k: v for k, v in kwargs.items() if k != "out"} if _no_out(kwargs) else None
     if kw is not None:

@@ -88,7 +88,7 @@ def _parse(subscripts, operands):
     if len(inputs) != len(operands):
         raise ShapeError(f"einsum: {len(inputs)} operand subscripts for {len(operands)} "
                          "operands")
-    user = set(lhs.replace("...", "")) | set(output or "")
+    user = set(lhs.replace("...", "")) | set((output or "").replace("...", ""))
     spare = [c for c in _LETTERS if c not in user]
     bad = (user - set(_LETTERS) - {","}) | ({"."} & user)
     if bad:

@@ -167,6 +167,10 @@ def _slice_spec(n, s: slice):
 
 def getitem(x, key):
     """`x[key]` with NumPy's indexing rules (see the module docstring)."""
+    if type(x) is EagerTensor and state.graph is None and not state.tapes:
+        value = _numpy_key(key)
+        if value is not None:
+            return EagerTensor(np.asarray(x._value[value]))
     x = read(x)
     shape = shape_of(x)
     items = _expand_masks(_classify(key, len(shape)), shape)
@@ -249,6 +253,23 @@ def getitem(x, key):
         limit = tuple(0 if s[0] == "empty" else d for s, d in zip(slots, shape_of(x)))
         x = ops.slice(x, start_indices=begin, limit_indices=limit, strides=(1,) * len(begin))
     return x
+
+
+def _numpy_key(key):
+    """`key` with eager tensors replaced by their values (NumPy indexes eagerly when nothing
+    records), or None when it holds anything else that is not a plain index."""
+    if type(key) is not tuple:
+        key = (key,)
+    out = []
+    for k in key:
+        t = type(k)
+        if t is EagerTensor:
+            out.append(k._value)
+        elif t in (int, slice, np.ndarray) or k is None or k is Ellipsis:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
 
 
 def _slot_size(slot, shape):

@@ -64,13 +64,9 @@ def diag(v, k=0):
         raise ShapeError(f"diag: input must be 1- or 2-d, got {shape_str(shape_of(v))}")
     length = static_dim(v, 0, "diag", "diag needs a static length")
     n = length + abs(k)
-    if length == 0:
-        from tracegrad.numpy._creation import zeros
-
-        return zeros((n, n), dtype_of(v)[0])
     # v's elements land n + 1 apart in the flattened n x n result: interior padding n.
-    lo = max(-k, 0) * n + max(k, 0)
-    body = length + (length - 1) * n
+    lo = max(-k, 0) * n + max(k, 0) if length else n * n
+    body = length + max(length - 1, 0) * n
     zero = np.zeros((), dtype_of(v)[0])
     flat = ops.pad(v, _const(zero), padding_config=((lo, n * n - lo - body, n),))
     return ops.reshape(flat, new_sizes=(n, n))

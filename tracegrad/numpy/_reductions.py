@@ -99,6 +99,9 @@ def mean(a, axis=None, dtype=None, keepdims=False):
     axes = axes_arg(axis, ndim_of(a), "mean")
     dt = _float_accumulator(a, dtype, "mean")
     total = ops.reduce_sum(_as(a, dt), axes=axes, keepdims=bool(keepdims))
+    if not dtypes.is_float(dt):
+        # An integer dtype= sums in it and truncates the quotient, as NumPy does.
+        return cast(true_divide(total, count(a, axes, dtypes.float64)), dt)
     return true_divide(total, count(a, axes, dt))
 
 

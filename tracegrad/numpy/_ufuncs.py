@@ -9,11 +9,15 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor
+from tracegrad.core.state import state
 from tracegrad.numpy._core import (
+    CLOSED,
     apply_ufunc,
     broadcast,
     cast,
     dtype_of,
+    eager_fast,
     loop_dtypes,
     loop_key,
     promote,
@@ -23,6 +27,12 @@ from tracegrad.numpy._core import (
 
 
 def _unary(ufunc, prim, name, x):
+    if state.graph is None and not state.tapes:
+        if type(x) is EagerTensor and (ufunc, x._value.dtype) in CLOSED:
+            return EagerTensor(np.asarray(prim.impl(x._value)))
+        out = eager_fast(ufunc, prim, name, (x,))
+        if out is not None:
+            return out
     (x,), _ = ufunc_operands(ufunc, name, x)
     return prim.bind(x)
 

@@ -1,7 +1,7 @@
 """The op table's gradient column: every row with `grad_argnums` is checked against float64
 central finite differences of its NumPy reference, in random directions, through the traced
-`tg.vjp` and through `backprop` over eagerly recorded ops; and every differentiable
-primitive has a gradient rule and a checked row."""
+`tg.vjp` (on each backend under test) and through `backprop` over eagerly recorded ops; and
+every differentiable primitive has a gradient rule and a checked row."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def _check(case, how, seed=0):
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: c.name)
-def test_gradient_matches_finite_differences_traced(case):
+def test_gradient_matches_finite_differences_traced(case, backend):
     _check(case, _vjp_traced)
 
 

@@ -12,7 +12,7 @@ for NumPy input and `tg.Tensor`s for tensor input.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from tracegrad.core import dtypes, tree
 from tracegrad.core.state import state

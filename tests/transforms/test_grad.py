@@ -30,7 +30,7 @@ def numeric_grad(f, x, h=1e-3):
         e = np.zeros_like(x)
         e[i] = 1.0
 
-        def central(step):
+        def central(step, e=e):
             return (f(x + step * e) - f(x - step * e)) / (2 * step)
 
         g[i] = (4 * central(h / 2) - central(h)) / 3

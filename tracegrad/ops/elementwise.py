@@ -203,7 +203,7 @@ div_p = binary("div", np.true_divide, kind="float")
 
 @div_p.def_grad
 def _div_grad(op, g):
-    (x, y), (out,) = op.inputs, op.outputs
+    (_, y), (out,) = op.inputs, op.outputs
     return [div_p.bind(g, y) if needs(op, 0) else None,
             neg_p.bind(div_p.bind(mul_p.bind(g, out), y)) if needs(op, 1) else None]
 

@@ -12,7 +12,8 @@ copied into the current graph — the forward ops a gradient does not use are ne
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -131,7 +132,7 @@ def hessians(ys, xs) -> list:
 def _read(x):
     if isinstance(x, Variable):
         return x.value()
-    if isinstance(x, Tensor) or isinstance(x, np.ndarray):
+    if isinstance(x, (Tensor, np.ndarray)):
         return x
     arr = np.asarray(x)
     return arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
@@ -505,7 +506,7 @@ def hvp_inline(fn, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if not primals:
         raise ValueError("hvp: needs at least one primal")
-    p_leaves, p_def = tree.flatten(primals)
+    _, p_def = tree.flatten(primals)
     t_leaves, t_def = tree.flatten(tangents)
     if p_def != t_def:
         raise ValueError(

@@ -21,7 +21,7 @@ of its inputs need no gradient (`op.skip_input_indices`, as in TensorFlow).
 from __future__ import annotations
 
 import enum
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

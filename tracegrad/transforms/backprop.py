@@ -247,7 +247,7 @@ def backprop(
                 continue
             if not isinstance(g, Tensor):
                 g = _as_gradient(g, t)
-            if g.dtype != t.dtype or tuple(g.shape) != tuple(t.shape):
+            if isinstance(g, Tensor) and (g.dtype != t.dtype or tuple(g.shape) != tuple(t.shape)):
                 check_gradient(g, t, f"the gradient rule of {rec.primitive.name}{_where(rec)} "
                                      f"returned a gradient for input {i} that")
             grads.setdefault(k, []).append(g)

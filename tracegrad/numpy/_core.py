@@ -128,14 +128,16 @@ def loop_dtypes(ufunc, keys, name: str) -> tuple:
     except TypeError as e:
         names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
                           for k in keys)
-        raise DTypeError(f"{name}: not supported for operands of dtype {names} ({e})") from None
+        raise DTypeError(f"{name}: not supported for operands of dtype {names} ({e}) "
+                         f"(at {user_location()})") from None
     for dt in loop:
         if dt not in dtypes.SUPPORTED:
             names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
                               for k in keys)
             raise DTypeError(
                 f"{name}: NumPy computes it in {dt.name} for operands of dtype {names}; "
-                "tracegrad supports float64, float32, int64, int32 and bool (cast first)"
+                "tracegrad supports float64, float32, int64, int32 and bool (cast first) "
+                f"(at {user_location()})"
             )
     _LOOPS[(ufunc, keys)] = loop
     return loop
@@ -157,7 +159,7 @@ def ufunc_operands(ufunc, name: str, *xs):
     loop = loop_dtypes(ufunc, tuple(loop_key(x) for x in xs), name)
     weak = all(dtype_of(x)[1] for x in xs)
     xs = [cast(x, dt, weak) for x, dt in zip(xs, loop, strict=False)]
-    return broadcast(*xs), loop[-1]
+    return broadcast(*xs, op=name), loop[-1]
 
 
 def apply_ufunc(ufunc, prim, name: str, *xs):
@@ -261,13 +263,17 @@ def broadcast_to_shape(x, shape, sources=()):
     return ops.broadcast_in_dim(x, *dyn, shape=shape, broadcast_dimensions=dims)
 
 
-def broadcast(*xs):
-    """The operands broadcast to their common shape."""
+def broadcast(*xs, op: str = "broadcast"):
+    """The operands broadcast to their common shape (a ShapeError naming `op` if they do not
+    broadcast)."""
     shapes = [shape_of(x) for x in xs]
     first = shapes[0]
     if all(s == first for s in shapes):
         return list(xs)
-    target = broadcast_shapes(*shapes, op="broadcast")
+    try:
+        target = broadcast_shapes(*shapes, op=op)
+    except ShapeError as e:
+        raise ShapeError(f"{e} (at {user_location()})") from None
     return [x if s == target else broadcast_to_shape(x, target, xs) for x, s in zip(xs, shapes)]
 
 
@@ -354,11 +360,20 @@ def count(x, axes, dtype):
 
 
 def axes_arg(axis, ndim: int, op: str) -> tuple:
-    return normalize_axes(axis, ndim, op)
+    """Sorted non-negative axes for `axis=None|int|tuple` (a ShapeError naming `op` and the
+    user's line when out of bounds)."""
+    try:
+        return normalize_axes(axis, ndim, op)
+    except ShapeError as e:
+        raise ShapeError(f"{e} (at {user_location()})") from None
 
 
 def axis_arg(axis, ndim: int, op: str) -> int:
-    return normalize_axis(axis, ndim, op)
+    """A non-negative axis for `axis` in `[-ndim, ndim)`."""
+    try:
+        return normalize_axis(axis, ndim, op)
+    except ShapeError as e:
+        raise ShapeError(f"{e} (at {user_location()})") from None
 
 
 def as_eager(x):

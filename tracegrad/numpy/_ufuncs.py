@@ -247,7 +247,7 @@ def clip(a, a_min=None, a_max=None):
     bound may be None)."""
     bounds = [b for b in (a_min, a_max) if b is not None]
     xs, _ = promote(a, *bounds)
-    xs = broadcast(*xs)
+    xs = broadcast(*xs, op="clip")
     out = xs[0]
     rest = iter(xs[1:])
     if a_min is not None:
@@ -271,7 +271,7 @@ def where(condition, x=None, y=None):
         raise ValueError("where: either both or neither of x and y should be given")
     (x, y), _ = promote(x, y)
     c = cast(read(condition), dtypes.bool_)
-    c, x, y = broadcast(c, x, y)
+    c, x, y = broadcast(c, x, y, op="where")
     return ops.select(c, x, y)
 
 
@@ -298,7 +298,7 @@ not_equal = _compare(np.not_equal, ops.ne_p, "not_equal")
 def _logical(ufunc, prim, name):
     def fn(x1, x2):
         xs = [cast(read(x), dtypes.bool_) for x in (x1, x2)]
-        return prim.bind(*broadcast(*xs))
+        return prim.bind(*broadcast(*xs, op=name))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise `np.{name}` of the operands' truth values (a bool result)."

@@ -66,7 +66,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
     """Like `grad`, returning `(value, grads)` (`((value, aux), grads)` with has_aux).
 
     >>> tg.value_and_grad(lambda x: x ** 2)(3.0)
-    (9.0, 6.0)
+    (np.float64(9.0), np.float64(6.0))
     """
     _check_static(fn, argnums, "value_and_grad")
 

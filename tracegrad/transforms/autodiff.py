@@ -72,7 +72,8 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected_gradients="
     ...     a = tg.constant(0.0)
     ...     b = 2 * a
     ...     return tg.gradients(a + b, [a, b], stop_gradients=[a, b])
-    >>> partials()                       # [1.0, 1.0]; without stop_gradients [3.0, 1.0]
+    >>> partials()                       # without stop_gradients: [3.0, 1.0]
+    [np.float64(1.0), np.float64(1.0)]
     """
     graph = _current_graph("gradients")
     ys = [graph.to_tensor(y) for y in _as_list(ys)]
@@ -141,7 +142,8 @@ def _read(x):
 def stop_gradient(x):
     """`x` unchanged, but a constant to every gradient (tapes, `tg.gradients`, `tg.grad`).
 
-    >>> tg.grad(lambda x: x * tg.stop_gradient(x))(3.0)     # 3.0, not 6.0
+    >>> tg.grad(lambda x: x * tg.stop_gradient(x))(3.0)     # not 6.0
+    np.float64(3.0)
     """
     return ops.stop_gradient(_read(x))
 
@@ -154,6 +156,9 @@ class RegisterGradient:
     >>> @tg.RegisterGradient("clipped_sin")
     ... def _clipped(op, g):
     ...     return [tnp.clip(g, -1, 1) * tnp.cos(op.inputs[0])]
+    >>> with tg.gradient_override_map({"sin": "clipped_sin"}):
+    ...     tg.grad(lambda x: 5.0 * tnp.sin(x))(0.0)
+    np.float64(1.0)
     """
 
     def __init__(self, op_type: str):
@@ -174,7 +179,7 @@ def gradient_override_map(op_type_map: dict):
     tape) are differentiated with the gradient functions registered under the values.
 
     >>> with tg.gradient_override_map({"sin": "clipped_sin"}):
-    ...     y = tnp.sin(x)
+    ...     y = tnp.sin(x)                 # y's gradient goes through clipped_sin
     """
     if not isinstance(op_type_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()

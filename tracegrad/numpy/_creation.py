@@ -77,8 +77,12 @@ def astype(x, dtype):
 
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (a scalar or a broadcastable array)."""
-    shape = _shape_arg(shape, "full")
-    dt = dtype_arg(dtype, "full")
+    return _full(shape, fill_value, dtype, "full")
+
+
+def _full(shape, fill_value, dtype, op):
+    shape = _shape_arg(shape, op)
+    dt = dtype_arg(dtype, op)
     if not _symbolic(fill_value):
         fill = np.asarray(fill_value)
         return np.full(shape, fill_value, dtype=dt or dtypes.canonicalize(fill.dtype))
@@ -98,12 +102,12 @@ def _constant_or(x):
 
 def zeros(shape, dtype=float):
     """An array of `shape` filled with 0 (float64 by default)."""
-    return full(shape, 0, dtypes.canonicalize(dtype, op="zeros"))
+    return _full(shape, 0, dtypes.canonicalize(dtype, op="zeros"), "zeros")
 
 
 def ones(shape, dtype=float):
     """An array of `shape` filled with 1 (float64 by default)."""
-    return full(shape, 1, dtypes.canonicalize(dtype, op="ones"))
+    return _full(shape, 1, dtypes.canonicalize(dtype, op="ones"), "ones")
 
 
 def full_like(a, fill_value, dtype=None, shape=None):

@@ -1,0 +1,102 @@
+"""tracegrad.numpy on dims unknown while tracing (`TensorSpec([None, 3])`): one trace serves
+every size; sizes are read at run time; functions needing a static size say so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.nn as nn
+import tracegrad.numpy as tnp
+from tracegrad.errors import ShapeError
+
+SPEC = [tg.TensorSpec([None, 3])]
+
+FUNCTIONS = {
+    "mean": (lambda x: tnp.mean(x, axis=0), lambda x: np.mean(x, axis=0)),
+    "mean all": (lambda x: tnp.mean(x), lambda x: np.mean(x)),
+    "var ddof": (lambda x: tnp.var(x, axis=0, ddof=1), lambda x: np.var(x, axis=0, ddof=1)),
+    "std": (lambda x: tnp.std(x), lambda x: np.std(x)),
+    "sum": (lambda x: tnp.sum(x, axis=0), lambda x: np.sum(x, axis=0)),
+    "broadcast row": (lambda x: x + np.arange(3.0), lambda x: x + np.arange(3.0)),
+    "broadcast column": (lambda x: x * x[:, :1], lambda x: x * x[:, :1]),
+    "outer broadcast": (lambda x: x[:, None, :] - x[None, :, :],
+                        lambda x: x[:, None, :] - x[None, :, :]),
+    "scalar": (lambda x: x * 2.0 + 1, lambda x: x * 2.0 + 1),
+    "reshape": (lambda x: tnp.reshape(x, (-1,)), lambda x: np.reshape(x, (-1,))),
+    "ravel": (lambda x: x.ravel(), lambda x: x.ravel()),
+    "transpose": (lambda x: x.T, lambda x: x.T),
+    "matmul": (lambda x: x @ x.T, lambda x: x @ x.T),
+    "concatenate": (lambda x: tnp.concatenate([x, x * 2], 0), lambda x: np.concatenate([x, x * 2], 0)),
+    "stack": (lambda x: tnp.stack([x, x], -1), lambda x: np.stack([x, x], -1)),
+    "expand_dims": (lambda x: tnp.expand_dims(x, (0, 2)), lambda x: np.expand_dims(x, (0, 2))),
+    "argmax all": (lambda x: tnp.argmax(x), lambda x: np.argmax(x)),
+    "cumsum flat": (lambda x: tnp.cumsum(x), lambda x: np.cumsum(x)),
+    "sort": (lambda x: tnp.sort(x, axis=0), lambda x: np.sort(x, axis=0)),
+    "zeros_like": (lambda x: tnp.zeros_like(x) + 1, lambda x: np.zeros_like(x) + 1),
+    "full_like": (lambda x: tnp.full_like(x, 7.0), lambda x: np.full_like(x, 7.0)),
+    "where": (lambda x: tnp.where(x > 2, x, 0.0), lambda x: np.where(x > 2, x, 0.0)),
+    "tril": (lambda x: tnp.tril(x @ x.T), lambda x: np.tril(x @ x.T)),
+    "softmax": (lambda x: nn.softmax(x, axis=0),
+                lambda x: np.exp(x - x.max(0)) / np.exp(x - x.max(0)).sum(0)),
+    "logsumexp": (lambda x: nn.logsumexp(x, axis=0),
+                  lambda x: np.log(np.exp(x).sum(0))),
+    "take": (lambda x: tnp.take(x, [0, -1], axis=0), lambda x: np.take(x, [0, -1], axis=0)),
+    "take wrap": (lambda x: tnp.take(x, [5, -7], axis=0, mode="wrap"),
+                  lambda x: np.take(x, [5, -7], axis=0, mode="wrap")),
+    "take_along_axis": (lambda x: tnp.take_along_axis(x, tnp.argsort(x, 0), 0),
+                        lambda x: np.take_along_axis(x, np.argsort(x, 0, kind="stable"), 0)),
+    "norm": (lambda x: tnp.linalg.norm(x, axis=1), lambda x: np.linalg.norm(x, axis=1)),
+    "einsum": (lambda x: tnp.einsum("ij,ij->i", x, x), lambda x: np.einsum("ij,ij->i", x, x)),
+    "pad constant": (lambda x: tnp.pad(x, 1), lambda x: np.pad(x, 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_one_trace_serves_every_size(name):
+    fn, ref = FUNCTIONS[name]
+    f = tg.function(fn, backend="numpy", input_signature=SPEC)
+    for n in (1, 4, 7):
+        x = np.arange(n * 3.0).reshape(n, 3) / 5.0
+        np.testing.assert_allclose(f(x), ref(x), rtol=1e-14, atol=1e-15)
+    assert f.tracing_count == 1
+
+
+def test_mean_divides_by_the_run_time_count():
+    graph = tg.trace(lambda x: tnp.mean(x, axis=0))(tg.TensorSpec([None, 3]))
+    assert "dim_size" in [op.primitive.name for op in graph.operations]
+
+
+def test_several_unknown_dims_broadcast():
+    f = tg.function(lambda a, b: a + b, backend="numpy",
+                    input_signature=[tg.TensorSpec([None, 1]), tg.TensorSpec([None])])
+    a, b = np.arange(3.0)[:, None], np.arange(4.0)
+    np.testing.assert_array_equal(f(a, b), a + b)
+    with pytest.raises(Exception):
+        f(np.ones((3, 2)), np.ones(4))  # 2 vs 4 do not broadcast: caught when it runs
+
+
+@pytest.mark.parametrize("fn, needs", [
+    (lambda x: tnp.split(x, 2), "split"),
+    (lambda x: tnp.tile(x, 2), "tile"),
+    (lambda x: tnp.repeat(x, 2, axis=0), "repeat"),
+    (lambda x: tnp.diagonal(x), "diagonal"),
+    (lambda x: tnp.pad(x, 1, mode="reflect"), "pad"),
+    (lambda x: tnp.diag(x[:, 0]), "diag"),
+])
+def test_functions_needing_a_static_size_say_so(fn, needs):
+    with pytest.raises(ShapeError, match=needs) as info:
+        tg.function(fn, backend="numpy", input_signature=SPEC)(np.ones((2, 3)))
+    assert "unknown" in str(info.value)
+
+
+def test_static_shapes_are_read_as_none():
+    seen = {}
+
+    def f(x):
+        seen["shape"], seen["size"] = tnp.shape(x), tnp.size(x)
+        return x
+
+    tg.function(f, backend="numpy", input_signature=SPEC)(np.ones((2, 3)))
+    assert seen == {"shape": (None, 3), "size": None}

@@ -63,15 +63,6 @@ def _out_index(t_dims, kept_vars, axes, keepdims, ndim):
 _IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
 
 
-def _acc_dtype(name, dt):
-    if name in ("reduce_sum", "reduce_prod"):
-        if dt == dtypes.float32:
-            return dtypes.float64  # accumulate float32 sums in float64, round once
-        if dt == dtypes.int32:
-            return dtypes.int64  # same low bits as int32 wrap-around
-    return dt
-
-
 def _identity(name, dt) -> str:
     if name in _IDENTITY:
         return literal(_IDENTITY[name], dt)
@@ -99,56 +90,109 @@ def _combine(cg, name, dt, acc, v) -> str:
 
 @block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 def _reduce(cg, op):
+    """Float sums follow NumPy's order exactly (pairwise over the trailing run of reduced
+    axes, then accumulated in memory order), so they are bit-identical. Other reductions:
+    reduced axes trailing: one scalar accumulator per result element; otherwise
+    accumulate into the result in memory order."""
     (x,), t = op.inputs, op.outputs[0]
     name = op.primitive.name
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     kept = [i for i in range(x.ndim) if i not in axes]
-    xd, td = cg.dims(x), cg.dims(t)
-    acc_dt = _acc_dtype(name, x.dtype)
-    trailing = kept == list(range(len(kept)))
-    if trailing:
-        # kept axes outermost: a scalar accumulator per result element
-        nest = cg.new_nest(xd, parallel=bool(kept))
-        idx = nest.index()
-        acc = cg.fresh("acc")
-        d = len(kept)
-        nest.pre[d].append(f"{acc} = {_identity(name, acc_dt)}")
-        v, _ = cg.elem(x, idx, nest)
-        nest.stmt(frozenset(range(x.ndim)), f"{acc} = {_combine(cg, name, acc_dt, acc, v)}")
-        result = typed(acc, t.dtype) if acc_dt != t.dtype else acc
-        if t.ndim == 0:
-            cg.add_nest(nest)
-            cg.set_scalar(t, result)
-            return
-        target = cg.alloc(t)
-        out = _out_index(td, nest.vars[:d], axes, keep, x.ndim)
-        nest.post[d].append(f"{target}[{_ix(out)}] = {result}")
-        cg.add_nest(nest)
+    xd, td, dt = cg.dims(x), cg.dims(t), x.dtype
+    d = x.ndim
+    while d > 0 and d - 1 in axes:
+        d -= 1
+    if name == "reduce_sum" and dtypes.is_float(dt) and d < x.ndim:
+        _pairwise_sum(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
         return
-    # reduced axes in between: loop in memory order, accumulate into an array
+    if kept != list(range(len(kept))):
+        _reduce_in_memory_order(cg, op, kept)
+        return
+    nest = cg.new_nest(xd, parallel=bool(kept))
+    idx = nest.index()
+    acc = cg.fresh("acc")
+    d = len(kept)
+    nest.pre[d].append(f"{acc} = {_identity(name, dt)}")
+    v, _ = cg.elem(x, idx, nest)
+    nest.stmt(frozenset(range(x.ndim)), f"{acc} = {_combine(cg, name, dt, acc, v)}")
+    if t.ndim == 0:
+        cg.add_nest(nest)
+        cg.set_scalar(t, acc)
+        return
     target = cg.alloc(t)
-    acc_arr = target
-    if acc_dt != t.dtype:
-        acc_arr = cg.fresh("acc")
-        shape = ", ".join(td)
-        cg.emit(f"{acc_arr} = np.empty(({shape},), dtype={NB_TYPE[acc_dt]})")
+    out = _out_index(td, nest.vars[:d], axes, keep, x.ndim)
+    nest.post[d].append(f"{target}[{_ix(out)}] = {acc}")
+    cg.add_nest(nest)
+
+
+def _flat_index(vars_, dims) -> str:
+    """The row-major flat index of loop variables `vars_` over `dims`."""
+    expr = "0"
+    for v, d in zip(vars_, dims):
+        v = "0" if d == "1" else v
+        expr = v if expr == "0" else f"({expr}) * {d} + {v}"
+    return expr
+
+
+def _pairwise_sum(cg, op, d, accumulate):
+    """Sum over axes d.. pairwise per row; rows loop over the leading axes in memory order
+    (adding into the result when some of them are reduced too)."""
+    (x,), t = op.inputs, op.outputs[0]
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    xd, td = cg.dims(x), cg.dims(t)
+    pw = helper(cg.helpers, "pairwise", x.dtype)
+    rows, m = _prod(xd[:d]), _prod(xd[d:])
+    ref = cg.refs.get(id(x))
+    direct = ref is not None and ref.kind == "arr"
+    if t.ndim and not accumulate:
+        target = cg.alloc(t)
+    elif t.ndim:
+        target = cg.alloc(t)
+        init = cg.new_nest(td)
+        ti = ", ".join("0" if dd == "1" else v for v, dd in zip(init.vars, td))
+        init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {literal(0, x.dtype)}")
+        cg.add_nest(init)
+    acc = cg.fresh("acc")
+    if direct:
+        flat = cg.fresh("xf")
+        cg.emit(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
+        nest = cg.new_nest(xd[:d], parallel=not accumulate)
+        nest.pre[d].append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+    else:  # a fused operand: evaluate one row into a buffer, then sum it pairwise
+        buf, pos = cg.fresh("buf"), cg.fresh("pos")
+        cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
+        nest = cg.new_nest(xd)
+        nest.pre[d].append(f"{pos} = 0")
+        v, _ = cg.elem(x, nest.index(), nest)
+        nest.stmt(frozenset(range(x.ndim)), f"{buf}[{pos}] = {v}\n{pos} += 1")
+        nest.post[d].append(f"{acc} = {pw}({buf}, 0, {m})")
+    stores = nest.pre[d] if direct else nest.post[d]
+    if t.ndim == 0:
+        cg.add_nest(nest)
+        cg.set_scalar(t, acc)
+        return
+    kept_vars = [nest.vars[i] for i in range(d) if i not in axes]
+    cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
+    stores.append(f"{cur} = {cur} + {acc}" if accumulate else f"{cur} = {acc}")
+    cg.add_nest(nest)
+
+
+def _reduce_in_memory_order(cg, op, kept):
+    (x,), t = op.inputs, op.outputs[0]
+    name, dt = op.primitive.name, x.dtype
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    target = cg.alloc(t)
+    td = cg.dims(t)
     init = cg.new_nest(td)
     ti = ", ".join("0" if d == "1" else v for v, d in zip(init.vars, td))
-    init.stmt(frozenset(range(t.ndim)), f"{acc_arr}[{ti}] = {_identity(name, acc_dt)}")
+    init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, dt)}")
     cg.add_nest(init)
-    nest = cg.new_nest(xd)
-    idx = nest.index()
-    v, _ = cg.elem(x, idx, nest)
+    nest = cg.new_nest(cg.dims(x))
+    v, _ = cg.elem(x, nest.index(), nest)
     out = ", ".join(_out_index(td, [nest.vars[i] for i in kept], axes, keep, x.ndim))
-    cur = f"{acc_arr}[{out}]"
-    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, acc_dt, cur, v)}")
+    cur = f"{target}[{out}]"
+    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, dt, cur, v)}")
     cg.add_nest(nest)
-    if acc_arr != target:
-        fin = cg.new_nest(td)
-        fi = ", ".join("0" if d == "1" else v for v, d in zip(fin.vars, td))
-        fin.stmt(frozenset(range(t.ndim)),
-                 f"{target}[{fi}] = {typed(f'{acc_arr}[{fi}]', t.dtype)}")
-        cg.add_nest(fin)
 
 
 @block("argmax", "argmin")

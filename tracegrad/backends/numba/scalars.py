@@ -124,6 +124,62 @@ def _mod_{S}(a, b):
         return a - a
     return a % b
 """,
+    # NumPy's pairwise summation (same blocks, same order: bit-identical sums). Its
+    # recursion is unrolled with explicit stacks (cached recursive functions crash Numba).
+    "pairwise": """
+@njit(**_OPTS)
+def _pwleaf_{S}(a, lo, n):
+    if n < 8:
+        res = {T}(0.0)
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    m = n - n % 8
+    for i in range(lo + 8, lo + m, 8):
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(lo + m, lo + n):
+        res += a[i]
+    return res
+
+
+@njit(**_OPTS)
+def _pairwise_{S}(a, lo, n):
+    if n <= 128:
+        return _pwleaf_{S}(a, lo, n)
+    los = np.empty(128, dtype=np.int64)
+    ns = np.empty(128, dtype=np.int64)
+    done = np.zeros(128, dtype=np.bool_)
+    vals = np.empty(128, dtype={T})
+    sp, vp = 1, 0
+    los[0], ns[0] = lo, n
+    while sp > 0:
+        sp -= 1
+        l, m = los[sp], ns[sp]
+        if m <= 128:
+            vals[vp] = _pwleaf_{S}(a, l, m)
+            vp += 1
+        elif done[sp]:
+            vals[vp - 2] = vals[vp - 2] + vals[vp - 1]
+            vp -= 1
+        else:
+            n2 = m // 2
+            n2 -= n2 % 8
+            done[sp] = True
+            los[sp + 1], ns[sp + 1], done[sp + 1] = l + n2, m - n2, False
+            los[sp + 2], ns[sp + 2], done[sp + 2] = l, n2, False
+            sp += 3
+    return vals[0]
+""",
     # Exponentiation by squaring with wrap-around, as NumPy's integer power.
     "ipow": """
 @njit(**_OPTS)

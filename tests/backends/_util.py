@@ -1,0 +1,57 @@
+"""Helpers for the backend tests: one-op graphs, and comparing backends bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core.ir import FuncGraph
+from tracegrad.core.op import REGISTRY
+from tracegrad.core.types import TensorType
+from tracegrad.transforms.evaluate import Interpreter
+
+ULP_F32 = 4
+
+
+def graph_of(fn, *arrays, name="g"):
+    """The graph of `fn(*inputs)` for inputs typed like `arrays`; fn returns a tensor or list."""
+    g = FuncGraph(name)
+    with g.as_default():
+        ins = [g.add_input(TensorType(np.shape(a), np.asarray(a).dtype)) for a in arrays]
+        out = fn(*ins)
+        g.outputs = [g.to_tensor(o) for o in out] if isinstance(out, (list, tuple)) \
+            else [g.to_tensor(out)]
+    return g
+
+
+def prim_graph(name, *arrays, **attrs):
+    """The graph applying primitive `name` (with `attrs`) to inputs typed like `arrays`."""
+    prim = REGISTRY[name]
+    return graph_of(lambda *xs: prim.bind(*xs, **attrs), *arrays, name=name)
+
+
+def reference(graph, arrays):
+    return Interpreter(graph)([np.asarray(a) for a in arrays])
+
+
+def assert_same(got, want, *, rtol=0.0, what=""):
+    """`got` equals `want`: dtype and shape, NaN where NaN, signed zeros alike when exact;
+    float values within `rtol` (float32: within a few ulp when rtol is 0)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{what}: NaN positions")
+    g, w = got[~nan], want[~nan]
+    inf = np.isinf(w)
+    np.testing.assert_array_equal(g[inf], w[inf], err_msg=f"{what}: infinities")
+    g, w = g[~inf], w[~inf]
+    if rtol == 0.0 and want.dtype == np.float64:
+        np.testing.assert_array_equal(g, w, err_msg=what)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(w), err_msg=f"{what}: sign")
+    elif rtol == 0.0:
+        np.testing.assert_array_max_ulp(g, w, maxulp=ULP_F32)
+    else:
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=what)

@@ -1,0 +1,256 @@
+"""The numba backend's non-elementwise code (reductions, arg-reductions, cumulative ops,
+sorting, dot_general, indexing, data movement, linear algebra) matches the NumPy reference."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tests.backends._util import assert_same, graph_of, prim_graph, reference
+from tracegrad.core.op import REGISTRY
+from tracegrad.errors import ShapeError
+
+nb = pytest.importorskip("tracegrad.backends.numba")
+
+
+def check(name, *arrays, rtol=0.0, **attrs):
+    """Primitive `name` on `arrays`: numba result == numpy reference."""
+    compare(prim_graph(name, *arrays, **attrs), arrays, rtol, f"{name} {attrs}")
+
+
+def check_variants(name, arrays, variants, rtol=0.0):
+    """One kernel computing `name` with each attribute dict of `variants` (compiles once)."""
+    prim = REGISTRY[name]
+    graph = graph_of(lambda *xs: [prim.bind(*xs, **v) for v in variants], *arrays, name=name)
+    compare(graph, arrays, rtol, name)
+
+
+def compare(graph, arrays, rtol, what):
+    arrays = [np.asarray(a) for a in arrays]
+    got = nb.compile_graph(graph)(arrays)
+    want = reference(graph, arrays)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert_same(g, w, rtol=rtol, what=f"{what} output {k}")
+
+
+def data(shape, dtype="float64", seed=0, nan=False):
+    r = np.random.default_rng(seed)
+    if dtype == "bool":
+        return r.random(shape) < 0.5
+    if np.dtype(dtype).kind == "i":
+        return r.integers(-5, 6, size=shape).astype(dtype)
+    x = r.standard_normal(shape).astype(dtype)
+    if nan and x.size > 3:
+        x.flat[[1, x.size // 2]] = np.nan
+    return x
+
+
+REDUCE_AXES = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("name", ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "bool"])
+def test_reductions_over_every_axis_set(name, dtype):
+    x = data((3, 4, 5), dtype, nan=True)
+    if name == "reduce_prod" and dtype.startswith("float"):
+        x = np.where(np.isnan(x), x, 1 + x / 10).astype(dtype)
+    variants = [dict(axes=a, keepdims=k) for a, k in itertools.product(REDUCE_AXES, (0, 1))]
+    check_variants(name, [x], variants)  # the same summation order: exact
+
+
+def test_reduce_max_propagates_nan_and_handles_infinities():
+    x = np.array([[1.0, np.nan, 3.0], [-np.inf, -np.inf, -np.inf], [np.inf, 2.0, np.nan]])
+    for name in ("reduce_max", "reduce_min"):
+        check(name, x, axes=(1,))
+        check(name, x, axes=(0,))
+        check(name, x, axes=(0, 1))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "bool"])
+def test_arg_reductions_pick_first_occurrence_and_first_nan(name, dtype):
+    x = data((4, 6), dtype)
+    if dtype.startswith("float"):
+        x[1, [2, 4]] = np.nan
+        x[2, :] = 1.0
+    variants = [dict(axis=a, keepdims=k) for a, k in itertools.product((0, 1), (0, 1))]
+    check_variants(name, [x], variants + [dict(axis=1, index_dtype=np.dtype("int32"))])
+    check(name, x[0], axis=0)
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "bool"])
+def test_cumulative_ops_forward_and_reverse(name, dtype):
+    x = data((3, 5), dtype)
+    variants = [dict(axis=a, reverse=r) for a, r in itertools.product((0, 1), (0, 1))]
+    check_variants(name, [x], variants)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "bool"])
+def test_sort_and_argsort_are_stable_with_nan_last(dtype):
+    x = data((4, 7), dtype)
+    if dtype.startswith("float"):
+        x[0, [1, 5]] = np.nan
+        x[1, :] = [0.0, -0.0, 1.0, 0.0, -0.0, -1.0, 1.0]
+        x[2, 3] = np.inf
+    graph = graph_of(lambda t: [REGISTRY[n].bind(t, axis=a) for n in ("sort", "argsort")
+                                for a in (0, 1)], x)
+    compare(graph, [x], 0.0, "sort")
+
+
+DOTS = [  # (lhs shape, rhs shape, dimension_numbers)
+    ((3, 4), (4, 5), (((1,), (0,)), ((), ()))),  # matmul
+    ((3, 4), (5, 4), (((1,), (1,)), ((), ()))),  # x @ w.T
+    ((4, 3), (4, 5), (((0,), (0,)), ((), ()))),  # x.T @ w
+    ((4, 3), (5, 4), (((0,), (1,)), ((), ()))),  # x.T @ w.T
+    ((4,), (4,), (((0,), (0,)), ((), ()))),  # inner product
+    ((3,), (5,), (((), ()), ((), ()))),  # outer product
+    ((3, 4), (4,), (((1,), (0,)), ((), ()))),  # matrix @ vector
+    ((4,), (4, 5), (((0,), (0,)), ((), ()))),  # vector @ matrix
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),  # batched matmul
+    ((3, 2, 4), (4, 5, 2), (((2,), (0,)), ((1,), (2,)))),  # batch dims anywhere
+    ((2, 3, 4), (3, 4, 6), (((1, 2), (0, 1)), ((), ()))),  # two contracting dims
+    ((3, 0), (0, 5), (((1,), (0,)), ((), ()))),  # empty contraction
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "bool"])
+def test_dot_general_layouts(dtype):
+    arrays = []
+    for k, (ls, rs, _) in enumerate(DOTS):
+        arrays += [data(ls, dtype, seed=k), data(rs, dtype, seed=k + 50)]
+    dot = REGISTRY["dot_general"]
+
+    def fn(*xs):
+        return [dot.bind(xs[2 * k], xs[2 * k + 1], dimension_numbers=dn)
+                for k, (_, _, dn) in enumerate(DOTS)]
+
+    rtol = 1e-12 if dtype == "float64" else (1e-5 if dtype == "float32" else 0.0)
+    compare(graph_of(fn, *arrays), arrays, rtol, "dot_general")
+
+
+def test_dot_general_of_a_scalar():
+    check("dot_general", np.array(2.5), data((3, 2)),
+          dimension_numbers=(((), ()), ((), ())))
+
+
+def test_gather_with_negative_indices_and_out_of_bounds_error():
+    x = data((5, 3))
+    i0, i1, i2 = np.array([[0, -1], [4, 2]]), np.array([2, -3, 0, 0]), np.array(-2)
+    gather = REGISTRY["gather"]
+    graph = graph_of(lambda t, a, b, c: [gather.bind(t, a, axis=0), gather.bind(t, b, axis=1),
+                                         gather.bind(t, c, axis=0)], x, i0, i1, i2)
+    compare(graph, [x, i0, i1, i2], 0.0, "gather")
+    graph = prim_graph("gather", x, np.array([0, 5]), axis=0)
+    with pytest.raises(IndexError, match=r"gather: index 5 is out of bounds for an axis of "
+                                         r"size 5 \(op created at"):
+        nb.compile_graph(graph)([x, np.array([0, 5])])
+
+
+@pytest.mark.parametrize("name", ["scatter", "scatter_add"])
+@pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
+def test_scatter_with_repeated_indices(name, dtype):
+    x = data((5, 3), dtype)
+    idx = np.array([1, -1, 1, 0])
+    args = [x, idx, data((4, 3), dtype, seed=3), np.array([2, 0]), data((5, 2), dtype, seed=4)]
+    prim = REGISTRY[name]
+    compare(graph_of(lambda t, i, u, j, w: [prim.bind(t, i, u, axis=0), prim.bind(t, j, w, axis=1)],
+                     *args), args, 0.0, name)
+    graph = prim_graph(name, x, idx, data((4, 3), dtype), axis=0)
+    with pytest.raises(IndexError, match=f"{name}: index -6 is out of bounds"):
+        nb.compile_graph(graph)([x, np.array([0, -6, 1, 1]), data((4, 3), dtype)])
+
+
+def test_data_movement_ops():
+    p = REGISTRY
+    args = [data((3, 4, 2)), np.array(-1.0), np.arange(3, dtype=np.int32),
+            np.array(7, dtype=np.int32), data((3, 1, 2)), data((3, 2, 2)), data((4, 1)),
+            np.array(2.0), data((1, 1))]
+
+    def fn(x, pv, xi, pvi, c1, c2, b, s, one):
+        return [
+            p["pad"].bind(x, pv, padding_config=((1, 2, 0), (0, 1, 2), (2, 0, 1))),
+            p["pad"].bind(xi, pvi, padding_config=((0, 0, 3),)),
+            p["concatenate"].bind(x, c1, c2, dimension=1),
+            p["concatenate"].bind(xi, xi, dimension=0),
+            p["slice"].bind(x, start_indices=(1, 0, 0), limit_indices=(3, 4, 2),
+                            strides=(1, 3, 2)),
+            p["rev"].bind(x, dimensions=(0, 2)),
+            p["transpose"].bind(x, permutation=(2, 0, 1)),
+            p["broadcast_in_dim"].bind(b, shape=(3, 4, 5), broadcast_dimensions=(1, 2)),
+            p["broadcast_in_dim"].bind(s, shape=(2, 3), broadcast_dimensions=()),
+            p["reshape"].bind(x, new_sizes=(6, 4)),
+            p["reshape"].bind(x, new_sizes=(3, 1, 4, 2)),
+            p["reshape"].bind(one, new_sizes=()),
+            p["iota"].bind(dtype=np.dtype("float32"), shape=(3, 4), dimension=1),
+            p["iota"].bind(dtype=np.dtype("int32"), shape=(3, 4), dimension=0),
+            p["dim_size"].bind(x, axis=1),
+        ]
+
+    compare(graph_of(fn, *args), args, 0.0, "data movement")
+
+
+def test_linear_algebra_ops():
+    r = np.random.default_rng(1)
+    a = r.standard_normal((2, 4, 4))
+    spd = a @ a.transpose(0, 2, 1) + 4 * np.eye(4)
+    b = r.standard_normal((2, 4, 3))
+    p = REGISTRY
+    tri = np.tril(spd)
+    args = [a, spd, b, tri, np.ascontiguousarray(tri.transpose(0, 2, 1)),
+            np.ascontiguousarray(b.transpose(0, 2, 1))]
+
+    def fn(a, spd, b, lo, up, bt):
+        outs = [p["cholesky"].bind(spd), p["solve"].bind(spd, b), p["det"].bind(a),
+                *p["slogdet"].bind(a)]
+        for left, lower, trans, unit in itertools.product(*[(True, False)] * 4):
+            outs.append(p["triangular_solve"].bind(
+                lo if lower else up, b if left else bt, left_side=left, lower=lower,
+                transpose_a=trans, unit_diagonal=unit))
+        return outs
+
+    compare(graph_of(fn, *args), args, 1e-10, "linalg")
+    check("det", a[0], rtol=1e-12)
+    check("slogdet", a[1], rtol=1e-12)
+    check("cholesky", spd.astype(np.float32), rtol=1e-5)
+
+
+def test_fused_graph_with_several_regions():
+    """Elementwise chains through broadcasts, reductions and a matmul: one kernel."""
+    def fn(x, w, b):
+        p = REGISTRY
+        h = p["dot_general"].bind(x, w, dimension_numbers=(((1,), (0,)), ((), ())))
+        h = p["add"].bind(h, p["broadcast_in_dim"].bind(b, shape=(6, 3),
+                                                        broadcast_dimensions=(1,)))
+        h = p["tanh"].bind(h)
+        m = p["reduce_max"].bind(h, axes=(1,), keepdims=True)
+        e = p["exp"].bind(p["sub"].bind(h, p["broadcast_in_dim"].bind(
+            m, shape=(6, 3), broadcast_dimensions=(0, 1))))
+        s = p["reduce_sum"].bind(e, axes=(1,), keepdims=True)
+        return [p["div"].bind(e, p["broadcast_in_dim"].bind(s, shape=(6, 3),
+                                                            broadcast_dimensions=(0, 1))),
+                p["reduce_sum"].bind(h, axes=(0, 1))]
+
+    args = [data((6, 4)), data((4, 3), seed=1), data((3,), seed=2)]
+    graph = graph_of(fn, *args)
+    got = nb.compile_graph(graph)(args)
+    for g, w in zip(got, reference(graph, args), strict=True):
+        assert_same(g, w, rtol=1e-13)
+    source = nb.generate_source(graph)
+    assert source.count("@njit(cache=True") == 1
+
+
+def test_unknown_dims_are_checked_at_kernel_entry():
+    from tracegrad.core.ir import FuncGraph
+    from tracegrad.core.types import TensorType
+
+    g = FuncGraph("f")
+    with g.as_default():
+        x = g.add_input(TensorType((None,), np.dtype("float64")))
+        y = g.add_input(TensorType((None,), np.dtype("float64")))
+        g.outputs = [REGISTRY["add"].bind(x, y)]
+    ex = nb.compile_graph(g)
+    np.testing.assert_array_equal(ex([np.ones(3), np.ones(3)])[0], 2 * np.ones(3))
+    np.testing.assert_array_equal(ex([np.ones(5), np.ones(5)])[0], 2 * np.ones(5))
+    with pytest.raises(ShapeError, match=r"add: operands must have equal shapes.*op created"):
+        ex([np.ones(3), np.ones(4)])

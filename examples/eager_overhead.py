@@ -8,7 +8,7 @@ import timeit
 import numpy as np
 
 import tracegrad as tg
-import tracegrad.numpy as tnp
+import tracegrad.numpy as tnp  # noqa: F401  (used by the timed statements)
 
 a = np.linspace(0.5, 2.0, 4)
 b = np.linspace(-1.0, 1.0, 4)

@@ -17,8 +17,16 @@ from tracegrad.core import dtypes
 from tracegrad.numpy._core import dtype_of, read, ufunc_operands
 
 __all__ = [
-    "sigmoid", "relu", "softplus", "elu", "gelu", "log_sigmoid", "softmax", "log_softmax",
-    "logsumexp", "one_hot",
+    "elu",
+    "gelu",
+    "log_sigmoid",
+    "log_softmax",
+    "logsumexp",
+    "one_hot",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "softplus",
 ]
 
 

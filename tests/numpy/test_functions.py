@@ -35,7 +35,7 @@ def test_where_with_one_argument_is_eager_only():
     x = tg.constant([0.0, 3.0, 0.0, 1.0])
     (idx,) = tnp.where(x)
     np.testing.assert_array_equal(idx.numpy(), [1, 3])
-    rows, cols = tnp.nonzero(np.eye(2))
+    rows, _ = tnp.nonzero(np.eye(2))
     np.testing.assert_array_equal(rows, [0, 1])
     with pytest.raises(UnsupportedOpError, match="where"):
         tg.function(lambda a: tnp.where(a), backend="numpy")(np.ones(2))

@@ -10,8 +10,8 @@ import pytest
 import scipy.special
 
 import tracegrad as tg
-import tracegrad.nn as nn
 import tracegrad.numpy as tnp
+from tracegrad import nn
 
 EXTREME = np.array([-1000.0, -745.0, -50.0, 0.0, 50.0, 745.0, 1000.0])
 

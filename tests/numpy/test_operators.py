@@ -135,7 +135,7 @@ def test_float_functions_of_bools_raise_naming_the_function():
 
 def test_equality_with_non_arrays_is_not_elementwise():
     t = tg.constant([1.0, 2.0])
-    assert (t == None) is False  # noqa: E711
+    assert (t == None) is False
     assert (t != "a") is True
     assert t in [t]
     assert len({t, t}) == 1

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-import tracegrad.nn as nn
 import tracegrad.numpy as tnp
+from tracegrad import nn
 from tracegrad.errors import ShapeError
 
 SPEC = [tg.TensorSpec([None, 3])]
@@ -73,7 +73,7 @@ def test_several_unknown_dims_broadcast():
                     input_signature=[tg.TensorSpec([None, 1]), tg.TensorSpec([None])])
     a, b = np.arange(3.0)[:, None], np.arange(4.0)
     np.testing.assert_array_equal(f(a, b), a + b)
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):
         f(np.ones((3, 2)), np.ones(4))  # 2 vs 4 do not broadcast: caught when it runs
 
 

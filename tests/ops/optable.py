@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -77,4 +77,4 @@ def shape_id(shape) -> str:
     return "x".join(map(str, shape)) if shape else "s"
 
 
-from tests.ops import optable_arrays, optable_numpy, optable_primitives  # noqa: E402,F401
+from tests.ops import optable_arrays, optable_numpy, optable_primitives  # noqa: F401

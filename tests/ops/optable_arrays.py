@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.special
 
-import tracegrad.nn as nn
 import tracegrad.numpy as tnp
 from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand
+from tracegrad import nn
 
 # -- shapes --------------------------------------------------------------------------------------
 
@@ -291,8 +291,9 @@ case("trace[i32]", tnp.trace, np.trace, rand((3, 3), I32))
 for _name in ("triu", "tril"):
     for _k, _shape, _dt in ((0, (3, 4), F64), (1, (2, 3, 3), F64), (-1, (4, 2), I32),
                             (0, (3,), F64), (2, (2, 3), BOOL)):
-        case(f"{_name}[k={_k},{_shape},{_dt}]", lambda a, f=getattr(tnp, _name), k=_k: f(a, k),
-             lambda a, r=getattr(np, _name), k=_k: r(a, k), rand(_shape, _dt),
+        f, r = getattr(tnp, _name), getattr(np, _name)
+        case(f"{_name}[k={_k},{_shape},{_dt}]", lambda a, f=f, k=_k: f(a, k),
+             lambda a, r=r, k=_k: r(a, k), rand(_shape, _dt),
              grad_argnums=(0,) if _dt == F64 else ())
 
 for _mode in ("constant", "edge", "reflect", "symmetric", "wrap"):
@@ -346,8 +347,9 @@ for _name, (_fn, _ref, _rtol, _why) in NN.items():
         lambda x, r=_ref: r(x.astype(F64))), rand((5,), I32, -3, 3), rtol=_rtol, why=_why)
 for _axis in (0, -1, 1):
     for _name in ("softmax", "log_softmax"):
-        case(f"nn.{_name}[axis={_axis}]", lambda x, f=getattr(nn, _name), a=_axis: f(x, axis=a),
-             lambda x, r=getattr(scipy.special, _name), a=_axis: r(x, axis=a), X234,
+        f, r = getattr(nn, _name), getattr(scipy.special, _name)
+        case(f"nn.{_name}[axis={_axis}]", lambda x, f=f, a=_axis: f(x, axis=a),
+             lambda x, r=r, a=_axis: r(x, axis=a), X234,
              rtol=4e-16, why="SciPy normalises in another order", grad_argnums=(0,))
 for _axis, _keep in ((None, False), (None, True), (1, False), ((0, 2), True), (-1, False)):
     case(f"nn.logsumexp[axis={_axis},keepdims={_keep}]",

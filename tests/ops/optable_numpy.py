@@ -23,8 +23,9 @@ for _name, (_lo, _hi) in FLOAT_UNARY.items():
     for _dt in (I64, I32):
         case(f"{_name}[{_dt}]", getattr(tnp, _name), getattr(np, _name),
              rand((2, 3), _dt, _lo, _hi))
-    case(f"{_name}[python scalar]", lambda f=getattr(tnp, _name), v=float(_hi): f(v),
-         lambda f=getattr(np, _name), v=float(_hi): f(v))
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[python scalar]", lambda f=f, v=float(_hi): f(v),
+         lambda r=r, v=float(_hi): r(v))
 
 for _name in ("negative", "positive", "absolute", "abs", "sign", "square", "floor", "ceil"):
     for _dt in (F64, F32, I64, I32):
@@ -161,10 +162,11 @@ for _name in ("sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all")
     case(f"{_name}[python scalar]", lambda f=f: f(2.5), lambda r=r: r(2.5))
 
 for _name in ("sum", "prod", "mean", "cumsum", "cumprod"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
     for _src, _dst in ((I32, F64), (F64, F32), (BOOL, I32), (F32, F64)):
         case(f"{_name}[{_src},dtype={_dst}]",
-             lambda a, f=getattr(tnp, _name), d=_dst: f(a, axis=0, dtype=d),
-             lambda a, r=getattr(np, _name), d=_dst: r(a, axis=0, dtype=d),
+             lambda a, f=f, d=_dst: f(a, axis=0, dtype=d),
+             lambda a, r=r, d=_dst: r(a, axis=0, dtype=d),
              rand((3, 4), _src, 0.5, 2))
 case("sum[dtype=np.float32 object]", lambda a: tnp.sum(a, dtype=np.float32),
      lambda a: np.sum(a, dtype=np.float32), rand((5,)))
@@ -217,21 +219,21 @@ for _name in ("sort", "argsort"):
 # -- creation ------------------------------------------------------------------------------------
 
 for _name in ("zeros", "ones"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
     for _dt in (None, F32, I32, BOOL, np.int64):
         kw = {} if _dt is None else {"dtype": _dt}
-        case(f"{_name}[{_dt}]", lambda f=getattr(tnp, _name), k=kw: f((2, 3), **k),
-             lambda r=getattr(np, _name), k=kw: r((2, 3), **k))
-    case(f"{_name}[int shape]", lambda f=getattr(tnp, _name): f(4),
-         lambda r=getattr(np, _name): r(4))
+        case(f"{_name}[{_dt}]", lambda f=f, k=kw: f((2, 3), **k), lambda r=r, k=kw: r((2, 3), **k))
+    case(f"{_name}[int shape]", lambda f=f: f(4), lambda r=r: r(4))
 for _fill, _dt in ((2.5, None), (3, None), (True, None), (2.7, I32), (1, F32)):
     case(f"full[{_fill!r},{_dt}]", lambda v=_fill, d=_dt: tnp.full((2, 2), v, d),
          lambda v=_fill, d=_dt: np.full((2, 2), v, d))
 case("full[array fill]", lambda v: tnp.full((3, 2), v), lambda v: np.full((3, 2), v),
      rand((2,)))
 for _name in ("zeros_like", "ones_like"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
     for _dt in (None, I32, F32):
-        case(f"{_name}[{_dt}]", lambda a, f=getattr(tnp, _name), d=_dt: f(a, dtype=d),
-             lambda a, r=getattr(np, _name), d=_dt: r(a, dtype=d), rand((2, 3), F64))
+        case(f"{_name}[{_dt}]", lambda a, f=f, d=_dt: f(a, dtype=d),
+             lambda a, r=r, d=_dt: r(a, dtype=d), rand((2, 3), F64))
 for _fill, _dt in ((2.7, None), (7, F32), (-1, None)):
     case(f"full_like[{_fill},{_dt}]", lambda a, v=_fill, d=_dt: tnp.full_like(a, v, d),
          lambda a, v=_fill, d=_dt: np.full_like(a, v, d), rand((2, 3), I32))

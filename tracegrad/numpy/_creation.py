@@ -207,7 +207,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     start, stop = (cast(v, dt) for v in (start, stop))
     out_dt = dtype_arg(dtype, "linspace") or dt
     from tracegrad.numpy._shape import concatenate, moveaxis
-    from tracegrad.numpy._ufuncs import floor, multiply, subtract, true_divide, add
+    from tracegrad.numpy._ufuncs import add, floor, multiply, subtract, true_divide
 
     delta = subtract(stop, start)
     nd = len(shape_of(delta))

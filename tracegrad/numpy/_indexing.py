@@ -23,7 +23,6 @@ from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import (
     axis_arg,
-    broadcast,
     broadcast_to_shape,
     cast,
     dtype_of,
@@ -430,7 +429,7 @@ def nonzero(a):
 class _IndexUpdate:
     """`tnp.at(x)[idx]`: `.set(v)`, `.add(v)` and `.get()` return new arrays."""
 
-    __slots__ = ("x", "key")
+    __slots__ = ("key", "x")
 
     def __init__(self, x, key):
         self.x, self.key = x, key

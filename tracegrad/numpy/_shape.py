@@ -6,6 +6,7 @@ need a static size on an unknown (None) dim raise ShapeError with a hint.
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -204,7 +205,7 @@ def split(ary, indices_or_sections, axis=0):
     else:
         cuts = [operator.index(i) for i in indices_or_sections]
     bounds = [0] + [min(max(c if c >= 0 else c + n, 0), n) for c in cuts] + [n]
-    return [_slice_axis(ary, axis, lo, max(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
+    return [_slice_axis(ary, axis, lo, max(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
 
 
 def _slice_axis(a, axis, lo, hi, stride=1):

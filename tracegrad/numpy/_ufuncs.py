@@ -194,7 +194,7 @@ def round(a, decimals=0):
     dtype, weak = dtype_of(a)
     decimals = int(decimals)
     if dtype == dtypes.bool_:
-        (a,), out = ufunc_operands(np.rint, "round", a)  # raises: NumPy computes in float16
+        ufunc_operands(np.rint, "round", a)  # raises: NumPy computes in float16
     if dtypes.is_int(dtype):
         if decimals >= 0:
             return a

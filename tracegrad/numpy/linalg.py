@@ -98,7 +98,7 @@ def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return sqrt(_sum(multiply(x, x), axis, keepdims=keepdims))
     if isinstance(ord, str):
-        raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
+        raise ValueError(f"norm: invalid norm order {ord!r} for vectors")  # noqa: TRY004 (NumPy's)
     total = _sum(_scalar_power(absolute(x), ord), axis, keepdims=keepdims)
     inv = np.reciprocal(np.asarray(ord, dtype=dtype_of(x)[0]))
     return _scalar_power(total, inv.item() if inv in (1, 2, 0.5, -1) else inv)

@@ -237,7 +237,7 @@ for _dt, _dim in ((I64, 0), (I32, 1), (F64, 1), (F32, 0)):
              np.arange((3, 4)[k], dtype=d).reshape((3, 1) if k == 0 else (1, 4)), (3, 4)),
          primitive="iota")
 case("dim_size[axis=1]", lambda x: ops.dim_size(x, axis=1),
-     lambda x: np.asarray(x.shape[1], np.int64), rand((2, 5)), primitive="dim_size")
+     lambda x: np.int64(x.shape[1]), rand((2, 5)), primitive="dim_size")
 
 # -- reductions, cumulative, sorting -----------------------------------------------------------
 
@@ -252,8 +252,8 @@ for _prim, (_ref, _dts) in _REDUCE.items():
             case(f"{_prim}[{_dt},axes={_axes},keepdims={_keep}]",
                  lambda x, p=_p, a=_axes, k=_keep: p.bind(x, axes=a, keepdims=k),
                  lambda x, r=_ref, a=_axes, k=_keep, d=_dt, acc=_prim in (
-                     "reduce_sum", "reduce_prod"): np.asarray(
-                     r(x, axis=a, keepdims=k, dtype=d) if acc else r(x, axis=a, keepdims=k)),
+                     "reduce_sum", "reduce_prod"):
+                 r(x, axis=a, keepdims=k, dtype=d) if acc else r(x, axis=a, keepdims=k),
                  rand((2, 3, 4), _dt, 0.5, 1.5) if _prim == "reduce_prod" else rand(
                      (2, 3, 4), _dt), grad_argnums=(0,) if _dt == F64 else (),
                  primitive=_prim)

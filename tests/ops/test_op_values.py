@@ -87,8 +87,12 @@ def test_numpy_input_gives_numpy(case):
     with np.errstate(all="ignore"):
         got = case.fn(*case.args)
     if case.numpy_in_numpy_out:
-        for leaf in _leaves(got):
+        for leaf, want in zip(_leaves(got), _leaves(_expected(case)), strict=True):
             assert not isinstance(leaf, Tensor), f"NumPy input gave {type(leaf)}"
+            if isinstance(want, (np.ndarray, np.generic)):
+                scalar = isinstance(want, np.generic)
+                assert isinstance(leaf, np.generic) == scalar, (
+                    f"NumPy input gave {type(leaf).__name__}, NumPy {type(want).__name__}")
     _assert_same(case, [np.asarray(x) for x in _leaves(got)],
                  [np.asarray(x) for x in _leaves(_expected(case))], "NumPy input")
 

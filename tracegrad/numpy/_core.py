@@ -37,6 +37,8 @@ def read(x):
     if isinstance(x, Variable):
         return x.value()
     if isinstance(x, np.generic):
+        if x.dtype in _SUPPORTED:
+            return x  # a NumPy scalar stays one (returned as is by no-op functions)
         x = np.asarray(x)
     elif isinstance(x, (list, tuple)) and any(is_tensor(e) for e in _flat(x)):
         from tracegrad.numpy._shape import stack

@@ -108,6 +108,7 @@ OPERATORS = {
     "__abs__": tnp.absolute,
     "__invert__": tnp.invert,
     "__getitem__": getitem,
+    "__round__": lambda self, ndigits=None: tnp.round(self, ndigits or 0),
     "__setitem__": _setitem,
 }
 

@@ -166,19 +166,24 @@ def ufunc_operands(ufunc, name: str, *xs):
 
 def apply_ufunc(ufunc, prim, name: str, *xs):
     """`prim` applied NumPy-style: NumPy's loop dtypes, broadcasting, then bind."""
-    if state.graph is None and not state.tapes:
+    if state.graph is None:
         if len(xs) == 2:
             x, y = xs
             if type(x) is EagerTensor and type(y) is EagerTensor:
                 vx, vy = x._value, y._value
                 if vx.dtype is vy.dtype and (ufunc, vx.dtype) in CLOSED:
-                    try:
-                        return EagerTensor(np.asarray(prim.impl(vx, vy)))
-                    except ValueError:
-                        pass
-        out = eager_fast(ufunc, prim, name, xs)
-        if out is not None:
-            return out
+                    if state.tapes:
+                        if vx.shape == vy.shape:  # nothing to cast or broadcast
+                            return prim.bind(x, y)
+                    else:
+                        try:
+                            return EagerTensor(np.asarray(prim.impl(vx, vy)))
+                        except ValueError:
+                            pass
+        if not state.tapes:
+            out = eager_fast(ufunc, prim, name, xs)
+            if out is not None:
+                return out
     xs, _ = ufunc_operands(ufunc, name, *xs)
     return prim.bind(*xs)
 

@@ -27,9 +27,12 @@ from tracegrad.numpy._core import (
 
 
 def _unary(ufunc, prim, name, x):
-    if state.graph is None and not state.tapes:
+    if state.graph is None:
         if type(x) is EagerTensor and (ufunc, x._value.dtype) in CLOSED:
+            if state.tapes:
+                return prim.bind(x)
             return EagerTensor(np.asarray(prim.impl(x._value)))
+    if state.graph is None and not state.tapes:
         out = eager_fast(ufunc, prim, name, (x,))
         if out is not None:
             return out

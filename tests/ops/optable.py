@@ -73,6 +73,15 @@ def rand(shape, dtype="float64", low=-2.0, high=2.0, seed=0):
 F64, F32, I64, I32, BOOL = "float64", "float32", "int64", "int32", "bool"
 
 
+def ulps(reference, *args, n=4) -> dict:
+    """`atol` of `n` ulps of the largest value `reference(*args)` takes (0 for integer
+    results): for sums of products that NumPy adds in another order."""
+    out = np.asarray(reference(*args))
+    if out.dtype.kind != "f" or out.size == 0:
+        return {"atol": 0.0}
+    return {"atol": n * float(np.finfo(out.dtype).eps) * float(np.max(np.abs(out)))}
+
+
 def shape_id(shape) -> str:
     return "x".join(map(str, shape)) if shape else "s"
 

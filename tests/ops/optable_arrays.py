@@ -7,7 +7,7 @@ import numpy as np
 import scipy.special
 
 import tracegrad.numpy as tnp
-from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand
+from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand, ulps
 from tracegrad import nn
 
 # -- shapes --------------------------------------------------------------------------------------
@@ -182,21 +182,23 @@ for _name in ("dot", "matmul", "inner"):
         except ValueError:
             continue
         for _dt in (F64, F32, I32):
-            case(f"{_name}[{_dt},{_sa},{_sb}]", f, r, rand(_sa, _dt, seed=1),
-                 rand(_sb, _dt, seed=2), grad_argnums=(0, 1) if _dt == F64 else (),
-                 rtol={F64: 1e-14, F32: 1e-5, I32: 0}[_dt], why=BLAS)
-    case(f"{_name}[i32,f32]", f, r, rand((2, 3), I32), rand((3, 3), F32), rtol=1e-14, why=BLAS)
+            a, b = rand(_sa, _dt, seed=1), rand(_sb, _dt, seed=2)
+            case(f"{_name}[{_dt},{_sa},{_sb}]", f, r, a, b,
+                 grad_argnums=(0, 1) if _dt == F64 else (), why=BLAS, **ulps(r, a, b))
+    a, b = rand((2, 3), I32), rand((3, 3), F32)
+    case(f"{_name}[i32,f32]", f, r, a, b, why=BLAS, **ulps(r, a, b))
 case("matmul[@ operator]", lambda a, b: a @ b, lambda a, b: a @ b, rand((2, 3)), rand((3,)),
-     rtol=1e-14, why=BLAS)
+     why=BLAS, **ulps(np.matmul, rand((2, 3)), rand((3,))))
 case("vdot[2x2,4]", tnp.vdot, np.vdot, rand((2, 2)), rand((4,)), grad_argnums=(0, 1))
 case("vdot[i32]", tnp.vdot, np.vdot, rand((3,), I32), rand((3,), I32))
 case("outer[2x2,3]", tnp.outer, np.outer, rand((2, 2)), rand((3,)), grad_argnums=(0, 1))
 case("outer[bool,i32]", tnp.outer, np.outer, rand((2,), BOOL), rand((3,), I32))
 for _axes, _sa, _sb in ((2, (2, 3, 4), (3, 4, 5)), (0, (2,), (3,)), (1, (2, 3), (3, 2)),
                         (([1, 0], [0, 1]), (3, 4, 5), (4, 3, 2)), ((2, 0), (2, 3, 4), (4, 5))):
+    a, b = rand(_sa, seed=1), rand(_sb, seed=2)
     case(f"tensordot[{_axes}]", lambda a, b, x=_axes: tnp.tensordot(a, b, x),
-         lambda a, b, x=_axes: np.tensordot(a, b, x), rand(_sa, seed=1), rand(_sb, seed=2),
-         grad_argnums=(0, 1), rtol=1e-14, why=BLAS)
+         lambda a, b, x=_axes: np.tensordot(a, b, x), a, b, grad_argnums=(0, 1), why=BLAS,
+         **ulps(lambda a, b, x=_axes: np.tensordot(a, b, x), a, b))
 
 EINSUM = {
     "ij,jk->ik": ((2, 3), (3, 4)), "ij,jk": ((2, 3), (3, 4)), "i,i": ((3,), (3,)),
@@ -210,16 +212,16 @@ EINSUM = {
 for _spec, _shapes in EINSUM.items():
     for _dt in (F64, I32):
         args = [rand(s, _dt, seed=i) for i, s in enumerate(_shapes)]
-        case(f"einsum[{_spec},{_dt}]", lambda *a, s=_spec: tnp.einsum(s, *a),
-             lambda *a, s=_spec: np.einsum(s, *a), *args,
+        ref = lambda *a, s=_spec: np.einsum(s, *a)
+        case(f"einsum[{_spec},{_dt}]", lambda *a, s=_spec: tnp.einsum(s, *a), ref, *args,
              grad_argnums=tuple(range(len(args))) if _dt == F64 else (),
-             rtol=1e-13 if _dt == F64 else 0, atol=1e-14 if _dt == F64 else 0,
-             why="np.einsum sums in its own order")
-case("einsum[sublists]", lambda a, b: tnp.einsum(a, [0, 1], b, [1, 2], [2, 0]),
-     lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [2, 0]), rand((2, 3)), rand((3, 4)),
-     rtol=1e-14, why="np.einsum sums in its own order")
-case("einsum[f32,i32]", lambda a, b: tnp.einsum("i,i", a, b), lambda a, b: np.einsum("i,i", a, b),
-     rand((4,), F32), rand((4,), I32), rtol=1e-14, why="np.einsum sums in its own order")
+             why="np.einsum sums in its own order", **ulps(ref, *args))
+_SUB = (lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [2, 0]), rand((2, 3)), rand((3, 4)))
+case("einsum[sublists]", lambda a, b: tnp.einsum(a, [0, 1], b, [1, 2], [2, 0]), *_SUB,
+     why="np.einsum sums in its own order", **ulps(*_SUB))
+_MIXED = (lambda a, b: np.einsum("i,i", a, b), rand((4,), F32), rand((4,), I32))
+case("einsum[f32,i32]", lambda a, b: tnp.einsum("i,i", a, b), *_MIXED,
+     why="np.einsum sums in its own order", **ulps(*_MIXED))
 
 # -- linear algebra ------------------------------------------------------------------------------
 
@@ -252,7 +254,7 @@ for _batch, _dt in (((), F64), ((2,), F64), ((), F32), ((2, 1), F64)):
     a = _spd(3, _batch, _dt, seed=1)
     grad = (0,) if _dt == F64 else ()
     case(f"inv[{_batch},{_dt}]", tnp.linalg.inv, np.linalg.inv, a, grad_argnums=grad,
-         rtol=1e-14 if _dt == F64 else 1e-6, why="LAPACK inv and solve(a, I) round differently")
+         why="LAPACK inv and solve(a, I) round differently", **ulps(np.linalg.inv, a))
     case(f"det[{_batch},{_dt}]", tnp.linalg.det, np.linalg.det, a, grad_argnums=grad)
     case(f"slogdet[{_batch},{_dt}]", lambda x: tuple(tnp.linalg.slogdet(x)),
          lambda x: tuple(np.linalg.slogdet(x)), a, grad_argnums=grad)
@@ -266,8 +268,7 @@ case("inv[i64]", tnp.linalg.inv, np.linalg.inv, np.array([[2, 1], [1, 3]]))
 for _sa, _sb in (((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (3, 1)),
                  ((2, 1, 3, 3), (4, 3, 2)), ((3, 3), (2, 3, 1))):
     case(f"solve[{_sa},{_sb}]", tnp.linalg.solve, np.linalg.solve, _spd(3, _sa[:-2], seed=2),
-         rand(_sb, seed=3), grad_argnums=(0, 1), rtol=1e-14,
-         why="broadcast batches are solved one LAPACK call per matrix, the same order")
+         rand(_sb, seed=3), grad_argnums=(0, 1))
 case("solve[i32,f32]", tnp.linalg.solve, np.linalg.solve, np.array([[2, 1], [1, 3]], I32),
      rand((2,), F32))
 

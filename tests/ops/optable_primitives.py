@@ -9,7 +9,7 @@ import scipy.special
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand, shape_id
+from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand, shape_id, ulps
 from tracegrad import ops
 from tracegrad.function import compile_graph
 from tracegrad.ops.custom import call_p
@@ -356,14 +356,13 @@ def _dot_reference(a, b, dn):
 for _name, _dn in _DOTS.items():
     _sa, _sb = _DOT_SHAPES[_name]
     for _dt in (F64, F32, I64, I32):
-        exact = _name in ("outer",) or _dt in (I64, I32)
+        a, b = rand(_sa, _dt, seed=1), rand(_sb, _dt, seed=2)
+        ref = lambda a, b, d=_dn: _dot_reference(a, b, d)
         case(f"dot_general[{_name},{_dt}]",
-             lambda a, b, d=_dn: ops.dot_general(a, b, dimension_numbers=d),
-             lambda a, b, d=_dn: _dot_reference(a, b, d), rand(_sa, _dt, seed=1),
-             rand(_sb, _dt, seed=2), grad_argnums=(0, 1) if _dt == F64 else (),
-             rtol=0 if exact else (1e-14 if _dt == F64 else 1e-5),
-             why="" if exact else "einsum sums in another order than BLAS",
-             primitive="dot_general")
+             lambda a, b, d=_dn: ops.dot_general(a, b, dimension_numbers=d), ref, a, b,
+             grad_argnums=(0, 1) if _dt == F64 else (),
+             why="einsum sums in another order than BLAS", primitive="dot_general",
+             **ulps(ref, a, b))
 case("dot_general[empty contraction]", lambda a, b: ops.dot_general(
     a, b, dimension_numbers=(((1,), (0,)), ((), ()))), lambda a, b: a @ b, rand((2, 0)),
     rand((0, 3)), primitive="dot_general")
@@ -398,8 +397,8 @@ for _lower in (True, False):
             case(f"triangular_solve[lower={_lower},left={_left},trans={_trans}]",
                  lambda a, b, lo=_lower, le=_left, t=_trans: ops.triangular_solve(
                      a, b, left_side=le, lower=lo, transpose_a=t), _ref, a, b,
-                 grad_argnums=(1,), rtol=1e-13,
-                 why="a general LAPACK solve as the oracle rounds differently",
+                 grad_argnums=(1,), why="a general LAPACK solve as the oracle rounds "
+                 "differently", **ulps(_ref, a, b, n=8),
                  primitive="triangular_solve")
 case("triangular_solve[unit_diagonal,batch]", lambda a, b: ops.triangular_solve(
     a, b, unit_diagonal=True),

@@ -141,3 +141,4 @@ def test_rows_with_a_tolerance_say_why():
     for case in CASES:
         if case.rtol or case.atol:
             assert case.why, f"{case.name}: a tolerance needs a reason (`why=`)"
+            assert case.rtol <= 1e-6, f"{case.name}: rtol {case.rtol} is more than a few ulps"

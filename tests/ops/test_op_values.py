@@ -142,3 +142,13 @@ def test_rows_with_a_tolerance_say_why():
         if case.rtol or case.atol:
             assert case.why, f"{case.name}: a tolerance needs a reason (`why=`)"
             assert case.rtol <= 1e-6, f"{case.name}: rtol {case.rtol} is more than a few ulps"
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_traced_graph_has_no_dead_ops(case):
+    """tracegrad.numpy emits only ops whose results are used."""
+    graph = tg.trace(case.fn)(*case.args)
+    used = {id(t) for op in graph.operations for t in op.inputs}
+    used |= {id(t) for t in graph.outputs}
+    dead = [op for op in graph.operations if not any(id(t) in used for t in op.outputs)]
+    assert not dead, f"unused ops: {dead}"

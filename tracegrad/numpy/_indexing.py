@@ -313,29 +313,67 @@ def _gather(x, adv, adjacent):
 
 
 def _index_operand(v, n, dim):
+    """The index operand of a gather: a static index checked and made a constant."""
     if isinstance(v, int):
         v = np.asarray(v, np.int64)
     if isinstance(v, np.ndarray):
-        if n is not None and v.size and (v.min() < -n or v.max() >= n):
-            bad = v[(v < -n) | (v >= n)].flat[0]
-            raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
+        _check_bounds(v, n, dim)
         return _const(v)
     return v
 
 
+def _check_bounds(v: np.ndarray, n, dim):
+    if n is not None and v.size and (v.min() < -n or v.max() >= n):
+        bad = v[(v < -n) | (v >= n)].flat[0]
+        raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
+
+
 def _linear_index(indices, sizes, size_ops, dims, bshape):
-    """The flat index into the merged dims: Horner's rule over the normalised indices. An
-    out-of-bounds index maps to the merged size, so the gather raises when it runs."""
-    if not any(is_tensor(v) for v in indices) and None not in sizes:
-        arrays = [np.broadcast_to(np.asarray(v, np.int64), bshape) for v in indices]
-        for a, n, d in zip(arrays, sizes, dims, strict=True):
-            _index_operand(a, n, d)
-        normal = tuple(np.where(a < 0, a + n, a) for a, n in zip(arrays, sizes, strict=True))
-        return _const(np.ravel_multi_index(normal, sizes).astype(np.int64))
+    """The flat index into the merged dims. Static (NumPy) indices are checked and summed
+    while tracing; traced ones are normalised when the op runs, and an out-of-bounds one
+    maps the flat index to the merged size, so the gather raises."""
+    if None in sizes:
+        return _linear_index_unknown(indices, sizes, size_ops, bshape)
+    strides = [int(np.prod(sizes[k + 1:], dtype=np.int64)) for k in range(len(sizes))]
+    static = np.zeros(bshape, np.int64)
+    traced = []
+    for v, n, d, stride in zip(indices, sizes, dims, strides, strict=True):
+        if is_tensor(v):
+            traced.append((v, n, stride))
+            continue
+        a = np.broadcast_to(np.asarray(v, np.int64), bshape)
+        _check_bounds(a, n, d)
+        static = static + np.where(a < 0, a + n, a) * stride
+    if not traced:
+        return _const(static)
+    arrays = [cast(v, dtypes.int64) for v, _, _ in traced]
+    arrays = [broadcast_to_shape(a, bshape, arrays) for a in arrays]
+    zero = _splat(0, bshape, arrays)
+    lin = bad = None
+    for a, (_, n, stride) in zip(arrays, traced, strict=True):
+        size = _splat(n, bshape, arrays)
+        a = ops.select(ops.lt(a, zero), ops.add(a, size), a)
+        out = ops.or_(ops.lt(a, zero), ops.ge(a, size))
+        bad = out if bad is None else ops.or_(bad, out)
+        term = a if stride == 1 else ops.mul(a, _splat(stride, bshape, arrays))
+        lin = term if lin is None else ops.add(lin, term)
+    if static.any():
+        lin = ops.add(lin, broadcast_to_shape(_const(static), bshape, arrays))
+    total = int(np.prod(sizes, dtype=np.int64))
+    return ops.select(bad, _splat(total, bshape, arrays), lin)
+
+
+def _splat(value: int, bshape, sources):
+    return broadcast_to_shape(_const(np.asarray(value, np.int64)), bshape, sources)
+
+
+def _linear_index_unknown(indices, sizes, size_ops, bshape):
+    """`_linear_index` when some merged dim is unknown: Horner's rule with sizes read when
+    the op runs."""
     arrays = [cast(v if is_tensor(v) else _const(np.asarray(v, np.int64)), dtypes.int64)
               for v in indices]
     arrays = [broadcast_to_shape(a, bshape, arrays) for a in arrays]
-    zero = broadcast_to_shape(_const(np.asarray(0, np.int64)), bshape, arrays)
+    zero = _splat(0, bshape, arrays)
     lin = bad = total = None
     for a, n, op in zip(arrays, sizes, size_ops, strict=True):
         size = op if op is not None else _const(np.asarray(n, np.int64))

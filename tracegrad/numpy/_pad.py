@@ -104,8 +104,8 @@ def _edge(x, axis, before, after, n):
     for width, lo in ((before, 0), (after, n - 1)):
         shape = list(shape_of(x))
         shape[axis] = width
-        edge = _slice_axis(x, axis, lo, lo + 1)
-        parts.append(broadcast_to_shape(edge, tuple(shape), (x,)) if width else None)
+        parts.append(broadcast_to_shape(_slice_axis(x, axis, lo, lo + 1), tuple(shape), (x,))
+                     if width else None)
     return _join([p for p in (parts[0], x, parts[1]) if p is not None], axis)
 
 

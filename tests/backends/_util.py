@@ -55,3 +55,28 @@ def assert_same(got, want, *, rtol=0.0, what=""):
         np.testing.assert_array_max_ulp(g, w, maxulp=ULP_F32)
     else:
         np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=what)
+
+
+def assert_close_backends(got, want, graph=None):
+    """Backend results agree: float64 within 1e-12 relative, float32 within 4 ulp or 1e-5
+    relative (BLAS and libm may differ in the last bits), everything else exactly."""
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        what = f"output {k}"
+        if graph is not None:
+            what += f" ({graph.outputs[k].op.source if graph.outputs[k].op else 'input'})"
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: {g.dtype}{g.shape} vs " \
+                                                          f"{w.dtype}{w.shape}"
+        if w.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w, err_msg=what)
+            continue
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"{what}: NaNs")
+        ok = ~np.isnan(w)
+        g, w = g[ok], w[ok]
+        if w.dtype == np.float64:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-300, err_msg=what)
+        else:
+            ulp = np.abs(g.astype(np.float64) - w) / np.maximum(np.spacing(np.abs(w)), 1e-45)
+            close = (ulp <= 4) | np.isclose(g, w, rtol=1e-5, atol=0) | (g == w)
+            assert close.all(), f"{what}: {g[~close]} vs {w[~close]}"

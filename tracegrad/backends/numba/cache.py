@@ -119,11 +119,14 @@ def _write_once(path: str, text: str) -> None:
             os.unlink(tmp)
 
 
+def _numba_cache_files(path: str) -> list:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return glob.glob(os.path.join(os.path.dirname(path), "__pycache__", stem + ".*"))
+
+
 def _purge(path: str) -> None:
     """Remove a module file and every Numba cache file made from it."""
-    stem = os.path.splitext(os.path.basename(path))[0]
-    for f in [path] + glob.glob(os.path.join(os.path.dirname(path), "__pycache__",
-                                             stem + ".*")):
+    for f in [path] + _numba_cache_files(path):
         try:
             os.unlink(f)
         except OSError:
@@ -190,8 +193,12 @@ def _load_from_disk(key, source, signature, entry):
                 f"(a tracegrad bug; the numpy backend runs this graph): {e}"
             ) from e
         except Exception as e:  # a Numba cache file that cannot be loaded
-            if attempt:
-                raise
+            if attempt or not _numba_cache_files(path):
+                raise RuntimeError(
+                    f"tracegrad: Numba failed to compile the generated kernel {path} "
+                    f"(a tracegrad bug; the numpy backend runs this graph): "
+                    f"{type(e).__name__}: {e}"
+                ) from e
             warnings.warn(f"tracegrad: the compiled-kernel cache of {path} could not be "
                           f"loaded ({type(e).__name__}: {e}); rebuilding it",
                           RuntimeWarning, stacklevel=4)

@@ -58,6 +58,23 @@ class Nest:
         self.roots: set = set()
         self.parallel = parallel
         self.commented: set = set()
+        self.views: dict | None = None  # collapsed nests: array name -> its view
+        self.key = None  # (dims, collapsed) of the roots an elementwise nest computes
+
+    def collapse(self, groups):
+        """Make this nest loop over a view of its arrays with the dims of each group
+        (consecutive axes) merged: fewer loops, contiguous inner loop."""
+        self.views = {}
+        self.groups = groups
+
+    def view(self, name: str, dims) -> str:
+        """`name` reshaped to this collapsed nest's groups (declared once, before the loop)."""
+        found = self.views.get(name)
+        if found is None:
+            found = self.views[name] = f"{name}_v{len(self.views)}"
+            shape = [_product([dims[a] for a in g]) for g in self.groups]
+            self.prologue.append(f"{found} = {name}.reshape(({', '.join(shape)},))")
+        return found
 
     def index(self):
         return [(v, frozenset((k,))) for k, v in enumerate(self.vars)]
@@ -186,12 +203,15 @@ class CodeGen:
 
     # -- element access ------------------------------------------------------------------------
 
-    def read(self, t, idx):
+    def read(self, t, idx, nest=None):
         """`(expression, deps)` reading array-or-scalar `t` at `idx`."""
         ref = self.refs[id(t)]
         if ref.kind == "scal":
             return ref.name, frozenset()
         dims = self.dims(t)
+        if nest is not None and nest.views is not None and t.ndim:
+            deps = frozenset().union(*(d for _, d in idx))
+            return f"{nest.view(ref.name, dims)}[{', '.join(e for e, _ in idx)}]", deps
         parts, deps = [], frozenset()
         for (e, dep), d in zip(idx, dims, strict=True):
             if d == "1":
@@ -209,7 +229,7 @@ class CodeGen:
             return hit
         ref = self.refs.get(id(t))
         if ref is not None and ref.kind != "virtual":
-            return self.read(t, idx)
+            return self.read(t, idx, nest)
         result = self._virtual(t, idx, nest)
         nest.memo[key] = result
         return result
@@ -375,17 +395,44 @@ class CodeGen:
             raise AssertionError(f"{self.plan.ir_names[id(t)]} is not an array")
         return ref.name
 
+    def flat_ok(self, t, seen=None) -> bool:
+        """Whether `t` reads every array it depends on at its own index (only elementwise
+        ops and scalar broadcasts in between): its loops can be collapsed into one."""
+        seen = {} if seen is None else seen
+        if id(t) in seen:
+            return seen[id(t)]
+        ref = self.refs.get(id(t))
+        ok = True
+        if (ref is None or ref.kind == "virtual") and t.op is not None:
+            op = t.op
+            name = op.primitive.name
+            if name in ELEMENTWISE_NAMES:
+                ok = all(self.flat_ok(x, seen) for x in op.inputs)
+            else:
+                ok = name == "broadcast_in_dim" and op.inputs[0].ndim == 0
+        seen[id(t)] = ok
+        return ok
+
     def _root(self, t):
         dims = self.dims(t)
+        flat = t.ndim > 1 and self.flat_ok(t)
+        ndims = (_product(dims),) if flat else dims
         nest = self.open_nest
-        if nest is None or nest.dims != dims or self._conflicts(t, nest, True, {}):
+        if nest is None or nest.key != (dims, flat) or self._conflicts(t, nest, True, {}):
             self.close_nest()
-            nest = self.open_nest = Nest(self, dims, self.parallel)
+            nest = self.open_nest = Nest(self, ndims, self.parallel)
+            nest.key = (dims, flat)
+            if flat:
+                nest.collapse([tuple(range(t.ndim))])
         target = self.alloc(t, nest.prologue)
         self.refs[id(t)] = Ref("virtual")
         e, deps = self.elem(t, nest.index(), nest)
-        ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, dims))
-        nest.stmt(frozenset(range(len(dims))), f"{target}[{ix}] = {e}")
+        if flat:
+            store = f"{nest.view(target, dims)}[{nest.vars[0]}]"
+        else:
+            ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, dims))
+            store = f"{target}[{ix}]"
+        nest.stmt(frozenset(range(len(ndims))), f"{store} = {e}")
         nest.roots.add(id(t))
         self.refs[id(t)] = Ref("arr", target)
 
@@ -518,6 +565,13 @@ class CodeGen:
                 f"def {ENTRY}({', '.join(params)}):"]
         src += ["    " + line if line else "" for line in body]
         return "\n".join(src) + "\n"
+
+
+def _product(dims) -> str:
+    dims = [d for d in dims if d != "1"]
+    if not dims:
+        return "1"
+    return dims[0] if len(dims) == 1 else "(" + " * ".join(dims) + ")"
 
 
 def _expands(op, k) -> bool:

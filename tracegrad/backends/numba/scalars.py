@@ -92,7 +92,7 @@ def _floordiv_{S}(a, b):
         if div - floordiv > {T}(0.5):
             floordiv += {T}(1.0)
         return floordiv
-    return np.copysign({T}(0.0), a / b)
+    return {T}(0.0) * (a / b)  # a zero with the sign of the quotient
 """,
     "mod_f": """
 @njit(**_OPTS)
@@ -104,7 +104,7 @@ def _mod_{S}(a, b):
         if (b < 0) != (mod < 0):
             mod += b
     else:
-        mod = np.copysign({T}(0.0), b)
+        mod = {T}(-0.0) if b < 0 else {T}(0.0)
     return mod
 """,
     # Integers: division by zero gives 0 (as NumPy); MIN // -1 wraps instead of trapping.
@@ -227,6 +227,10 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
     """The scalar expression of elementwise primitive `name` applied to `args`."""
     x = in_dtypes[0] if in_dtypes else out_dtype
     fl = dtypes.is_float(x)
+    if name in ("exp2", "log2") and x == dtypes.float32:
+        # Numba declares llvm.exp2 / llvm.log2 untyped, once per module: a float32 call
+        # next to a float64 one breaks the module, so every call is float64
+        return f"np.float32({_UFUNC[name]}(np.float64({args[0]})))"
     if name in _UFUNC:
         return typed(f"{_UFUNC[name]}({args[0]})", out_dtype)
     if name in _INFIX:

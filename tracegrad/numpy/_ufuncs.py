@@ -32,10 +32,10 @@ def _unary(ufunc, prim, name, x):
             if state.tapes:
                 return prim.bind(x)
             return EagerTensor(np.asarray(prim.impl(x._value)))
-    if state.graph is None and not state.tapes:
-        out = eager_fast(ufunc, prim, name, (x,))
-        if out is not None:
-            return out
+        if not state.tapes:
+            out = eager_fast(ufunc, prim, name, (x,))
+            if out is not None:
+                return out
     (x,), _ = ufunc_operands(ufunc, name, x)
     return prim.bind(x)
 

@@ -110,7 +110,15 @@ def promote(*xs, min_kind: str | None = None):
     dtype, weak = dtypes.result_type(*(dtype_of(x) for x in xs))
     if min_kind == "float" and not dtypes.is_float(dtype):
         dtype = dtypes.float64
-    return [cast(x, dtype, weak) for x in xs], dtype
+    return [operand(x, dtype, weak) for x in xs], dtype
+
+
+def operand(x, dtype: np.dtype, weak: bool):
+    """`x` cast to `dtype` as an operand of an op whose result is `weak` or not: a weak
+    tensor of that dtype is used as it is (the op's result is strong anyway)."""
+    if type(x) is GraphTensor and x.type.dtype == dtype and not weak:
+        return x
+    return cast(x, dtype, weak)
 
 
 # -- NumPy's own loop selection ---------------------------------------------------------------
@@ -160,7 +168,7 @@ def ufunc_operands(ufunc, name: str, *xs):
     xs = [read(x) for x in xs]
     loop = loop_dtypes(ufunc, tuple(loop_key(x) for x in xs), name)
     weak = all(dtype_of(x)[1] for x in xs)
-    xs = [cast(x, dt, weak) for x, dt in zip(xs, loop, strict=False)]
+    xs = [operand(x, dt, weak) for x, dt in zip(xs, loop, strict=False)]
     return broadcast(*xs, op=name), loop[-1]
 
 

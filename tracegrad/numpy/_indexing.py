@@ -171,34 +171,55 @@ def getitem(x, key):
         if value is not None:
             return EagerTensor(np.asarray(x._value[value]))
     x = read(x)
-    shape = shape_of(x)
-    items = _expand_masks(_classify(key, len(shape)), shape)
-    advanced = any(kind == "array" for kind, _ in items)
+    items = _expand_masks(_classify(key, ndim_of(x)), shape_of(x))
+    x, slots, adv, adjacent = _basic(x, items)
+    sliced = shape_of(x)
+    if adv:
+        x, nb = _gather(x, adv, adjacent)
+        b = iter(shape_of(x)[adv[0][0]:adv[0][0] + nb] if adjacent else shape_of(x)[:nb])
+        kept = [s for s in slots if s[0] != "adv"]
+        first = slots.index(("adv",))
+        slots = kept[:first] + [("b",)] * nb + kept[first:] if adjacent else [("b",)] * nb + kept
+        target = [next(b) if s[0] == "b" else _slot_size(s, sliced) for s in slots]
+    else:
+        target = [_slot_size(s, sliced) for s in slots]
+    x = _reshape(x, target, "getitem")
+    if any(s[0] == "empty" for s in slots):
+        begin = tuple(0 if d is not None else None for d in shape_of(x))
+        limit = tuple(0 if s[0] == "empty" else d for s, d in zip(slots, shape_of(x)))
+        x = ops.slice(x, start_indices=begin, limit_indices=limit, strides=(1,) * len(begin))
+    return x
 
+
+def _basic(x, items):
+    """The basic part of an index: one `rev`, one `slice`, and a `gather` per integer on an
+    unknown dim. Returns `(x, slots, advanced, adjacent)`: `slots` says what each result dim
+    is (`("dim", i)` a dim of the new `x`, `("new",)` / `("empty",)` an inserted size-1 / 0
+    dim, `("adv",)` an advanced index); `advanced` lists `(dim, index)` and `adjacent`
+    whether those items were next to each other in the key."""
+    shape = shape_of(x)
+    advanced = any(kind == "array" for kind, _ in items)
     rev, starts, limits, strides = [], [], [], []
-    slots = []  # per result dim: ("dim", i) | ("new",) | ("adv",)
-    ints = []  # (dim, index) removed by an int
-    adv = []  # (dim, index array)
-    adv_items = []
+    slots, ints, adv, adv_items = [], [], [], []
     dim = 0
     for pos, (kind, v) in enumerate(items):
-        if kind == "new":
-            slots.append(("new",))
-            continue
-        if kind == "empty":
-            slots[-1] = ("empty",)
+        if kind in ("new", "empty"):
+            if kind == "new":
+                slots.append(("new",))
+            else:
+                slots[-1] = ("empty",)
             continue
         n = shape[dim]
         if kind == "slice":
-            r, s, l, st = _slice_spec(n, v)
+            r, s, lim, st = _slice_spec(n, v)
             slots.append(("dim", dim))
         else:
-            r, s, l, st = False, 0 if n is not None else None, n, 1
+            r, s, lim, st = False, 0 if n is not None else None, n, 1
             if kind == "int" and not advanced:
                 i = _check_int(v, n, dim)
                 ints.append((dim, i))
                 if n is not None:
-                    s, l = i, i + 1
+                    s, lim = i, i + 1
             else:
                 adv.append((dim, v))
                 adv_items.append(pos)
@@ -206,15 +227,13 @@ def getitem(x, key):
         if r:
             rev.append(dim)
         starts.append(s)
-        limits.append(l)
+        limits.append(lim)
         strides.append(st)
         dim += 1
-
     if rev:
         x = ops.rev(x, dimensions=tuple(rev))
-    full = all(s in (0, None) and (lim == n or lim is None) and st == 1
-               for s, lim, st, n in zip(starts, limits, strides, shape, strict=True))
-    if not full:
+    if not all(s in (0, None) and (lim == n or lim is None) and st == 1
+               for s, lim, st, n in zip(starts, limits, strides, shape, strict=True)):
         x = ops.slice(x, start_indices=tuple(starts), limit_indices=tuple(limits),
                       strides=tuple(strides))
     gathered = {d for d, _ in ints if shape[d] is None}
@@ -226,32 +245,9 @@ def getitem(x, key):
         if d not in gathered:
             remap[d] = len(remap)
     slots = [("dim", remap[s[1]]) if s[0] == "dim" else s for s in slots]
-    ysh = shape_of(x)
-    if adv:
-        adjacent = adv_items == list(range(adv_items[0], adv_items[0] + len(adv_items)))
-        x, nb = _gather(x, adv, adjacent)
-        kept = [s for s in slots if s[0] != "adv"]
-        first = slots.index(("adv",))
-        if adjacent:
-            order = kept[:first] + [("b",)] * nb + kept[first:]
-        else:
-            order = [("b",)] * nb + kept
-        bshape = list(shape_of(x))
-        lead = [d for d, _ in adv]
-        if adjacent:
-            bdims = bshape[lead[0]:lead[0] + nb]
-        else:
-            bdims = bshape[:nb]
-        bit = iter(bdims)
-        target = [next(bit) if s[0] == "b" else _slot_size(s, ysh) for s in order]
-    else:
-        target = [_slot_size(s, ysh) for s in slots]
-    x = _reshape(x, target, "getitem")
-    if any(s[0] == "empty" for s in slots):
-        begin = tuple(0 if d is not None else None for d in shape_of(x))
-        limit = tuple(0 if s[0] == "empty" else d for s, d in zip(slots, shape_of(x)))
-        x = ops.slice(x, start_indices=begin, limit_indices=limit, strides=(1,) * len(begin))
-    return x
+    adjacent = adv_items == list(range(adv_items[0], adv_items[0] + len(adv_items))) \
+        if adv else True
+    return x, slots, adv, adjacent
 
 
 def _numpy_key(key):

@@ -245,9 +245,11 @@ fmax = _nan_ignoring(np.fmax, ops.max_p, "fmax")
 fmin = _nan_ignoring(np.fmin, ops.min_p, "fmin")
 
 
-def clip(a, a_min=None, a_max=None):
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
     """`minimum(maximum(a, a_min), a_max)` with NumPy's promotion over all three (either
-    bound may be None)."""
+    bound may be None; `min=` / `max=` are NumPy 2's other spelling)."""
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     bounds = [b for b in (a_min, a_max) if b is not None]
     xs, _ = promote(a, *bounds)
     xs = broadcast(*xs, op="clip")

@@ -10,25 +10,14 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-from tracegrad.core.state import state
+from tests.ops.optable import recording
 from tracegrad.errors import ShapeError, TracegradError, UnsupportedOpError
-
-
-class _Recorder:
-    def record(self, op):
-        pass
-
-    def variable_accessed(self, variable, tensor):
-        pass
 
 
 def eager_recorded(fn, *args):
     """`fn` on eager tensors with a tape recording (the path that builds primitives)."""
-    state.tapes.append(_Recorder())
-    try:
+    with recording():
         return fn(*[tg.constant(a) for a in args])
-    finally:
-        state.tapes.pop()
 
 
 def check(fn, *args):

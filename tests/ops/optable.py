@@ -26,11 +26,14 @@ empty arrays) and `optable_arrays.py` (shapes, indexing, at[], products, linalg,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import zlib
 from collections.abc import Callable
 
 import numpy as np
+
+from tracegrad.core.state import state
 
 
 @dataclasses.dataclass
@@ -71,6 +74,31 @@ def rand(shape, dtype="float64", low=-2.0, high=2.0, seed=0):
 
 
 F64, F32, I64, I32, BOOL = "float64", "float32", "int64", "int32", "bool"
+
+
+class Recorder:
+    """The minimal tape: every op run eagerly on tensors, in order (`.records`)."""
+
+    def __init__(self):
+        self.records = []
+
+    def record(self, op):
+        self.records.append(op)
+
+    def variable_accessed(self, variable, tensor):
+        pass
+
+
+@contextlib.contextmanager
+def recording():
+    """A `Recorder` on the active tapes while the block runs: eager ops take their recorded
+    path (the eager fast paths, which skip recording, are off)."""
+    recorder = Recorder()
+    state.tapes.append(recorder)
+    try:
+        yield recorder
+    finally:
+        state.tapes.remove(recorder)
 
 
 def ulps(reference, *args, n=4) -> dict:

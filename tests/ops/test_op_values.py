@@ -6,15 +6,16 @@ every registered primitive has a row."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
 import tracegrad as tg
-from tests.ops.optable import CASES
+from tests.ops.optable import CASES, recording
 from tracegrad.core import tree
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.op import REGISTRY
-from tracegrad.core.state import state
 
 
 def _leaves(out):
@@ -49,32 +50,12 @@ def test_traced_numpy_backend_matches_numpy(case):
     _assert_same(case, got, _expected(case), "traced (numpy backend)")
 
 
-class _Recorder:
-    """A tape that records every eager op (which turns off the eager fast paths)."""
-
-    def __init__(self):
-        self.records = []
-
-    def record(self, op):
-        self.records.append(op)
-
-    def variable_accessed(self, variable, tensor):
-        pass
-
-
-@pytest.mark.parametrize("recording", [False, True], ids=["plain", "taped"])
+@pytest.mark.parametrize("taped", [False, True], ids=["plain", "taped"])
 @pytest.mark.parametrize("case", CASES, ids=repr)
-def test_eager_matches_numpy(case, recording):
+def test_eager_matches_numpy(case, taped):
     args = [tg.constant(a) for a in case.args]
-    recorder = _Recorder()
-    if recording:
-        state.tapes.append(recorder)
-    try:
-        with np.errstate(all="ignore"):
-            got = case.fn(*args)
-    finally:
-        if recording:
-            state.tapes.remove(recorder)
+    with recording() if taped else contextlib.nullcontext(), np.errstate(all="ignore"):
+        got = case.fn(*args)
     for leaf in _leaves(got):
         wanted = EagerTensor if args else (np.ndarray, np.generic)
         assert isinstance(leaf, wanted), f"eager result {type(leaf)}"

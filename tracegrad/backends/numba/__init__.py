@@ -21,9 +21,35 @@ __all__ = ["compile_graph", "generate_source", "cache_info", "clear_memory_cache
            "cache_dir", "supported_primitives"]
 
 
+# Primitives the backend removes before planning: a `call` is its callee's graph inlined,
+# a `custom_gradient` boundary is its first operands (the gradient is not computed here).
+LOWERED = ("call", "custom_gradient")
+
+
+def _lower(graph: FuncGraph) -> FuncGraph:
+    """`graph` without `call` / `custom_gradient` ops (a copy only when it has some)."""
+    from tracegrad.passes import Rewriter, run_pass
+
+    def make_rule(rw):
+        def rule(rw, op, ins):
+            name = op.primitive.name
+            if name == "custom_gradient":
+                return ins[: len(op.outputs)]
+            if name == "call":
+                callee = op.attrs["callee"].graph
+                env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
+                return Rewriter(callee, target=rw.target, env=env).run()
+            return None
+        return rule
+
+    while any(op.primitive.name in LOWERED for op in graph.operations):
+        graph, _ = run_pass(graph, make_rule)
+    return graph
+
+
 def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
     """The Python source of the module the Numba backend compiles for `graph`."""
-    return CodeGen(Plan(graph), parallel).generate()
+    return CodeGen(Plan(_lower(graph)), parallel).generate()
 
 
 def compile_graph(graph: FuncGraph, parallel: bool = False):
@@ -31,6 +57,7 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
+    graph = _lower(graph)
     plan = Plan(graph)
     cg = CodeGen(plan, parallel)
     source = cg.generate()
@@ -60,4 +87,4 @@ def supported_primitives() -> set:
     from tracegrad.backends.numba import blocks, codegen, scalars
 
     virtual = {name[3:] for name in vars(codegen.CodeGen) if name.startswith("_v_")}
-    return set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"}
+    return set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"} | set(LOWERED)

@@ -108,21 +108,50 @@ def _reduce(cg, op):
     if kept != list(range(len(kept))):
         _reduce_in_memory_order(cg, op, kept)
         return
-    nest = cg.new_nest(xd, parallel=bool(kept))
-    idx = nest.index()
+    nest, d, store = _reduction_nest(cg, op, len(kept))
     acc = cg.fresh("acc")
-    d = len(kept)
     nest.pre[d].append(f"{acc} = {_identity(name, dt)}")
-    v, _ = cg.elem(x, idx, nest)
-    nest.stmt(frozenset(range(x.ndim)), f"{acc} = {_combine(cg, name, dt, acc, v)}")
+    v, _ = cg.elem(x, nest.index(), nest)
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, name, dt, acc, v)}")
     if t.ndim == 0:
         cg.add_nest(nest)
         cg.set_scalar(t, acc)
         return
-    target = cg.alloc(t)
-    out = _out_index(td, nest.vars[:d], axes, keep, x.ndim)
-    nest.post[d].append(f"{target}[{_ix(out)}] = {acc}")
+    nest.post[d].append(f"{store()} = {acc}")
     cg.add_nest(nest)
+
+
+def _reduction_nest(cg, op, d):
+    """A nest over the operand of a reduction whose first `d` axes are kept: collapsed to
+    (kept, reduced) when the operand is read at its own index. Returns the nest, the depth
+    of one result element, and `store()` -> the result element to assign."""
+    (x,), t = op.inputs, op.outputs[0]
+    xd = cg.dims(x)
+    axes = tuple(op.attrs["axes"]) if "axes" in op.attrs else (op.attrs["axis"],)
+    keep = op.attrs.get("keepdims", False)
+    if x.ndim > 1 and cg.flat_ok(x):
+        groups = [g for g in (tuple(range(d)), tuple(range(d, x.ndim))) if g]
+        nest = cg.new_nest([_prod([xd[a] for a in g]) for g in groups], parallel=d > 0)
+        nest.collapse(groups)
+
+        def store():
+            target = cg.alloc(t, nest.prologue)
+            if d == 0:
+                return f"{target}[{_ix(['0'] * t.ndim)}]"
+            return f"{_flat_view(nest, target, cg.dims(t))}[{nest.vars[0]}]"
+        return nest, min(d, 1), store
+    nest = cg.new_nest(xd, parallel=d > 0)
+
+    def store():
+        target = cg.alloc(t, nest.prologue)
+        return f"{target}[{_ix(_out_index(cg.dims(t), nest.vars[:d], axes, keep, x.ndim))}]"
+    return nest, d, store
+
+
+def _flat_view(nest, target, dims):
+    name = f"{target}_flat"
+    nest.prologue.append(f"{name} = {target}.reshape(({_prod(dims)},))")
+    return name
 
 
 def _flat_index(vars_, dims) -> str:

@@ -61,8 +61,12 @@ def _versions() -> str:
 
 
 def kernel_key(source: str, signature: str) -> str:
+    """The cache key: the code without its comments (IR lines name concrete shapes), the
+    signature and the versions."""
+    code = "\n".join(line for line in source.splitlines()
+                     if not line.lstrip().startswith("#"))
     h = hashlib.sha256()
-    for part in (source, signature, _versions()):
+    for part in (code, signature, _versions()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -133,15 +137,16 @@ def _purge(path: str) -> None:
             pass
 
 
-def _module_text(path: str, expected: str):
-    """The file's text if it is intact (its digest line matches), else None."""
+def _module_text(path: str, key: str):
+    """The file's text if it is intact (its first line names `key` and the digest of the
+    rest), else None."""
     try:
         with open(path) as f:
             text = f.read()
     except (OSError, UnicodeDecodeError):
         return None
     first, _, rest = text.partition("\n")
-    return text if first + "\n" == _header(expected, rest) else None
+    return text if first + "\n" == _header(key, rest) else None
 
 
 def _exec_module(path: str, text: str, name: str):

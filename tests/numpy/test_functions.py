@@ -154,3 +154,10 @@ def test_split_returns_a_list_and_flip_every_axis():
     parts = tnp.split(tg.constant(np.arange(6.0)), [2, 3])
     assert [p.shape for p in parts] == [(2,), (1,), (3,)]
     np.testing.assert_array_equal(tnp.flip(tg.constant(np.eye(2)[:1])).numpy(), [[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("fn", [tnp.stack, tnp.concatenate, tnp.hstack, tnp.vstack,
+                                lambda arrays: tnp.einsum("", *arrays)])
+def test_joining_nothing_is_a_value_error(fn):
+    with pytest.raises(ValueError, match="at least one|no operands"):
+        fn([])

@@ -106,6 +106,8 @@ def promote(*xs, min_kind: str | None = None):
 
     `min_kind="float"` promotes integer and bool results to float64 (as `true_divide`).
     """
+    if not xs:
+        raise ValueError(f"need at least one array (at {user_location()})")
     xs = [read(x) for x in xs]
     dtype, weak = dtypes.result_type(*(dtype_of(x) for x in xs))
     if min_kind == "float" and not dtypes.is_float(dtype):

@@ -28,6 +28,8 @@ def einsum(subscripts, *operands, dtype=None, optimize=False):
     """
     if not isinstance(subscripts, str):
         subscripts, operands = _from_sublists(subscripts, *operands)
+    if not operands:
+        raise ValueError("einsum: no operands given")
     operands, _ = promote(*operands)
     if dtype is not None:
         from tracegrad.numpy._creation import astype

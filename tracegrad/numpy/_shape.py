@@ -148,6 +148,8 @@ def concatenate(arrays, axis=0, dtype=None):
     promote as NumPy's `result_type`."""
     if not isinstance(arrays, (list, tuple)):
         raise TypeError("concatenate: expects a sequence of arrays")
+    if not arrays:
+        raise ValueError("concatenate: need at least one array to concatenate")
     arrays, _ = promote(*arrays)
     if dtype is not None:
         from tracegrad.numpy._creation import astype
@@ -167,6 +169,8 @@ def concatenate(arrays, axis=0, dtype=None):
 
 def stack(arrays, axis=0):
     """The arrays (all of one shape) joined along a new dim `axis`."""
+    if not len(arrays):
+        raise ValueError("stack: need at least one array to stack")
     arrays, _ = promote(*arrays)
     shapes = {shape_of(a) for a in arrays}
     if len(shapes) > 1:
@@ -181,6 +185,8 @@ def stack(arrays, axis=0):
 def hstack(tup):
     """The arrays joined along dim 1 (dim 0 for 1-D arrays)."""
     arrays = [atleast_1d(a) for a in tup]
+    if not arrays:
+        raise ValueError("hstack: need at least one array to concatenate")
     return concatenate(arrays, axis=0 if ndim_of(arrays[0]) == 1 else 1)
 
 

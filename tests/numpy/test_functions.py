@@ -161,3 +161,9 @@ def test_split_returns_a_list_and_flip_every_axis():
 def test_joining_nothing_is_a_value_error(fn):
     with pytest.raises(ValueError, match="at least one|no operands"):
         fn([])
+
+
+def test_integer_to_a_negative_integer_power_is_a_value_error_as_in_numpy():
+    with pytest.raises(ValueError, match="negative integer powers"):
+        tg.constant([2, 3]) ** -1
+    np.testing.assert_array_equal((tg.constant([2.0, 4.0]) ** -1).numpy(), [0.5, 0.25])

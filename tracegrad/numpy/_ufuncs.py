@@ -94,6 +94,8 @@ def power(x1, x2):
     if type(x2) is int:
         x = read(x1)
         loop = loop_dtypes(np.power, (loop_key(x), int), "power")
+        if x2 < 0 and not dtypes.is_float(loop[0]):
+            raise ValueError("power: integers to negative integer powers are not allowed")
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
 

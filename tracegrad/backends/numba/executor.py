@@ -17,13 +17,14 @@ from tracegrad.backends.numba.plan import Plan
 from tracegrad.errors import ShapeError
 
 _SHAPE_CACHE_LIMIT = 256
+_KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
 
 
 class Executor:
     """`executor(list of arrays) -> list of fresh arrays` for one graph."""
 
     __slots__ = ("plan", "entry", "source", "in_dtypes", "in_shapes", "out_dtypes",
-                 "out_shapes", "tail", "static", "raises", "_shape_cache", "n_in", "_I",
+                 "out_shapes", "tail", "in_scalar", "run", "static", "raises", "_shape_cache", "n_in", "_I",
                  "_has_I", "_consts", "_F", "name")
 
     def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises):
@@ -35,6 +36,7 @@ class Executor:
         self.n_in = len(graph.all_inputs)
         self.in_dtypes = [t.dtype for t in graph.all_inputs]
         self.in_shapes = [tuple(t.shape) for t in graph.all_inputs]
+        self.in_scalar = [t.ndim == 0 for t in graph.all_inputs]
         self.out_dtypes = [t.dtype for t in graph.outputs]
         self.static = plan.static
         self.raises = raises
@@ -49,31 +51,58 @@ class Executor:
         else:
             self.out_shapes = None
             self.tail = None
+        self.run = self._build_run()
 
     def _int_vector(self, shapes) -> list:
         return [self.plan.int_values(shapes)] if self._has_I else []
 
     def __call__(self, arrays):
-        if len(arrays) != self.n_in:
-            raise TypeError(f"{self.name}: expected {self.n_in} arrays, got {len(arrays)}")
-        args = []
-        for a, dt in zip(arrays, self.in_dtypes):
-            if type(a) is not np.ndarray or a.dtype is not dt or not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a, dtype=dt)
-            args.append(a)
-        if self.static:
-            for a, s in zip(args, self.in_shapes):
-                if a.shape != s:
-                    self._shape_mismatch(args)
-            out_shapes, tail = self.out_shapes, self.tail
+        return self.run(arrays)
+
+    def _build_run(self):
+        """A Python function specialised to this graph's arity, dtypes and (static) shapes:
+        no loops, no zips, one C call per input and per output, then the kernel."""
+        n, m = self.n_in, len(self.out_dtypes)
+        ins = [f"a{i}" for i in range(n)]
+        outs = [f"o{i}" for i in range(m)]
+        env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
+               "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS}
+        lines = ["def run(arrays):"]
+        if n:
+            lines.append(f"    {', '.join(ins)}{',' if n == 1 else ''} = arrays")
         else:
-            out_shapes, tail = self._dynamic(args)
-        outs = [np.empty(s, d) for s, d in zip(out_shapes, self.out_dtypes)]
-        try:
-            self.entry(*args, *tail, *outs)
-        except (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError) as e:
-            raise self._error(e) from None
-        return outs
+            lines.append("    if arrays:\n        raise TypeError('expected no arrays')")
+        for i, dt in enumerate(self.in_dtypes):
+            env[f"d{i}"] = dt
+            conv = "A" if self.in_scalar[i] else "C"
+            lines.append(f"    a{i} = {conv}(a{i}, d{i})")
+        if self.static:
+            for i, shape in enumerate(self.in_shapes):
+                env[f"s{i}"] = shape
+            if n:
+                cond = " or ".join(f"a{i}.shape != s{i}" for i in range(n))
+                lines.append(f"    if {cond}:\n        ex._shape_mismatch([{', '.join(ins)}])")
+            tail = []
+            for k, arr in enumerate(self.tail):
+                env[f"t{k}"] = arr
+                tail.append(f"t{k}")
+            for i, (shape, dt) in enumerate(zip(self.out_shapes, self.out_dtypes)):
+                env[f"os{i}"], env[f"od{i}"] = shape, dt
+                lines.append(f"    o{i} = E(os{i}, od{i})")
+            call_args = ins + tail + outs
+        else:
+            lines.append(f"    shapes, tail = ex._dynamic([{', '.join(ins)}])")
+            for i, dt in enumerate(self.out_dtypes):
+                env[f"od{i}"] = dt
+                lines.append(f"    o{i} = E(shapes[{i}], od{i})")
+            call_args = ins + ["*tail"] + outs
+        lines += ["    try:",
+                  f"        entry({', '.join(call_args)})",
+                  "    except errors as e:",
+                  "        raise ex._error(e) from None",
+                  f"    return [{', '.join(outs)}]"]
+        exec(compile("\n".join(lines), f"<tracegrad executor @{self.name}>", "exec"), env)
+        return env["run"]
 
     def _shape_mismatch(self, args):
         self.plan.shapes(args)  # raises a ShapeError naming the input

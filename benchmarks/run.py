@@ -1,0 +1,266 @@
+"""tracegrad (numba backend) against NumPy, JAX, PyTorch and autograd, in one run.
+
+    python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--json FILE]
+
+Each workload is the same computation written for every library that is installed
+(float64 everywhere, CPU). Steady-state times are the best of several batches of calls,
+after a warm-up call; compile times are the first call's wall time (tracegrad with an
+empty kernel cache, in a fresh directory). Ratios are `library time / tracegrad time`:
+above 1 means tracegrad is faster. Not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-cache-"))
+
+import tracegrad as tg  # noqa: E402
+import tracegrad.numpy as tnp  # noqa: E402
+
+
+def _optional(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+jax = _optional("jax")
+torch = _optional("torch")
+autograd = _optional("autograd")
+if jax is not None:
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+if autograd is not None:
+    import autograd.numpy as anp
+
+
+def best_time(fn, *, min_time=0.2, batches=5) -> float:
+    """Seconds per call: the best batch average after a warm-up call."""
+    fn()
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - t
+        if elapsed >= min_time / batches or n >= 1 << 20:
+            break
+        n *= 2
+    best = elapsed / n
+    for _ in range(batches - 1):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t) / n)
+    return best
+
+
+def first_call(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# -- workloads: tracegrad / numpy / jax / torch / autograd versions of each ------------------
+
+
+def tg_elementwise(x):
+    return tnp.sin(x) * tnp.cos(x) + tnp.exp(-(x * x)) * 0.5 - tnp.tanh(x * 0.3) / (1.0 + x * x)
+
+
+def np_elementwise(np_):
+    def f(x):
+        return np_.sin(x) * np_.cos(x) + np_.exp(-(x * x)) * 0.5 - np_.tanh(x * 0.3) / (
+            1.0 + x * x)
+    return f
+
+
+def reductions(np_, logsumexp=None):
+    """Row-wise log-sum-exp, column variance and a global mean: reduction-heavy."""
+    def f(x):
+        m = np_.max(x, axis=1, keepdims=True)
+        lse = np_.log(np_.sum(np_.exp(x - m), axis=1)) + m[:, 0]
+        mu = np_.mean(x, axis=0)
+        var = np_.mean((x - mu) ** 2, axis=0)
+        return np_.mean(lse) + np_.sum(var) + np_.max(np_.abs(x))
+    return f
+
+
+def mlp_loss(np_):
+    """A 2-layer tanh MLP with a softmax cross-entropy loss (one-hot labels)."""
+    def loss(w1, b1, w2, b2, x, y):
+        h = np_.tanh(x @ w1 + b1)
+        z = h @ w2 + b2
+        m = np_.max(z, axis=1, keepdims=True)
+        lse = np_.log(np_.sum(np_.exp(z - m), axis=1, keepdims=True)) + m
+        return -np_.mean(np_.sum(y * (z - lse), axis=1))
+    return loss
+
+
+def torch_fns():
+    def elem(x):
+        return torch.sin(x) * torch.cos(x) + torch.exp(-(x * x)) * 0.5 - torch.tanh(
+            x * 0.3) / (1.0 + x * x)
+
+    def red(x):
+        m = torch.amax(x, dim=1, keepdim=True)
+        lse = torch.log(torch.sum(torch.exp(x - m), dim=1)) + m[:, 0]
+        mu = torch.mean(x, dim=0)
+        var = torch.mean((x - mu) ** 2, dim=0)
+        return torch.mean(lse) + torch.sum(var) + torch.amax(torch.abs(x))
+
+    def loss(w1, b1, w2, b2, x, y):
+        h = torch.tanh(x @ w1 + b1)
+        z = h @ w2 + b2
+        m = torch.amax(z, dim=1, keepdim=True)
+        lse = torch.log(torch.sum(torch.exp(z - m), dim=1, keepdim=True)) + m
+        return -torch.mean(torch.sum(y * (z - lse), dim=1))
+
+    return elem, red, loss
+
+
+# -- the runner ------------------------------------------------------------------------------
+
+
+def run(quick: bool, only):
+    rng = np.random.default_rng(0)
+    n_elem = 200_000 if quick else 1_000_000
+    rows = 300 if quick else 1000
+    results = []
+
+    def record(name, times, compile_times=None):
+        results.append({"workload": name, "seconds": times, "compile_seconds": compile_times or {}})
+        base = times["tracegrad"]
+        cells = " | ".join(f"{k} {v * 1e6:9.1f} us ({v / base:5.2f}x)" for k, v in times.items())
+        print(f"{name:28s} | {cells}", flush=True)
+        if compile_times:
+            print(f"{'':28s} | first call: " + ", ".join(
+                f"{k} {v:.2f} s" for k, v in compile_times.items()), flush=True)
+
+    # 1. elementwise chain
+    if not only or "elementwise" in only:
+        x = rng.standard_normal(n_elem)
+        f = tg.function(tg_elementwise, backend="numba")
+        comp = {"tracegrad": first_call(lambda: f(x))}
+        times = {"tracegrad": best_time(lambda: f(x)), "numpy": best_time(
+            lambda: np_elementwise(np)(x))}
+        if jax is not None:
+            jf = jax.jit(np_elementwise(jnp))
+            xj = jnp.asarray(x)
+            comp["jax"] = first_call(lambda: jf(xj).block_until_ready())
+            times["jax"] = best_time(lambda: jf(xj).block_until_ready())
+        if torch is not None:
+            xt = torch.from_numpy(x)
+            times["torch"] = best_time(lambda: torch_fns()[0](xt))
+        record(f"elementwise chain [{n_elem}]", times, comp)
+
+    # 2. reduction-heavy
+    if not only or "reductions" in only:
+        x = rng.standard_normal((rows, rows))
+        f = tg.function(reductions(tnp), backend="numba")
+        comp = {"tracegrad": first_call(lambda: f(x))}
+        times = {"tracegrad": best_time(lambda: f(x)),
+                 "numpy": best_time(lambda: reductions(np)(x))}
+        if jax is not None:
+            jf = jax.jit(reductions(jnp))
+            xj = jnp.asarray(x)
+            comp["jax"] = first_call(lambda: jf(xj).block_until_ready())
+            times["jax"] = best_time(lambda: jf(xj).block_until_ready())
+        if torch is not None:
+            xt = torch.from_numpy(x)
+            times["torch"] = best_time(lambda: torch_fns()[1](xt))
+        record(f"reductions [{rows}x{rows}]", times, comp)
+
+    # 3. small MLP: loss and gradient
+    if not only or "mlp" in only:
+        b, d, h, k = 128, 64, 128, 10
+        params = [rng.standard_normal((d, h)) * 0.1, np.zeros(h),
+                  rng.standard_normal((h, k)) * 0.1, np.zeros(k)]
+        xb = rng.standard_normal((b, d))
+        yb = np.eye(k)[rng.integers(0, k, b)]
+        args = params + [xb, yb]
+        f = tg.function(mlp_loss(tnp), backend="numba")
+        comp = {"tracegrad": first_call(lambda: f(*args))}
+        times = {"tracegrad": best_time(lambda: f(*args)),
+                 "numpy": best_time(lambda: mlp_loss(np)(*args))}
+        if jax is not None:
+            jf = jax.jit(mlp_loss(jnp))
+            ja = [jnp.asarray(a) for a in args]
+            comp["jax"] = first_call(lambda: jf(*ja).block_until_ready())
+            times["jax"] = best_time(lambda: jf(*ja).block_until_ready())
+        if torch is not None:
+            ta = [torch.from_numpy(a) for a in args]
+            times["torch"] = best_time(lambda: torch_fns()[2](*ta))
+        if autograd is not None:
+            times["autograd"] = best_time(lambda: mlp_loss(anp)(*args))
+        record(f"MLP loss [{b}x{d}x{h}x{k}]", times, comp)
+
+        g = tg.function(tg.grad(mlp_loss(tnp), argnums=(0, 1, 2, 3)), backend="numba")
+        comp = {"tracegrad": first_call(lambda: g(*args))}
+        times = {"tracegrad": best_time(lambda: g(*args))}
+        if jax is not None:
+            jg = jax.jit(jax.grad(mlp_loss(jnp), argnums=(0, 1, 2, 3)))
+            comp["jax"] = first_call(lambda: jax.block_until_ready(jg(*ja)))
+            times["jax"] = best_time(lambda: jax.block_until_ready(jg(*ja)))
+        if torch is not None:
+            def torch_grad():
+                ps = [a.clone().requires_grad_(True) for a in ta[:4]]
+                loss = torch_fns()[2](*ps, *ta[4:])
+                return torch.autograd.grad(loss, ps)
+            times["torch"] = best_time(torch_grad)
+        if autograd is not None:
+            ag = autograd.grad(lambda p, x, y: mlp_loss(anp)(*p, x, y))
+            times["autograd"] = best_time(lambda: ag(params, xb, yb))
+        record(f"MLP gradient [{b}x{d}x{h}x{k}]", times, comp)
+
+    # 4. per-call overhead on tiny inputs
+    if not only or "overhead" in only:
+        x, y = np.ones(4), np.ones(4)
+        f = tg.function(lambda a, c: a * c + 1.0, backend="numba")
+        times = {"tracegrad": best_time(lambda: f(x, y)),
+                 "numpy": best_time(lambda: x * y + 1.0)}
+        if jax is not None:
+            jf = jax.jit(lambda a, c: a * c + 1.0)
+            xj, yj = jnp.asarray(x), jnp.asarray(y)
+            times["jax"] = best_time(lambda: jf(xj, yj).block_until_ready())
+        if torch is not None:
+            xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+            times["torch"] = best_time(lambda: xt * yt + 1.0)
+        record("call overhead [4]", times)
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter runs")
+    parser.add_argument("--only", default="", help="comma-separated workloads: elementwise, "
+                        "reductions, mlp, overhead")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__,
+                "tracegrad": tg.__version__}
+    for mod in (jax, torch, autograd):
+        if mod is not None:
+            versions[mod.__name__] = getattr(mod, "__version__", "?")
+    import numba
+
+    versions["numba"] = numba.__version__
+    print("versions:", ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print("times per call; (ratio) = library time / tracegrad time (> 1: tracegrad faster)")
+    results = run(args.quick, [w for w in args.only.split(",") if w])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"versions": versions, "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -157,6 +157,24 @@ def _exec_module(path: str, text: str, name: str):
     return module
 
 
+def _ensure_helpers(d: str) -> None:
+    """Load the shared helper module (written to `d` once) under its digest name."""
+    from tracegrad.backends.numba import helpers
+
+    if helpers.MODULE in sys.modules:
+        return
+    path = os.path.join(d, helpers.MODULE + ".py")
+    text = _header(helpers.MODULE, helpers.SOURCE) + helpers.SOURCE
+    if _module_text(path, helpers.MODULE) is None:
+        if os.path.exists(path):
+            warnings.warn(f"tracegrad: kernel cache file {path} is corrupt; rebuilding it",
+                          RuntimeWarning, stacklevel=5)
+            STATS["rebuilt"] += 1
+            _purge(path)
+        _write_once(path, text)
+    _exec_module(path, _module_text(path, helpers.MODULE) or text, helpers.MODULE)
+
+
 def load_kernel(source: str, signature, entry: str):
     """The compiled entry point of `source`'s function `entry` for Numba `signature`."""
     key = kernel_key(source, str(signature))
@@ -165,6 +183,7 @@ def load_kernel(source: str, signature, entry: str):
         if found is not None:
             STATS["memory_hits"] += 1
             return found
+        _ensure_helpers(_writable_dir())
         result = _load_from_disk(key, source, signature, entry)
         _MEMORY[key] = result
         return result
@@ -172,6 +191,8 @@ def load_kernel(source: str, signature, entry: str):
 
 def _load_from_disk(key, source, signature, entry):
     from numba.core.errors import NumbaError
+
+    from tracegrad.backends.numba import helpers
 
     d = _writable_dir()
     name = f"tg_{key}"
@@ -198,7 +219,8 @@ def _load_from_disk(key, source, signature, entry):
                 f"(a tracegrad bug; the numpy backend runs this graph): {e}"
             ) from e
         except Exception as e:  # a Numba cache file that cannot be loaded
-            if attempt or not _numba_cache_files(path):
+            if attempt or not (_numba_cache_files(path) or _numba_cache_files(
+                    os.path.join(d, helpers.MODULE + ".py"))):
                 raise RuntimeError(
                     f"tracegrad: Numba failed to compile the generated kernel {path} "
                     f"(a tracegrad bug; the numpy backend runs this graph): "
@@ -209,6 +231,8 @@ def _load_from_disk(key, source, signature, entry):
                           RuntimeWarning, stacklevel=4)
             STATS["rebuilt"] += 1
             _purge(path)
+            for f in _numba_cache_files(os.path.join(d, helpers.MODULE + ".py")):
+                os.unlink(f)  # the helpers' compiled code is part of the kernel's
             continue
         hits = sum(dispatcher.stats.cache_hits.values())
         STATS["disk_hits" if hits else "compiled"] += 1

@@ -15,7 +15,7 @@ Blocks for the other primitives (reductions, dot_general, sort, ...) live in `bl
 
 from __future__ import annotations
 
-from tracegrad.backends.numba import blocks
+from tracegrad.backends.numba import blocks, helpers
 from tracegrad.backends.numba.plan import (
     FUSIBLE,
     NEEDS_ARRAY,
@@ -550,9 +550,9 @@ class CodeGen:
             "",
             "import numpy as np",
             "from numba import njit, prange",
-            "",
-            '_OPTS = dict(error_model="numpy", nogil=True)',
         ]
+        if self.helpers:
+            head.append(f"from {helpers.MODULE} import {', '.join(sorted(self.helpers))}")
         body = []
         for k, (name, _) in enumerate(self.plan.class_members and [] or []):
             del k, name
@@ -560,8 +560,7 @@ class CodeGen:
         loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
         body = loads + self.lines + ["return None"]
         par = ", parallel=True" if self.parallel else ""
-        src = head + [h.rstrip("\n") for h in self.helpers.values()]
-        src += ["", "", f'@njit(cache=True, error_model="numpy", nogil=True{par})',
+        src = head + ["", "", f'@njit(cache=True, error_model="numpy", nogil=True{par})',
                 f"def {ENTRY}({', '.join(params)}):"]
         src += ["    " + line if line else "" for line in body]
         return "\n".join(src) + "\n"

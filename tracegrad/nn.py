@@ -42,8 +42,11 @@ def sigmoid(x):
 
 
 def relu(x):
-    """`max(x, 0)`, elementwise (NaN stays NaN)."""
-    return tnp.maximum(x, 0)
+    """`max(x, 0)`, elementwise (NaN stays NaN); its derivative at 0 is 0, as in JAX,
+    TensorFlow and PyTorch."""
+    x = tnp.asarray(x)
+    keep = tnp.logical_or(tnp.greater(x, 0), tnp.isnan(x))
+    return tnp.where(keep, x, tnp.zeros_like(x))
 
 
 def softplus(x):

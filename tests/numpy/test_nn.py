@@ -89,3 +89,10 @@ def test_integer_input_computes_in_float64():
     for name in ("sigmoid", "softplus", "gelu", "softmax", "logsumexp"):
         assert np.asarray(getattr(nn, name)(np.array([1, 2]))).dtype == np.float64
     assert nn.relu(np.array([-1, 2], np.int32)).dtype == np.int32
+
+
+def test_relu_derivative_is_zero_at_zero_and_nan_propagates():
+    x = np.array([-1.0, 0.0, 2.0, np.nan, -np.inf])
+    np.testing.assert_array_equal(nn.relu(x), [0.0, 0.0, 2.0, np.nan, 0.0])
+    g = tg.grad(lambda v: tnp.sum(nn.relu(v)))(np.array([-1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])

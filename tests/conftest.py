@@ -7,6 +7,9 @@ import pytest
 
 import tracegrad as tg
 
+# Every graph traced by a test is checked by the verifier (TRACEGRAD_VERIFY=0 turns it off).
+tg.config.verify = os.environ.get("TRACEGRAD_VERIFY", "1") not in ("", "0")
+
 # The backends every backend-parametrised test runs on.
 TEST_BACKENDS = os.environ.get("TRACEGRAD_TEST_BACKENDS", "numpy").split(",")
 

@@ -343,8 +343,10 @@ class Linearization:
             if op.primitive is constant_p:
                 outputs = [target.constant(op.attrs["value"].value, op.attrs.get("weak", False))]
             else:
-                new = target.add_operation(op.primitive, inputs, op.attrs,
-                                           [t.type for t in op.outputs], op.source)
+                # Types are re-inferred: an input may have been replaced by a tensor that
+                # differs in weakness only (an alias, or an outer graph's weak scalar).
+                types = op.primitive.infer([t.type for t in inputs], op.attrs)
+                new = target.add_operation(op.primitive, inputs, op.attrs, types, op.source)
                 new.grad_override = op.grad_override
                 for tape in state.tapes:
                     tape.record(new)

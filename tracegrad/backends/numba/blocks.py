@@ -102,8 +102,8 @@ def _reduce(cg, op):
     d = x.ndim
     while d > 0 and d - 1 in axes:
         d -= 1
-    if name == "reduce_sum" and dtypes.is_float(dt) and d < x.ndim:
-        _pairwise_sum(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
+    if name in _ROW_HELPER and dtypes.is_float(dt) and d < x.ndim:
+        _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
         return
     if kept != list(range(len(kept))):
         _reduce_in_memory_order(cg, op, kept)
@@ -163,13 +163,19 @@ def _flat_index(vars_, dims) -> str:
     return expr
 
 
-def _pairwise_sum(cg, op, d, accumulate):
-    """Sum over axes d.. pairwise per row; rows loop over the leading axes in memory order
-    (adding into the result when some of them are reduced too)."""
+# Float reductions over a trailing run of axes call a row helper: NumPy's pairwise sum
+# (bit-identical sums), or an 8-lane max/min (vectorizes; the order does not matter).
+_ROW_HELPER = {"reduce_sum": "pairwise", "reduce_max": "rowmax", "reduce_min": "rowmin"}
+
+
+def _row_reduce(cg, op, d, accumulate):
+    """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
+    memory order (combining into the result when some of them are reduced too)."""
     (x,), t = op.inputs, op.outputs[0]
+    name = op.primitive.name
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     xd, td = cg.dims(x), cg.dims(t)
-    pw = helper(cg.helpers, "pairwise", x.dtype)
+    pw = helper(cg.helpers, _ROW_HELPER[name], x.dtype)
     rows, m = _prod(xd[:d]), _prod(xd[d:])
     ref = cg.refs.get(id(x))
     direct = ref is not None and ref.kind == "arr"
@@ -179,7 +185,7 @@ def _pairwise_sum(cg, op, d, accumulate):
         target = cg.alloc(t)
         init = cg.new_nest(td)
         ti = ", ".join("0" if dd == "1" else v for v, dd in zip(init.vars, td))
-        init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {literal(0, x.dtype)}")
+        init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, x.dtype)}")
         cg.add_nest(init)
     acc = cg.fresh("acc")
     if direct:
@@ -187,7 +193,7 @@ def _pairwise_sum(cg, op, d, accumulate):
         cg.emit(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
         nest = cg.new_nest(xd[:d], parallel=not accumulate)
         nest.pre[d].append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
-    else:  # a fused operand: evaluate one row into a buffer, then sum it pairwise
+    else:  # a fused operand: evaluate one row into a buffer, then reduce it
         buf, pos = cg.fresh("buf"), cg.fresh("pos")
         cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
         nest = cg.new_nest(xd)
@@ -202,7 +208,8 @@ def _pairwise_sum(cg, op, d, accumulate):
         return
     kept_vars = [nest.vars[i] for i in range(d) if i not in axes]
     cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
-    stores.append(f"{cur} = {cur} + {acc}" if accumulate else f"{cur} = {acc}")
+    combined = _combine(cg, name, x.dtype, cur, acc)
+    stores.append(f"{cur} = {combined}" if accumulate else f"{cur} = {acc}")
     cg.add_nest(nest)
 
 

@@ -190,7 +190,7 @@ def load_kernel(source: str, signature, entry: str):
 
 
 def _load_from_disk(key, source, signature, entry):
-    from numba.core.errors import NumbaError
+    from numba.core.errors import NumbaError, NumbaPerformanceWarning
 
     from tracegrad.backends.numba import helpers
 
@@ -212,7 +212,10 @@ def _load_from_disk(key, source, signature, entry):
         try:
             module = _exec_module(path, _module_text(path, key) or text, name)
             dispatcher = getattr(module, entry)
-            dispatcher.compile(signature)
+            with warnings.catch_warnings():
+                # e.g. "prange loop will not run in parallel" for a loop that may raise
+                warnings.simplefilter("ignore", NumbaPerformanceWarning)
+                dispatcher.compile(signature)
         except NumbaError as e:
             raise RuntimeError(
                 f"tracegrad: Numba failed to compile the generated kernel {path} "

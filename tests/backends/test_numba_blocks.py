@@ -254,3 +254,22 @@ def test_unknown_dims_are_checked_at_kernel_entry():
     np.testing.assert_array_equal(ex([np.ones(5), np.ones(5)])[0], 2 * np.ones(5))
     with pytest.raises(ShapeError, match=r"add: operands must have equal shapes.*op created"):
         ex([np.ones(3), np.ones(4)])
+
+
+def test_parallel_loops_match_serial():
+    """parallel=True runs outer loops with prange: same results, and errors still name the op."""
+    def fn(x, idx):
+        p = REGISTRY
+        e = p["exp"].bind(x)
+        return [p["reduce_sum"].bind(e, axes=(1,)), p["reduce_max"].bind(x, axes=(0,)),
+                p["gather"].bind(e, idx, axis=0)]
+
+    args = [data((40, 30)), np.array([3, -1, 0])]
+    graph = graph_of(fn, *args)
+    serial = nb.compile_graph(graph)(args)
+    parallel = nb.compile_graph(graph, parallel=True)
+    assert "prange(" in nb.generate_source(graph, parallel=True)
+    for s, q in zip(serial, parallel(args), strict=True):
+        np.testing.assert_array_equal(s, q)
+    with pytest.raises(IndexError, match="gather: index 40 is out of bounds"):
+        parallel([args[0], np.array([0, 40, 1])])

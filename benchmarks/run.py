@@ -131,10 +131,31 @@ def torch_fns():
 # -- the runner ------------------------------------------------------------------------------
 
 
+def measure(name, args, *, tracegrad, numpy=None, jax_fn=None, torch_fn=None,
+            autograd_fn=None):
+    """Time one workload on every installed library (the same arrays, as each wants them);
+    returns `(times, first-call times)`."""
+    comp = {"tracegrad": first_call(lambda: tracegrad(*args))}
+    times = {"tracegrad": best_time(lambda: tracegrad(*args))}
+    if numpy is not None:
+        times["numpy"] = best_time(lambda: numpy(*args))
+    if jax is not None and jax_fn is not None:
+        ja = [jnp.asarray(a) for a in args]
+        comp["jax"] = first_call(lambda: jax.block_until_ready(jax_fn(*ja)))
+        times["jax"] = best_time(lambda: jax.block_until_ready(jax_fn(*ja)))
+    if torch is not None and torch_fn is not None:
+        ta = [torch.from_numpy(a) for a in args]
+        times["torch"] = best_time(lambda: torch_fn(*ta))
+    if autograd is not None and autograd_fn is not None:
+        times["autograd"] = best_time(lambda: autograd_fn(*args))
+    return times, comp
+
+
 def run(quick: bool, only):
     rng = np.random.default_rng(0)
     n_elem = 200_000 if quick else 1_000_000
     rows = 300 if quick else 1000
+    t_elem, t_red, t_loss = torch_fns() if torch is not None else (None, None, None)
     results = []
 
     def record(name, times, compile_times=None):
@@ -146,95 +167,52 @@ def run(quick: bool, only):
             print(f"{'':28s} | first call: " + ", ".join(
                 f"{k} {v:.2f} s" for k, v in compile_times.items()), flush=True)
 
-    # 1. elementwise chain
+    def jit(f):
+        return jax.jit(f) if jax is not None else None
+
     if not only or "elementwise" in only:
-        x = rng.standard_normal(n_elem)
-        f = tg.function(tg_elementwise, backend="numba")
-        comp = {"tracegrad": first_call(lambda: f(x))}
-        times = {"tracegrad": best_time(lambda: f(x)), "numpy": best_time(
-            lambda: np_elementwise(np)(x))}
-        if jax is not None:
-            jf = jax.jit(np_elementwise(jnp))
-            xj = jnp.asarray(x)
-            comp["jax"] = first_call(lambda: jf(xj).block_until_ready())
-            times["jax"] = best_time(lambda: jf(xj).block_until_ready())
-        if torch is not None:
-            xt = torch.from_numpy(x)
-            times["torch"] = best_time(lambda: torch_fns()[0](xt))
-        record(f"elementwise chain [{n_elem}]", times, comp)
+        record(f"elementwise chain [{n_elem}]", *measure(
+            "elementwise", [rng.standard_normal(n_elem)],
+            tracegrad=tg.function(tg_elementwise, backend="numba"),
+            numpy=np_elementwise(np), jax_fn=jit(np_elementwise(jnp)) if jax else None,
+            torch_fn=t_elem))
 
-    # 2. reduction-heavy
     if not only or "reductions" in only:
-        x = rng.standard_normal((rows, rows))
-        f = tg.function(reductions(tnp), backend="numba")
-        comp = {"tracegrad": first_call(lambda: f(x))}
-        times = {"tracegrad": best_time(lambda: f(x)),
-                 "numpy": best_time(lambda: reductions(np)(x))}
-        if jax is not None:
-            jf = jax.jit(reductions(jnp))
-            xj = jnp.asarray(x)
-            comp["jax"] = first_call(lambda: jf(xj).block_until_ready())
-            times["jax"] = best_time(lambda: jf(xj).block_until_ready())
-        if torch is not None:
-            xt = torch.from_numpy(x)
-            times["torch"] = best_time(lambda: torch_fns()[1](xt))
-        record(f"reductions [{rows}x{rows}]", times, comp)
+        record(f"reductions [{rows}x{rows}]", *measure(
+            "reductions", [rng.standard_normal((rows, rows))],
+            tracegrad=tg.function(reductions(tnp), backend="numba"),
+            numpy=reductions(np), jax_fn=jit(reductions(jnp)) if jax else None,
+            torch_fn=t_red))
 
-    # 3. small MLP: loss and gradient
     if not only or "mlp" in only:
         b, d, h, k = 128, 64, 128, 10
-        params = [rng.standard_normal((d, h)) * 0.1, np.zeros(h),
-                  rng.standard_normal((h, k)) * 0.1, np.zeros(k)]
-        xb = rng.standard_normal((b, d))
-        yb = np.eye(k)[rng.integers(0, k, b)]
-        args = params + [xb, yb]
-        f = tg.function(mlp_loss(tnp), backend="numba")
-        comp = {"tracegrad": first_call(lambda: f(*args))}
-        times = {"tracegrad": best_time(lambda: f(*args)),
-                 "numpy": best_time(lambda: mlp_loss(np)(*args))}
-        if jax is not None:
-            jf = jax.jit(mlp_loss(jnp))
-            ja = [jnp.asarray(a) for a in args]
-            comp["jax"] = first_call(lambda: jf(*ja).block_until_ready())
-            times["jax"] = best_time(lambda: jf(*ja).block_until_ready())
-        if torch is not None:
-            ta = [torch.from_numpy(a) for a in args]
-            times["torch"] = best_time(lambda: torch_fns()[2](*ta))
-        if autograd is not None:
-            times["autograd"] = best_time(lambda: mlp_loss(anp)(*args))
-        record(f"MLP loss [{b}x{d}x{h}x{k}]", times, comp)
+        args = [rng.standard_normal((d, h)) * 0.1, np.zeros(h),
+                rng.standard_normal((h, k)) * 0.1, np.zeros(k),
+                rng.standard_normal((b, d)), np.eye(k)[rng.integers(0, k, b)]]
+        record(f"MLP loss [{b}x{d}x{h}x{k}]", *measure(
+            "mlp", args, tracegrad=tg.function(mlp_loss(tnp), backend="numba"),
+            numpy=mlp_loss(np), jax_fn=jit(mlp_loss(jnp)) if jax else None,
+            torch_fn=t_loss, autograd_fn=mlp_loss(anp) if autograd else None))
 
-        g = tg.function(tg.grad(mlp_loss(tnp), argnums=(0, 1, 2, 3)), backend="numba")
-        comp = {"tracegrad": first_call(lambda: g(*args))}
-        times = {"tracegrad": best_time(lambda: g(*args))}
-        if jax is not None:
-            jg = jax.jit(jax.grad(mlp_loss(jnp), argnums=(0, 1, 2, 3)))
-            comp["jax"] = first_call(lambda: jax.block_until_ready(jg(*ja)))
-            times["jax"] = best_time(lambda: jax.block_until_ready(jg(*ja)))
-        if torch is not None:
-            def torch_grad():
-                ps = [a.clone().requires_grad_(True) for a in ta[:4]]
-                loss = torch_fns()[2](*ps, *ta[4:])
-                return torch.autograd.grad(loss, ps)
-            times["torch"] = best_time(torch_grad)
-        if autograd is not None:
-            ag = autograd.grad(lambda p, x, y: mlp_loss(anp)(*p, x, y))
-            times["autograd"] = best_time(lambda: ag(params, xb, yb))
-        record(f"MLP gradient [{b}x{d}x{h}x{k}]", times, comp)
+        def torch_grad(*ta):
+            ps = [a.clone().requires_grad_(True) for a in ta[:4]]
+            return torch.autograd.grad(t_loss(*ps, *ta[4:]), ps)
 
-    # 4. per-call overhead on tiny inputs
+        params = (0, 1, 2, 3)
+        record(f"MLP gradient [{b}x{d}x{h}x{k}]", *measure(
+            "mlp-grad", args,
+            tracegrad=tg.function(tg.grad(mlp_loss(tnp), argnums=params), backend="numba"),
+            jax_fn=jit(jax.grad(mlp_loss(jnp), argnums=params)) if jax else None,
+            torch_fn=torch_grad if torch else None,
+            autograd_fn=autograd.grad(mlp_loss(anp), argnum=params) if autograd else None))
+
     if not only or "overhead" in only:
-        x, y = np.ones(4), np.ones(4)
-        f = tg.function(lambda a, c: a * c + 1.0, backend="numba")
-        times = {"tracegrad": best_time(lambda: f(x, y)),
-                 "numpy": best_time(lambda: x * y + 1.0)}
-        if jax is not None:
-            jf = jax.jit(lambda a, c: a * c + 1.0)
-            xj, yj = jnp.asarray(x), jnp.asarray(y)
-            times["jax"] = best_time(lambda: jf(xj, yj).block_until_ready())
-        if torch is not None:
-            xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-            times["torch"] = best_time(lambda: xt * yt + 1.0)
+        def tiny(a, c):
+            return a * c + 1.0
+
+        times, _ = measure("overhead", [np.ones(4), np.ones(4)],
+                           tracegrad=tg.function(tiny, backend="numba"), numpy=tiny,
+                           jax_fn=jit(tiny), torch_fn=tiny if torch else None)
         record("call overhead [4]", times)
     return results
 

@@ -161,47 +161,6 @@ def _pairwise_{S}(a, lo, n):
             sp += 3
     return vals[0]
 """,
-    # NaN-propagating max / min of a row with 8 independent lanes (so it vectorizes).
-    "rowmax": """
-@njit(cache=True, **_OPTS)
-def _rowmax_{S}(a, lo, n):
-    m = n - n % 8
-    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = {T}(-np.inf)
-    for i in range(lo, lo + m, 8):
-        r0 = _max_{S}(r0, a[i])
-        r1 = _max_{S}(r1, a[i + 1])
-        r2 = _max_{S}(r2, a[i + 2])
-        r3 = _max_{S}(r3, a[i + 3])
-        r4 = _max_{S}(r4, a[i + 4])
-        r5 = _max_{S}(r5, a[i + 5])
-        r6 = _max_{S}(r6, a[i + 6])
-        r7 = _max_{S}(r7, a[i + 7])
-    res = _max_{S}(_max_{S}(_max_{S}(r0, r1), _max_{S}(r2, r3)),
-                   _max_{S}(_max_{S}(r4, r5), _max_{S}(r6, r7)))
-    for i in range(lo + m, lo + n):
-        res = _max_{S}(res, a[i])
-    return res
-""",
-    "rowmin": """
-@njit(cache=True, **_OPTS)
-def _rowmin_{S}(a, lo, n):
-    m = n - n % 8
-    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = {T}(np.inf)
-    for i in range(lo, lo + m, 8):
-        r0 = _min_{S}(r0, a[i])
-        r1 = _min_{S}(r1, a[i + 1])
-        r2 = _min_{S}(r2, a[i + 2])
-        r3 = _min_{S}(r3, a[i + 3])
-        r4 = _min_{S}(r4, a[i + 4])
-        r5 = _min_{S}(r5, a[i + 5])
-        r6 = _min_{S}(r6, a[i + 6])
-        r7 = _min_{S}(r7, a[i + 7])
-    res = _min_{S}(_min_{S}(_min_{S}(r0, r1), _min_{S}(r2, r3)),
-                   _min_{S}(_min_{S}(r4, r5), _min_{S}(r6, r7)))
-    for i in range(lo + m, lo + n):
-        res = _min_{S}(res, a[i])
-    return res
-""",
     # Bit casts between float64 and int64 (one instruction; loops stay vectorizable).
     "bits": """
 from numba.core import types as _nbtypes
@@ -314,6 +273,30 @@ def _ipow_{S}(a, b):
     return out
 """,
 }
+
+# NaN-propagating max / min of a row with 8 independent lanes (so it vectorizes).
+_ROW_EXTREME = """
+@njit(cache=True, **_OPTS)
+def _row{K}_{S}(a, lo, n):
+    m = n - n % 8
+    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = {T}({INIT})
+    for i in range(lo, lo + m, 8):
+        r0 = _{K}_{S}(r0, a[i])
+        r1 = _{K}_{S}(r1, a[i + 1])
+        r2 = _{K}_{S}(r2, a[i + 2])
+        r3 = _{K}_{S}(r3, a[i + 3])
+        r4 = _{K}_{S}(r4, a[i + 4])
+        r5 = _{K}_{S}(r5, a[i + 5])
+        r6 = _{K}_{S}(r6, a[i + 6])
+        r7 = _{K}_{S}(r7, a[i + 7])
+    res = _{K}_{S}(_{K}_{S}(_{K}_{S}(r0, r1), _{K}_{S}(r2, r3)),
+                   _{K}_{S}(_{K}_{S}(r4, r5), _{K}_{S}(r6, r7)))
+    for i in range(lo + m, lo + n):
+        res = _{K}_{S}(res, a[i])
+    return res
+"""
+_HELPERS["rowmax"] = _ROW_EXTREME.replace("{K}", "max").replace("{INIT}", "-np.inf")
+_HELPERS["rowmin"] = _ROW_EXTREME.replace("{K}", "min").replace("{INIT}", "np.inf")
 
 _TRISOLVE = """
 @njit(cache=True, **_OPTS)

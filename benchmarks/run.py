@@ -43,6 +43,15 @@ if autograd is not None:
     import autograd.numpy as anp
 
 
+def _version(name: str) -> str:
+    from importlib.metadata import version
+
+    try:
+        return version(name)
+    except Exception:
+        return "?"
+
+
 def best_time(fn, *, min_time=0.2, batches=5) -> float:
     """Seconds per call: the best batch average after a warm-up call."""
     fn()
@@ -228,7 +237,7 @@ def main(argv=None):
                 "tracegrad": tg.__version__}
     for mod in (jax, torch, autograd):
         if mod is not None:
-            versions[mod.__name__] = getattr(mod, "__version__", "?")
+            versions[mod.__name__] = _version(mod.__name__)
     import numba
 
     versions["numba"] = numba.__version__

@@ -193,6 +193,27 @@ def _row_reduce(cg, op, d, accumulate):
         cg.emit(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
         nest = cg.new_nest(xd[:d], parallel=not accumulate)
         nest.pre[d].append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+    elif not accumulate and x.ndim > 1 and cg.flat_ok(x):
+        # a fused operand read at its own index: loop over (rows, row) views
+        if d == 0 and name != "reduce_sum":  # max/min in any order: a row-sized buffer
+            _extreme_by_rows(cg, op, pw)
+            return
+        buf = cg.fresh("buf")
+        cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
+        groups = [g for g in (tuple(range(d)), tuple(range(d, x.ndim))) if g]
+        nest = cg.new_nest([_prod([xd[a] for a in g]) for g in groups])
+        nest.collapse(groups)
+        v, _ = cg.elem(x, nest.index(), nest)
+        nest.stmt(frozenset(range(len(groups))), f"{buf}[{nest.vars[-1]}] = {v}")
+        nest.post[len(groups) - 1].append(f"{acc} = {pw}({buf}, 0, {m})")
+        if t.ndim:
+            flat = f"{target}_flat"
+            nest.prologue.append(f"{flat} = {target}.reshape(({rows},))")
+            nest.post[len(groups) - 1].append(f"{flat}[{nest.vars[0]}] = {acc}")
+        cg.add_nest(nest)
+        if t.ndim == 0:
+            cg.set_scalar(t, acc)
+        return
     else:  # a fused operand: evaluate one row into a buffer, then reduce it
         buf, pos = cg.fresh("buf"), cg.fresh("pos")
         cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
@@ -211,6 +232,29 @@ def _row_reduce(cg, op, d, accumulate):
     combined = _combine(cg, name, x.dtype, cur, acc)
     stores.append(f"{cur} = {combined}" if accumulate else f"{cur} = {acc}")
     cg.add_nest(nest)
+
+
+def _extreme_by_rows(cg, op, row_helper):
+    """max/min of a whole fused operand to a scalar: one row at a time through a row buffer
+    (not a buffer of the whole operand)."""
+    (x,), t = op.inputs, op.outputs[0]
+    xd, name = cg.dims(x), op.primitive.name
+    groups = [tuple(range(x.ndim - 1)), (x.ndim - 1,)]
+    buf, acc, row = cg.fresh("buf"), cg.fresh("acc"), cg.fresh("row")
+    cg.emit(f"{buf} = np.empty({xd[-1]}, dtype={NB_TYPE[x.dtype]})")
+    nest = cg.new_nest([_prod(xd[:-1]), xd[-1]])
+    nest.collapse(groups)
+    nest.pre[0].append(f"{acc} = {_identity(name, x.dtype)}")
+    v, _ = cg.elem(x, nest.index(), nest)
+    nest.stmt(frozenset((0, 1)), f"{buf}[{nest.vars[1]}] = {v}")
+    nest.post[1].append(f"{row} = {row_helper}({buf}, 0, {xd[-1]})")
+    nest.post[1].append(f"{acc} = {_combine(cg, name, x.dtype, acc, row)}")
+    cg.add_nest(nest)
+    if t.ndim:  # keepdims: every result dim is 1
+        target = cg.alloc(t)
+        cg.emit(f"{target}[{_ix(['0'] * t.ndim)}] = {acc}")
+    else:
+        cg.set_scalar(t, acc)
 
 
 def _reduce_in_memory_order(cg, op, kept):

@@ -208,8 +208,9 @@ def _row_reduce(cg, op, d, accumulate):
         nest.post[len(groups) - 1].append(f"{acc} = {pw}({buf}, 0, {m})")
         if t.ndim:
             flat = f"{target}_flat"
+            row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
             nest.prologue.append(f"{flat} = {target}.reshape(({rows},))")
-            nest.post[len(groups) - 1].append(f"{flat}[{nest.vars[0]}] = {acc}")
+            nest.post[len(groups) - 1].append(f"{flat}[{row}] = {acc}")
         cg.add_nest(nest)
         if t.ndim == 0:
             cg.set_scalar(t, acc)

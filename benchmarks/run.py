@@ -22,8 +22,8 @@ import numpy as np
 
 os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-cache-"))
 
-import tracegrad as tg  # noqa: E402
-import tracegrad.numpy as tnp  # noqa: E402
+import tracegrad as tg
+import tracegrad.numpy as tnp
 
 
 def _optional(name):
@@ -48,7 +48,7 @@ def _version(name: str) -> str:
 
     try:
         return version(name)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure means "unknown"
         return "?"
 
 

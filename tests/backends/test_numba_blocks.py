@@ -54,7 +54,7 @@ def test_reductions_over_every_axis_set(name, dtype):
     x = data((3, 4, 5), dtype, nan=True)
     if name == "reduce_prod" and dtype.startswith("float"):
         x = np.where(np.isnan(x), x, 1 + x / 10).astype(dtype)
-    variants = [dict(axes=a, keepdims=k) for a, k in itertools.product(REDUCE_AXES, (0, 1))]
+    variants = [{"axes": a, "keepdims": k} for a, k in itertools.product(REDUCE_AXES, (0, 1))]
     prim, cast = REGISTRY[name], REGISTRY["convert_element_type"]
 
     def fn(t):  # each reduction of the array itself and of a fused (elementwise) operand
@@ -79,8 +79,8 @@ def test_arg_reductions_pick_first_occurrence_and_first_nan(name, dtype):
     if dtype.startswith("float"):
         x[1, [2, 4]] = np.nan
         x[2, :] = 1.0
-    variants = [dict(axis=a, keepdims=k) for a, k in itertools.product((0, 1), (0, 1))]
-    check_variants(name, [x], variants + [dict(axis=1, index_dtype=np.dtype("int32"))])
+    variants = [{"axis": a, "keepdims": k} for a, k in itertools.product((0, 1), (0, 1))]
+    check_variants(name, [x], [*variants, {"axis": 1, "index_dtype": np.dtype("int32")}])
     check(name, x[0], axis=0)
 
 
@@ -88,7 +88,7 @@ def test_arg_reductions_pick_first_occurrence_and_first_nan(name, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "bool"])
 def test_cumulative_ops_forward_and_reverse(name, dtype):
     x = data((3, 5), dtype)
-    variants = [dict(axis=a, reverse=r) for a, r in itertools.product((0, 1), (0, 1))]
+    variants = [{"axis": a, "reverse": r} for a, r in itertools.product((0, 1), (0, 1))]
     check_variants(name, [x], variants)
 
 

@@ -17,8 +17,14 @@ from tracegrad.backends.numba.plan import Plan
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 
-__all__ = ["compile_graph", "generate_source", "cache_info", "clear_memory_cache",
-           "cache_dir", "supported_primitives"]
+__all__ = [
+    "cache_dir",
+    "cache_info",
+    "clear_memory_cache",
+    "compile_graph",
+    "generate_source",
+    "supported_primitives",
+]
 
 
 # Primitives the backend removes before planning: a `call` is its callee's graph inlined,

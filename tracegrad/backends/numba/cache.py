@@ -54,7 +54,7 @@ def _versions() -> str:
         from importlib.metadata import version
 
         tg = version("tracegrad")
-    except Exception:  # not installed as a distribution: the source tree's own files count
+    except Exception:  # noqa: BLE001 - not installed as a distribution
         tg = "source"
     return f"numba={numba.__version__};numpy={numpy.__version__};tracegrad={tg};" \
            f"python={sys.version_info[:3]};{sys.platform}"
@@ -87,9 +87,8 @@ def _writable_dir() -> str:
     d = cache_dir()
     try:
         os.makedirs(d, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=d, prefix=".probe-", delete=True)
-        probe.close()
-        return d
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-"):
+            return d
     except OSError as e:
         tmp = tempfile.mkdtemp(prefix="tracegrad-kernels-")
         atexit.register(shutil.rmtree, tmp, True)
@@ -153,7 +152,7 @@ def _exec_module(path: str, text: str, name: str):
     module = types.ModuleType(name)
     module.__file__ = path
     sys.modules[name] = module  # Numba's cache looks the defining module up
-    exec(compile(text, path, "exec"), module.__dict__)
+    exec(compile(text, path, "exec"), module.__dict__)  # noqa: S102 - our generated module
     return module
 
 

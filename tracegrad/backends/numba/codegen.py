@@ -15,7 +15,7 @@ Blocks for the other primitives (reductions, dot_general, sort, ...) live in `bl
 
 from __future__ import annotations
 
-from tracegrad.backends.numba import blocks, helpers
+from tracegrad.backends.numba import blocks, blocks_linalg, helpers
 from tracegrad.backends.numba.plan import (
     FUSIBLE,
     NEEDS_ARRAY,
@@ -30,6 +30,7 @@ from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import ELEMENTWISE
 
 ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
+BLOCK_MODULES = (blocks, blocks_linalg)  # each registers its emitters in blocks.BLOCKS
 _CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
 
 ENTRY = "kernel"
@@ -154,7 +155,6 @@ class CodeGen:
     # -- planning: which tensors are virtual, scalar, roots or blocks --------------------------
 
     def _decide(self):
-        plan = self.plan
         for op in self.graph.operations:
             name = op.primitive.name
             fusible = name in FUSIBLE or (name == "reshape" and squeeze_map(op) is not None)
@@ -170,7 +170,6 @@ class CodeGen:
                 else:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
-        del plan
 
     def _cheap(self, t) -> bool:
         kind = self.kinds.get(id(t), "input")
@@ -271,7 +270,6 @@ class CodeGen:
                 mapped.append((f"min({e}, {xdims[i]} - 1)", dep))
             else:
                 mapped.append((e, dep))
-        nest.stmt(frozenset(), "", op) if False else None
         return self.elem(x, mapped, nest)
 
     def _v_transpose(self, op, t, idx, nest):
@@ -426,7 +424,7 @@ class CodeGen:
                 nest.collapse([tuple(range(t.ndim))])
         target = self.alloc(t, nest.prologue)
         self.refs[id(t)] = Ref("virtual")
-        e, deps = self.elem(t, nest.index(), nest)
+        e, _ = self.elem(t, nest.index(), nest)
         if flat:
             store = f"{nest.view(target, dims)}[{nest.vars[0]}]"
         else:
@@ -534,7 +532,7 @@ class CodeGen:
             if ref.kind == "arr" and ref.name == f"out{k}":
                 continue
             nest = Nest(self, self.dims(t))
-            e, deps = self.elem(t, nest.index(), nest)
+            e, _ = self.elem(t, nest.index(), nest)
             ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, self.dims(t)))
             nest.stmt(frozenset(range(t.ndim)), f"out{k}[{ix}] = {e}" if ix else
                       f"out{k}[()] = {e}")
@@ -553,9 +551,6 @@ class CodeGen:
         ]
         if self.helpers:
             head.append(f"from {helpers.MODULE} import {', '.join(sorted(self.helpers))}")
-        body = []
-        for k, (name, _) in enumerate(self.plan.class_members and [] or []):
-            del k, name
         loads = [f"n{c} = I[{c}]" for c in range(len(plan.class_members))]
         loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
         body = loads + self.lines + ["return None"]
@@ -586,8 +581,6 @@ def _expands(op, k) -> bool:
         return k == 0 or op.inputs[0].ndim > 1
     if name in ("scatter", "scatter_add"):
         return k == 1 and op.inputs[0].ndim > 1
-    if name == "slice":
-        return False
     return False
 
 

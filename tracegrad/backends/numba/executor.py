@@ -23,9 +23,27 @@ _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgErr
 class Executor:
     """`executor(list of arrays) -> list of fresh arrays` for one graph."""
 
-    __slots__ = ("plan", "entry", "source", "in_dtypes", "in_shapes", "out_dtypes",
-                 "out_shapes", "tail", "in_scalar", "run", "static", "raises", "_shape_cache", "n_in", "_I",
-                 "_has_I", "_consts", "_F", "name")
+    __slots__ = (
+        "_F",
+        "_I",
+        "_consts",
+        "_has_I",
+        "_shape_cache",
+        "entry",
+        "in_dtypes",
+        "in_scalar",
+        "in_shapes",
+        "n_in",
+        "name",
+        "out_dtypes",
+        "out_shapes",
+        "plan",
+        "raises",
+        "run",
+        "source",
+        "static",
+        "tail",
+    )
 
     def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises):
         graph = plan.graph
@@ -101,7 +119,8 @@ class Executor:
                   "    except errors as e:",
                   "        raise ex._error(e) from None",
                   f"    return [{', '.join(outs)}]"]
-        exec(compile("\n".join(lines), f"<tracegrad executor @{self.name}>", "exec"), env)
+        code = compile("\n".join(lines), f"<tracegrad executor @{self.name}>", "exec")
+        exec(code, env)  # noqa: S102 - the call path generated above
         return env["run"]
 
     def _shape_mismatch(self, args):

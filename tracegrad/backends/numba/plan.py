@@ -282,7 +282,7 @@ def _value(values, t, shapes):
 class _ShapeRead:
     """Slot value: dim `axis` of the tensor with id `tid`."""
 
-    __slots__ = ("tid", "axis")
+    __slots__ = ("axis", "tid")
 
     def __init__(self, tid, axis):
         self.tid, self.axis = tid, axis
@@ -304,7 +304,7 @@ class _Fixed:
 class AttrSlot:
     """Slot value computed from an op's concrete operand shape: `fn(shape) -> int`."""
 
-    __slots__ = ("tid", "fn")
+    __slots__ = ("fn", "tid")
 
     def __init__(self, tid, fn):
         self.tid, self.fn = tid, fn

@@ -15,6 +15,7 @@ from __future__ import annotations
 from tracegrad.backends.numba.helpers import NB_TYPE, helper, vector_math
 from tracegrad.core import dtypes
 
+
 def typed(expr: str, dtype) -> str:
     """`expr` cast to `dtype` where Numba could give a wider type."""
     if dtype in (dtypes.float32, dtypes.int32):

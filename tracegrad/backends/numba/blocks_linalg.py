@@ -1,0 +1,198 @@
+"""Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise) and the
+linear-algebra primitives (`np.linalg` per matrix, substitution loops for
+triangular_solve); registered in `blocks.BLOCKS`."""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba.blocks import _prod, block
+from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
+from tracegrad.core import dtypes
+
+# -- dot_general --------------------------------------------------------------------------------
+
+
+def _canonical(cg, x, batch, free, contract, want):
+    """A 3-d view `(batch, rows, cols)` of array `x` for BLAS, copying when its layout does
+    not allow a view; `want` is "fc" (free then contract) or "cf". Returns (expr, transposed):
+    `transposed` means the view is `(batch, cols, rows)` and must be used as `.T`."""
+    xd = cg.dims(x)
+    name = cg.array(x)
+    b = _prod([xd[i] for i in batch])
+    f = _prod([xd[i] for i in free])
+    c = _prod([xd[i] for i in contract])
+    first, second = (free, contract) if want == "fc" else (contract, free)
+    fd, sd = (f, c) if want == "fc" else (c, f)
+    order = list(batch) + list(first) + list(second)
+    if order == list(range(x.ndim)):
+        return f"{name}.reshape(({b}, {fd}, {sd}))", False
+    swapped = list(batch) + list(second) + list(first)
+    if swapped == list(range(x.ndim)):
+        return f"{name}.reshape(({b}, {sd}, {fd}))", True
+    buf = cg.fresh("perm")
+    shape = ", ".join(xd[i] for i in order)
+    cg.emit(f"{buf} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+    nest = cg.new_nest([xd[i] for i in order])
+    loop = nest.index()
+    idx = [None] * x.ndim
+    for pos, a in enumerate(order):
+        idx[a] = loop[pos]
+    v, _ = cg.elem(x, idx, nest)
+    nest.stmt(frozenset(range(x.ndim)), f"{buf}[{', '.join(nest.vars)}] = {v}")
+    cg.add_nest(nest)
+    return f"{buf}.reshape(({b}, {fd}, {sd}))", False
+
+
+@block("dot_general")
+def _dot_general(cg, op):
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    blas = dtypes.is_float(t.dtype) and lhs.ndim and rhs.ndim and t.ndim
+    if not blas:
+        _dot_loops(cg, op, lf, rf)
+        return
+    a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
+    b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
+    td = cg.dims(t)
+    target = cg.alloc(t)
+    nb = len(lb)
+    bsz = _prod(td[:nb])
+    m = _prod(td[nb:nb + len(lf)])
+    n = _prod(td[nb + len(lf):])
+    av, bv, ov = cg.fresh("A"), cg.fresh("B"), cg.fresh("O")
+    cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
+    k = cg.fresh("k")
+    ak = f"{av}[{k}].T" if at else f"{av}[{k}]"
+    bk = f"{bv}[{k}].T" if bt else f"{bv}[{k}]"
+    cg.emit(f"for {k} in range({bsz}):\n    np.dot({ak}, {bk}, {ov}[{k}])")
+
+
+def _dot_loops(cg, op, lf, rf):
+    """dot_general as loops (integers, bools, rank-0 operands): an accumulating nest."""
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    ld = cg.dims(lhs)
+    dims = list(cg.dims(t)) + [ld[i] for i in lc]
+    nest = cg.new_nest(dims)
+    loop = nest.index()
+    nb, nl = len(lb), len(lf)
+    li, ri = [None] * lhs.ndim, [None] * rhs.ndim
+    for k, (i, j) in enumerate(zip(lb, rb)):
+        li[i] = ri[j] = loop[k]
+    for k, i in enumerate(lf):
+        li[i] = loop[nb + k]
+    for k, j in enumerate(rf):
+        ri[j] = loop[nb + nl + k]
+    for k, (i, j) in enumerate(zip(lc, rc)):
+        li[i] = ri[j] = loop[t.ndim + k]
+    acc_dt = dtypes.int64 if t.dtype == dtypes.int32 else t.dtype
+    if t.dtype == dtypes.float32:
+        acc_dt = dtypes.float32
+    acc = cg.fresh("acc")
+    d = t.ndim
+    nest.pre[d].append(f"{acc} = {literal(0, acc_dt)}")
+    a, _ = cg.elem(lhs, li, nest)
+    b, _ = cg.elem(rhs, ri, nest)
+    if t.dtype == dtypes.bool_:
+        upd = f"{acc} = {acc} | ({a} & {b})"
+    else:
+        upd = f"{acc} = {typed(f'{acc} + {a} * {b}', acc_dt)}"
+    nest.stmt(frozenset(range(len(dims))), upd)
+    result = typed(acc, t.dtype) if acc_dt != t.dtype else acc
+    if t.ndim == 0:
+        cg.add_nest(nest)
+        cg.set_scalar(t, result)
+        return
+    target = cg.alloc(t)
+    parts = ", ".join("0" if dd == "1" else v for v, dd in zip(nest.vars, cg.dims(t)))
+    nest.post[d].append(f"{target}[{parts}] = {result}")
+    cg.add_nest(nest)
+
+
+# -- linear algebra -----------------------------------------------------------------------------
+
+
+def _batched(cg, x, mat_dims=2):
+    """`(batch size expr, 3-d view of array x)`: the leading dims flattened."""
+    xd = cg.dims(x)
+    b = _prod(xd[:-mat_dims])
+    return b, f"{cg.array(x)}.reshape(({b}, {', '.join(xd[-mat_dims:])}))"
+
+
+@block("cholesky")
+def _cholesky(cg, op):
+    (a,), t = op.inputs, op.outputs[0]
+    b, av = _batched(cg, a)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    k = cg.fresh("k")
+    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.cholesky({av}[{k}])")
+
+
+def _batched_target(cg, target, t, mat_dims=2):
+    td = cg.dims(t)
+    b = _prod(td[:-mat_dims]) if mat_dims else _prod(td)
+    inner = ", ".join(td[-mat_dims:]) if mat_dims else ""
+    view = cg.fresh("V")
+    cg.emit(f"{view} = {target}.reshape(({b}, {inner}))" if mat_dims else
+            f"{view} = {target}.reshape(({b},))")
+    return b, view
+
+
+@block("solve")
+def _solve(cg, op):
+    (a, rhs), t = op.inputs, op.outputs[0]
+    b, av = _batched(cg, a)
+    _, bv = _batched(cg, rhs)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    k = cg.fresh("k")
+    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.solve({av}[{k}], {bv}[{k}])")
+
+
+@block("triangular_solve")
+def _triangular_solve(cg, op):
+    (a, rhs), t = op.inputs, op.outputs[0]
+    at = op.attrs
+    b, av = _batched(cg, a)
+    _, bv = _batched(cg, rhs)
+    target = cg.alloc(t)
+    _, ov = _batched_target(cg, target, t)
+    cg.helpers["_trisolve"] = None
+    tag = cg.raise_tag(op)
+    k = cg.fresh("k")
+    lower, trans, unit = at.get("lower", True), at.get("transpose_a", False), \
+        at.get("unit_diagonal", False)
+    if at.get("left_side", True):
+        call = f"_trisolve({av}[{k}], {bv}[{k}], {ov}[{k}], {lower}, {trans}, {unit}, {tag})"
+    else:  # x @ op(a) = b  <=>  op(a).T @ x.T = b.T
+        call = (f"_trisolve({av}[{k}], {bv}[{k}].T, {ov}[{k}].T, {lower}, {not trans}, "
+                f"{unit}, {tag})")
+    cg.emit(f"for {k} in range({b}):\n    {call}")
+
+
+@block("det", "slogdet")
+def _det(cg, op):
+    (a,), outs = op.inputs, op.outputs
+    b, av = _batched(cg, a)
+    k = cg.fresh("k")
+    if outs[0].ndim == 0:
+        m = f"{cg.array(a)}.reshape(({', '.join(cg.dims(a))}))"
+        if op.primitive.name == "det":
+            cg.set_scalar(outs[0], f"np.linalg.det({m})")
+        else:
+            pair = cg.fresh("sl")
+            cg.emit(f"{pair} = np.linalg.slogdet({m})")
+            cg.set_scalar(outs[0], f"{pair}[0]")
+            cg.set_scalar(outs[1], f"{pair}[1]")
+        return
+    views = []
+    for t in outs:
+        target = cg.alloc(t)
+        views.append(_batched_target(cg, target, t, mat_dims=0)[1])
+    if op.primitive.name == "det":
+        body = f"{views[0]}[{k}] = np.linalg.det({av}[{k}])"
+    else:
+        body = f"{views[0]}[{k}], {views[1]}[{k}] = np.linalg.slogdet({av}[{k}])"
+    cg.emit(f"for {k} in range({b}):\n    {body}")

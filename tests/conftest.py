@@ -11,7 +11,7 @@ import tracegrad as tg
 tg.config.verify = os.environ.get("TRACEGRAD_VERIFY", "1") not in ("", "0")
 
 # The backends every backend-parametrised test runs on.
-TEST_BACKENDS = os.environ.get("TRACEGRAD_TEST_BACKENDS", "numpy").split(",")
+TEST_BACKENDS = os.environ.get("TRACEGRAD_TEST_BACKENDS", "numpy,numba").split(",")
 
 
 @pytest.fixture(params=TEST_BACKENDS)

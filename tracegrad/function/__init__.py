@@ -62,7 +62,7 @@ class Config:
     """
 
     def __init__(self):
-        self.backend = os.environ.get("TRACEGRAD_BACKEND", "numpy")
+        self.backend = os.environ.get("TRACEGRAD_BACKEND", "numba")
         self.parallel = False
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
 

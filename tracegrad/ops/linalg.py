@@ -3,6 +3,8 @@ slogdet. Matrix primitives act on the last two dims and batch over the leading o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -53,14 +55,18 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers):
 @dot_general_p.def_impl
 def _dot_general_impl(lhs, rhs, *, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
+    if not lb and len(lc) == 1 and lc[0] == lhs.ndim - 1 and rc[0] == (rhs.ndim > 1) * (
+        rhs.ndim - 2
+    ) and rhs.ndim <= 2:
+        return np.dot(lhs, rhs)  # NumPy's own dot: matrix/vector products as np.dot does
     lf = _free_dims(lhs.ndim, lc, lb)
     rf = _free_dims(rhs.ndim, rc, rb)
     batch = tuple(lhs.shape[i] for i in lb)
     lfs = tuple(lhs.shape[i] for i in lf)
     rfs = tuple(rhs.shape[i] for i in rf)
-    k = int(np.prod([lhs.shape[i] for i in lc], dtype=np.int64))
-    m = int(np.prod(lfs, dtype=np.int64))
-    n = int(np.prod(rfs, dtype=np.int64))
+    k = math.prod(lhs.shape[i] for i in lc)
+    m = math.prod(lfs)
+    n = math.prod(rfs)
     a = np.transpose(lhs, lb + lf + lc)
     b = np.transpose(rhs, rb + rc + rf)
     if not batch:
@@ -68,7 +74,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers):
         a2 = a.reshape(m, k) if lf else a.reshape(k)
         b2 = b.reshape(k, n) if rf else b.reshape(k)
         return np.asarray(np.dot(a2, b2)).reshape(lfs + rfs)
-    bsize = int(np.prod(batch, dtype=np.int64))
+    bsize = math.prod(batch)
     out = np.matmul(a.reshape(bsize, m, k), b.reshape(bsize, k, n))
     return out.reshape(batch + lfs + rfs)
 

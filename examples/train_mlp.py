@@ -6,6 +6,7 @@
 Run: python examples/train_mlp.py
 """
 
+import os
 import time
 
 import numpy as np
@@ -60,12 +61,13 @@ start = time.perf_counter()
 params, value = step(params, x, labels, 0.5)  # traces and compiles once
 compile_s = time.perf_counter() - start
 
+steps = int(os.environ.get("TRAIN_STEPS", "3000"))
 start = time.perf_counter()
-for i in range(3000):
+for i in range(steps):
     params, value = step(params, x, labels, 0.5)
     if i % 1000 == 0:
         print(f"step {i:5d}  loss {value:.4f}  accuracy {accuracy(params, x, labels):.3f}")
 elapsed = time.perf_counter() - start
 print(f"step {i:5d}  loss {value:.4f}  accuracy {accuracy(params, x, labels):.3f}")
-print(f"first step (trace + compile) {compile_s:.2f} s; then {elapsed / 3000 * 1e6:.0f} us per step;"
+print(f"first step (trace + compile) {compile_s:.2f} s; then {elapsed / steps * 1e6:.0f} us per step;"
       f" traced {step.tracing_count} time(s)")

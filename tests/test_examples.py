@@ -1,0 +1,49 @@
+"""The runnable examples run and print what they promise."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(name, **env):
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=600,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_quickstart_gradient_matches_the_analytic_one():
+    out = run("quickstart.py")
+    got = re.search(r"d loss / dx     = \[(.*?)\]", out, re.S).group(1).split()
+    want = re.search(r"cos\(x\) \* y      = \[(.*?)\]", out, re.S).group(1).split()
+    assert got == want
+    assert "traced 1 time" in out
+
+
+def test_train_mlp_reduces_the_loss():
+    out = run("train_mlp.py", TRAIN_STEPS="1200")
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", out)]
+    assert losses[-1] < 0.5 * losses[0]
+    assert "traced 1 time(s)" in out
+
+
+def test_eager_tape_example_values():
+    out = run("eager_tape.py")
+    assert "w = [ 1.5 -2.   0.5]  b = 0.3" in out
+    assert "dy/dx = 27.0  d2y/dx2 = 18.0" in out
+    assert "d/dx log1pexp(100) = 1.0" in out
+    grads = re.search(r"gradient w.r.t. w2 \[(.*?)\]  analytic \[(.*?)\]", out)
+    assert grads.group(1).split() == grads.group(2).split()
+
+
+@pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
+def test_other_examples_run(name):
+    assert run(name)

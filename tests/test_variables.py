@@ -97,3 +97,13 @@ def test_variable_argument_reads_fresh_values(backend):
     v.assign([3.0, 0.0])
     assert f(v).numpy() == 9.0
     assert f.tracing_count == 1
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_rank0_assign_add_and_sub_keep_an_array_of_the_variable_dtype(dtype, backend):
+    v = tg.Variable(np.array(1, dtype=dtype))
+    v.assign_add(2).assign_sub(1)
+    assert np.asarray(v).shape == () and np.asarray(v).dtype == dtype
+    assert np.asarray(v) == 2
+    assert v.value().numpy() == 2 and v.value().dtype == dtype
+    np.testing.assert_array_equal(tg.function(lambda x: x * v)(np.ones(2, dtype)), [2, 2])

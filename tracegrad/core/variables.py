@@ -135,11 +135,12 @@ class Variable:
         return self
 
     def assign_add(self, delta) -> Variable:
-        self._value = self._value + self._new_value(delta, "assign_add")
+        # np.asarray: arithmetic on rank-0 arrays gives NumPy scalars
+        self._value = np.asarray(self._value + self._new_value(delta, "assign_add"))
         return self
 
     def assign_sub(self, delta) -> Variable:
-        self._value = self._value - self._new_value(delta, "assign_sub")
+        self._value = np.asarray(self._value - self._new_value(delta, "assign_sub"))
         return self
 
     __hash__ = object.__hash__

@@ -260,6 +260,106 @@ def _tanh_v(x):
     y = -y if x < 0 else y
     return x if x == 0 or x != x else y
 """,
+    # sin and cos without libm calls or branches (~3 ulp for every finite x), so that loops
+    # over them vectorize: x = n pi/2 + r with |r| <= pi/4, then fdlibm's minimax kernels.
+    "sincos_v": """
+def _pi_fixed(bits):
+    # pi * 2**bits, exactly rounded down, by Machin's formula in integers
+    def atan_inv(k):
+        one = 1 << (bits + 16)
+        total, term, n, sign = 0, one // k, 1, 1
+        while term:
+            total += sign * (term // n)
+            term //= k * k
+            n += 2
+            sign = -sign
+        return total
+    return (16 * atan_inv(5) - 4 * atan_inv(239)) >> 16
+
+
+def _two_over_pi_table():
+    # row i: (2**(i - 33) * 2/pi) mod 4 in seven 26-bit pieces, bits 2**1 down to 2**-180
+    p = 1400
+    two_over_pi = (2 << (2 * p)) // _pi_fixed(p)
+    rows = []
+    for e in range(-33, 972):
+        v = (two_over_pi << e) if e >= 0 else (two_over_pi >> -e)
+        v = (v % (4 << p)) >> (p - 180)
+        rows.append([((v >> (156 - 26 * k)) & 67108863) * 2.0 ** (-24 - 26 * k)
+                     for k in range(7)])
+    return np.array(rows)
+
+
+_TWO_OVER_PI = _two_over_pi_table()
+
+
+@njit(inline="always", **_OPTS)
+def _mod4(t):
+    return t - 4.0 * np.floor(t * 0.25)
+
+
+@njit(inline="always", **_OPTS)
+def _sincos_v(x, want_cos):
+    ax = np.abs(x)
+    # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
+    n = np.rint(x * 0.6366197723675814)
+    r = x - n * 1.5707963267341256
+    r = r - n * 6.077100506303966e-11
+    r = r - n * 2.0222662487111665e-21
+    r = r - n * 8.4784276603689e-32
+    q = np.int64(n) if ax < 823549.0 else 0
+    # larger: Payne-Hanek. |x| = m 2**e; x 2/pi mod 4 = mh T[e + 26] + ml T[e] (mod 4) with
+    # m = mh 2**26 + ml; T[e + 26] is T[e]'s pieces shifted by one, so every product is exact
+    b = _bits_of_f64(ax)
+    i = min(max((b >> 52) - 1075, -33), 971) + 33
+    m = (b & 4503599627370495) | 4503599627370496
+    mh = np.float64(m >> 26) * 67108864.0
+    ml = np.float64(m & 67108863)
+    tab = _TWO_OVER_PI
+    t0, t1, t2, t3, t4, t5, t6 = tab[i, 0], tab[i, 1], tab[i, 2], tab[i, 3], tab[i, 4], \
+        tab[i, 5], tab[i, 6]
+    s = _mod4(_mod4(mh * t1) + _mod4(ml * t0))
+    s = _mod4(s + _mod4(_mod4(mh * t2) + _mod4(ml * t1)))
+    nb = np.rint(s)
+    c = (mh * t4 + ml * t3) + ((mh * t5 + ml * t4) + (mh * t6 + ml * t5))
+    rb = ((((s - nb) + mh * t3) + ml * t2) + c) * 1.5707963267948966
+    qb = np.int64(nb)
+    big = ax >= 823549.0
+    r = (-rb if x < 0 else rb) if big else r
+    q = (-qb if x < 0 else qb) if big else q
+    z = r * r
+    ps = 1.58969099521155010221e-10
+    ps = ps * z - 2.50507602534068634195e-08
+    ps = ps * z + 2.75573137070700676789e-06
+    ps = ps * z - 1.98412698298579493134e-04
+    ps = ps * z + 8.33333333332248946124e-03
+    ps = ps * z - 1.66666666666666324348e-01
+    sn = r + r * z * ps
+    pc = -1.13596475577881948265e-11
+    pc = pc * z + 2.08757232129817482790e-09
+    pc = pc * z - 2.75573143513906633035e-07
+    pc = pc * z + 2.48015872894767294178e-05
+    pc = pc * z - 1.38888888888741095749e-03
+    pc = pc * z + 4.16666666666666019037e-02
+    hz = 0.5 * z
+    w = 1.0 - hz
+    cs = w + (((1.0 - w) - hz) + z * z * pc)
+    q = q + want_cos
+    y = cs if q & 1 else sn
+    y = -y if q & 2 else y
+    y = x if ax < 1.4901161193847656e-08 and want_cos == 0 else y
+    return y if ax <= 1.7976931348623157e308 else x - x
+
+
+@njit(inline="always", **_OPTS)
+def _sin_v(x):
+    return _sincos_v(x, 0)
+
+
+@njit(inline="always", **_OPTS)
+def _cos_v(x):
+    return _sincos_v(x, 1)
+""",
     # Exponentiation by squaring with wrap-around, as NumPy's integer power.
     "ipow": """
 @njit(inline="always", **_OPTS)
@@ -327,6 +427,7 @@ _INSTANCES = {
     "rowmin": _FLOATS,
     "floordiv_i": (dtypes.int64, dtypes.int32), "mod_i": (dtypes.int64, dtypes.int32),
     "ipow": (dtypes.int64,), "bits": None, "exp_v": None, "log_v": None, "tanh_v": None,
+    "sincos_v": None,
 }
 
 
@@ -363,6 +464,6 @@ def helper(helpers: dict, kind: str, dtype) -> str:
 
 
 def vector_math(name: str, helpers: dict) -> str:
-    """The branch-free float64 helper for `name` (exp, log or tanh), recorded in `helpers`."""
+    """The branch-free float64 helper for `name` (exp, log, tanh, sin or cos), recorded in `helpers`."""
     helpers[f"_{name}_v"] = None
     return f"_{name}_v"

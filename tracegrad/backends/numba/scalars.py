@@ -3,7 +3,8 @@ the small helper functions some of them call (emitted into the generated module 
 when used, so every module is self-contained).
 
 Helpers (NumPy's floor division and remainder, NaN-propagating max/min, vectorizable exp,
-log and tanh ...) live in the shared module of `helpers.py`. Each builder returns a Python expression whose Numba type is exactly the result dtype
+log, tanh, sin and cos ...) live in the shared module of `helpers.py`. Each builder returns
+a Python expression whose Numba type is exactly the result dtype
 (int32 and float32 results are wrapped in a cast: Numba widens int32 arithmetic and
 Python literals would widen float32). Semantics follow the NumPy reference: NaN-propagating
 max/min, NumPy's signs for floor division and remainder, integer division by zero gives
@@ -55,7 +56,7 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
     """The scalar expression of elementwise primitive `name` applied to `args`."""
     x = in_dtypes[0] if in_dtypes else out_dtype
     fl = dtypes.is_float(x)
-    if name in ("exp", "log", "tanh"):
+    if name in ("exp", "log", "tanh", "sin", "cos"):
         fn = vector_math(name, helpers)
         if x == dtypes.float32:
             return f"np.float32({fn}(np.float64({args[0]})))"

@@ -253,3 +253,40 @@ def test_python_int_too_large_for_int64():
     assert f(2**62) == 2**62 + 1
     with pytest.raises(DTypeError, match="does not fit int64"):
         f(2**70)
+
+
+# -- bad arguments: eager and traced on both backends, each at the user's line ---------------
+
+BAD_CALLS = {
+    "matmul": (ShapeError, lambda x: tnp.matmul(x, tnp.ones((4, 2)))),
+    "concatenate": (ShapeError, lambda x: tnp.concatenate([x, tnp.ones((2, 2))], axis=0)),
+    "reshape": (ShapeError, lambda x: x.reshape(4, 2)),
+    "sum axis": (ShapeError, lambda x: np.sum(x, axis=2)),
+    "transpose axes": (ShapeError, lambda x: tnp.transpose(x, (0, 0))),
+    "moveaxis": (ShapeError, lambda x: tnp.moveaxis(x, (0, 1), 0)),
+    "squeeze": (ShapeError, lambda x: tnp.squeeze(x, axis=0)),
+    "split": (ShapeError, lambda x: tnp.split(x, 2, axis=1)),
+    "einsum": (ShapeError, lambda x: tnp.einsum("ij,jk->ik", x, tnp.ones((2, 2)))),
+    "cholesky": (ShapeError, lambda x: tnp.linalg.cholesky(x)),
+    "astype": (DTypeError, lambda x: x.astype("complex128")),
+    "bool minus bool": (DTypeError, lambda x: (x > 0) - (x > 1)),
+    "one_hot": (DTypeError, lambda x: tg.nn.one_hot(x, 3)),
+    "index out of range": (IndexError, lambda x: x[5]),
+    "take out of range": (IndexError, lambda x: tnp.take(x, np.array([7]), axis=0)),
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "numpy", "numba"])
+@pytest.mark.parametrize("name", list(BAD_CALLS))
+def test_bad_arguments_raise_the_documented_error_at_the_users_line(name, mode):
+    """The error class of the table, from tracegrad.errors (IndexError as NumPy raises it),
+    naming the line of the table's lambda that made the bad call."""
+    error, fn = BAD_CALLS[name]
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(error) as info:
+        if mode == "eager":
+            fn(tg.constant(x))
+        else:
+            tg.function(fn, backend=mode)(x)
+    assert error is IndexError or isinstance(info.value, TracegradError)
+    assert f"{__file__}:{fn.__code__.co_firstlineno}" in str(info.value), str(info.value)

@@ -14,7 +14,8 @@ import numpy as np
 import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.numpy._core import dtype_of, read, ufunc_operands
+from tracegrad.errors import DTypeError
+from tracegrad.numpy._core import at_user, dtype_of, read, ufunc_operands
 
 __all__ = [
     "elu",
@@ -116,6 +117,7 @@ def one_hot(labels, depth, dtype=dtypes.float64):
     of size `depth`; labels outside `[0, depth)` give all-zero rows."""
     labels = read(labels)
     if not dtypes.is_int(dtype_of(labels)[0]):
-        raise TypeError(f"one_hot: labels must be integers, got {dtype_of(labels)[0].name}")
+        got = dtype_of(labels)[0].name
+        raise DTypeError(at_user(f"one_hot: labels must be integers, got {got}"))
     classes = tnp.arange(int(depth), dtype=dtype_of(labels)[0])
     return tnp.astype(tnp.equal(tnp.expand_dims(labels, -1), classes), dtype)

@@ -18,6 +18,11 @@ from tracegrad.errors import DTypeError, ShapeError
 _PY_SCALARS = (bool, int, float)
 
 
+def at_user(message: str) -> str:
+    """`message` ending with the user's file:line, for errors on bad arguments."""
+    return f"{message} (at {user_location()})"
+
+
 def is_tensor(x) -> bool:
     return isinstance(x, (Tensor, Variable))
 
@@ -81,7 +86,12 @@ def ndim_of(x) -> int:
 
 def dtype_arg(dtype, op: str) -> np.dtype | None:
     """A `dtype=` argument (None, a NumPy dtype, a scalar type or a name) canonicalised."""
-    return None if dtype is None else dtypes.canonicalize(dtype, op=op)
+    if dtype is None:
+        return None
+    try:
+        return dtypes.canonicalize(dtype, op=op)
+    except DTypeError as e:
+        raise DTypeError(at_user(str(e))) from None
 
 
 def cast(x, dtype: np.dtype, weak: bool = False):

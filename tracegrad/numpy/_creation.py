@@ -19,6 +19,7 @@ from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, ShapeError
 from tracegrad.numpy._core import (
+    at_user,
     broadcast_to_shape,
     cast,
     dim_source,
@@ -37,13 +38,14 @@ def _shape_arg(shape, op: str) -> tuple:
     out = []
     for d in shape:
         if d is None or (is_tensor(d) and not hasattr(d, "_value")):
-            raise ShapeError(
+            raise ShapeError(at_user(
                 f"{op}: shape {tuple(shape)} has a dim unknown while tracing; use "
                 f"{op}_like(x) to take the shape of a tensor instead"
-            )
+            ))
         d = operator.index(d)
         if d < 0:
-            raise ShapeError(f"{op}: negative dimensions are not allowed, got {tuple(shape)}")
+            raise ShapeError(at_user(f"{op}: negative dimensions are not allowed, got "
+                                     f"{tuple(shape)}"))
         out.append(d)
     return tuple(out)
 
@@ -72,7 +74,7 @@ def asarray(a, dtype=None):
 
 def astype(x, dtype):
     """`x` cast to `dtype` (float -> int truncates toward zero); no op if it already is."""
-    return cast(read(x), dtypes.canonicalize(dtype, op="astype"))
+    return cast(read(x), dtype_arg(dtype, "astype"))
 
 
 def full(shape, fill_value, dtype=None):
@@ -102,12 +104,12 @@ def _constant_or(x):
 
 def zeros(shape, dtype=float):
     """An array of `shape` filled with 0 (float64 by default)."""
-    return _full(shape, 0, dtypes.canonicalize(dtype, op="zeros"), "zeros")
+    return _full(shape, 0, dtype_arg(dtype, "zeros"), "zeros")
 
 
 def ones(shape, dtype=float):
     """An array of `shape` filled with 1 (float64 by default)."""
-    return _full(shape, 1, dtypes.canonicalize(dtype, op="ones"), "ones")
+    return _full(shape, 1, dtype_arg(dtype, "ones"), "ones")
 
 
 def full_like(a, fill_value, dtype=None, shape=None):
@@ -144,8 +146,8 @@ def _static_number(x, op):
     if hasattr(x, "_value"):
         x = x._value
     if is_tensor(x):
-        raise ShapeError(f"{op}: bounds given as traced tensors make the result size "
-                         "data-dependent; pass Python numbers")
+        raise ShapeError(at_user(f"{op}: bounds given as traced tensors make the result size "
+                                 "data-dependent; pass Python numbers"))
     return x.item() if isinstance(x, np.ndarray) else x
 
 
@@ -168,7 +170,7 @@ def arange(start, stop=None, step=None, dtype=None):
     if dt is None:
         dt = dtypes.canonicalize(np.result_type(start, stop, step), op="arange")
     if dt == dtypes.bool_:
-        raise DTypeError("arange: a bool range is not supported")
+        raise DTypeError(at_user("arange: a bool range is not supported"))
     if state.graph is None:
         return np.arange(start, stop, step, dtype=dt)
     n = max(math.ceil((stop - start) / step), 0)
@@ -198,7 +200,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     then run along `axis`)."""
     num = operator.index(num)
     if num < 0:
-        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+        raise ValueError(at_user(f"linspace: number of samples, {num}, must be non-negative"))
     if not _symbolic(start, stop):
         return np.linspace(start, stop, num, endpoint, retstep,
                            dtype_arg(dtype, "linspace"), axis)
@@ -240,7 +242,7 @@ def eye(N, M=None, k=0, dtype=float):
     """The `N x M` matrix with ones on diagonal `k` (0: main, > 0: above)."""
     M = N if M is None else M
     N, M, k = operator.index(N), operator.index(M), operator.index(k)
-    dt = dtypes.canonicalize(dtype, op="eye")
+    dt = dtype_arg(dtype, "eye")
     if state.graph is None:
         return np.eye(N, M, k, dtype=dt)
     return cast(diagonal_mask((N, M), k, ops.eq), dt)

@@ -22,6 +22,7 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import (
+    at_user,
     axis_arg,
     broadcast_to_shape,
     cast,
@@ -78,17 +79,17 @@ def _classify(key, ndim):
             elif dtypes.is_int(dt):
                 items.append(("array", v))
             else:
-                raise IndexError(
+                raise IndexError(at_user(
                     "only integers, slices (`:`), ellipsis (`...`), None and integer or "
                     f"boolean arrays are valid indices, got one of dtype {dt.name}"
-                )
+                ))
     if sum(kind == "ellipsis" for kind, _ in items) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexError(at_user("an index can only have a single ellipsis ('...')"))
     used = sum(ndim_of(v) if kind == "mask" else 1 for kind, v in items
                if kind in ("slice", "int", "array", "mask"))
     if used > ndim:
-        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but "
-                         f"{used} were indexed")
+        raise IndexError(at_user(f"too many indices for array: array is {ndim}-dimensional, but "
+                                 f"{used} were indexed"))
     out = []
     for kind, v in items:
         if kind == "ellipsis":
@@ -114,12 +115,12 @@ def _expand_masks(items, shape):
                 )
             for i, (m, d) in enumerate(zip(v.shape, shape[dim:dim + v.ndim])):
                 if d is None:
-                    raise ShapeError(f"a boolean mask cannot index dim {dim + i}, whose size is "
-                                     "unknown while tracing")
+                    raise ShapeError(at_user(f"a boolean mask cannot index dim {dim + i}, whose "
+                                             "size is unknown while tracing"))
                 if m != d:
-                    raise IndexError(
+                    raise IndexError(at_user(
                         f"boolean index did not match indexed array along axis {dim + i}; size "
-                        f"of axis is {d} but size of corresponding boolean axis is {m}")
+                        f"of axis is {d} but size of corresponding boolean axis is {m}"))
             if v.ndim == 0:
                 out.append(("new", None))
                 if not v:
@@ -147,7 +148,7 @@ def _slice_spec(n, s: slice):
     rev (for negative steps) then a slice with a positive stride."""
     step = 1 if s.step is None else operator.index(s.step)
     if step == 0:
-        raise ValueError("slice step cannot be zero")
+        raise ValueError(at_user("slice step cannot be zero"))
     if n is None:
         if step > 0:
             return False, s.start, s.stop, step
@@ -169,7 +170,10 @@ def getitem(x, key):
     if type(x) is EagerTensor and state.graph is None and not state.tapes:
         value = _numpy_key(key)
         if value is not None:
-            return EagerTensor(np.asarray(x._value[value]))
+            try:
+                return EagerTensor(np.asarray(x._value[value]))
+            except IndexError:
+                pass  # the general path below raises it, located at the user's line
     x = read(x)
     items = _expand_masks(_classify(key, ndim_of(x)), shape_of(x))
     x, slots, adv, adjacent = _basic(x, items)
@@ -275,7 +279,7 @@ def _check_int(i, n, dim):
     if n is None:
         return i
     if not -n <= i < n:
-        raise IndexError(f"index {i} is out of bounds for axis {dim} with size {n}")
+        raise IndexError(at_user(f"index {i} is out of bounds for axis {dim} with size {n}"))
     return i + n if i < 0 else i
 
 
@@ -321,7 +325,7 @@ def _index_operand(v, n, dim):
 def _check_bounds(v: np.ndarray, n, dim):
     if n is not None and v.size and (v.min() < -n or v.max() >= n):
         bad = v[(v < -n) | (v >= n)].flat[0]
-        raise IndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
+        raise IndexError(at_user(f"index {bad} is out of bounds for axis {dim} with size {n}"))
 
 
 def _linear_index(indices, sizes, size_ops, dims, bshape):
@@ -397,7 +401,7 @@ def take(a, indices, axis=None, mode=None):
     n = shape_of(a)[axis]
     idx = _index_value(indices)
     if not dtypes.is_int(dtype_of(idx)[0]):
-        raise DTypeError(f"take: indices must be integers, got {dtype_of(idx)[0].name}")
+        raise DTypeError(at_user(f"take: indices must be integers, got {dtype_of(idx)[0].name}"))
     if mode in ("wrap", "clip"):
         if isinstance(idx, np.ndarray) and n is not None:
             idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
@@ -409,7 +413,7 @@ def take(a, indices, axis=None, mode=None):
             idx = mod(idx, size) if mode == "wrap" else clip(idx, 0, ops.sub(size, np.asarray(
                 1, np.int64)) if n is None else n - 1)
     elif mode not in (None, "raise"):
-        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+        raise ValueError(at_user(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}"))
     return ops.gather(a, _index_operand(idx, n, axis), axis=axis)
 
 
@@ -424,8 +428,8 @@ def take_along_axis(arr, indices, axis=-1):
         arr, axis = ravel(arr), 0
     nd = ndim_of(arr)
     if ndim_of(idx) != nd:
-        raise ShapeError("take_along_axis: `indices` and `arr` must have the same number of "
-                         f"dims, got {ndim_of(idx)} and {nd}")
+        raise ShapeError(at_user("take_along_axis: `indices` and `arr` must have the same "
+                                 f"number of dims, got {ndim_of(idx)} and {nd}"))
     axis = axis_arg(axis, nd, "take_along_axis")
     if nd == 1:
         return ops.gather(arr, _index_operand(idx, shape_of(arr)[0], 0), axis=0)
@@ -436,8 +440,8 @@ def take_along_axis(arr, indices, axis=-1):
             continue
         n = shape_of(arr)[d]
         if n is None:
-            raise ShapeError("take_along_axis: needs static sizes for the dims other than "
-                             "`axis` while tracing")
+            raise ShapeError(at_user("take_along_axis: needs static sizes for the dims other than "
+                                     "`axis` while tracing"))
         key.append(np.arange(n, dtype=np.int64).reshape([n if i == d else 1
                                                          for i in range(nd)]))
     return getitem(arr, tuple(key))

@@ -14,6 +14,7 @@ from tracegrad.core.state import state
 from tracegrad.numpy._core import (
     CLOSED,
     apply_ufunc,
+    at_user,
     broadcast,
     cast,
     dtype_of,
@@ -95,7 +96,7 @@ def power(x1, x2):
         x = read(x1)
         loop = loop_dtypes(np.power, (loop_key(x), int), "power")
         if x2 < 0 and not dtypes.is_float(loop[0]):
-            raise ValueError("power: integers to negative integer powers are not allowed")
+            raise ValueError(at_user("power: integers to negative integer powers are not allowed"))
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
 
@@ -275,7 +276,7 @@ def where(condition, x=None, y=None):
 
         return nonzero(condition)
     if x is None or y is None:
-        raise ValueError("where: either both or neither of x and y should be given")
+        raise ValueError(at_user("where: either both or neither of x and y should be given"))
     (x, y), _ = promote(x, y)
     c = cast(read(condition), dtypes.bool_)
     c, x, y = broadcast(c, x, y, op="where")

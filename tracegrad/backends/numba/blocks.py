@@ -1,7 +1,7 @@
-"""Numba code for the primitives that are not fused element by element: reductions (which
-absorb their elementwise producers as accumulating loops), arg-reductions, cumulative
-ops, sort, scatter, pad, concatenate and reshape (`blocks_linalg.py`: dot_general and the
-linear-algebra primitives). `BLOCKS[name](cg, op)` emits one block per op.
+"""Numba code for the primitives that are not fused element by element: arg-reductions,
+cumulative ops, sort, scatter, pad, concatenate and reshape (`blocks_reduce.py`: the
+reductions; `blocks_linalg.py`: dot_general and the linear-algebra primitives).
+`BLOCKS[name](cg, op)` emits one block per op.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _out_index(t_dims, kept_vars, axes, keepdims, ndim):
     return parts
 
 
-# -- reductions ---------------------------------------------------------------------------------
+# -- shared by the reductions ---------------------------------------------------------------------------------
 
 _IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
 
@@ -86,194 +86,6 @@ def _combine(cg, name, dt, acc, v) -> str:
     if dtypes.is_float(dt):
         return f"{helper(cg.helpers, kind + '_f', dt)}({acc}, {v})"
     return f"{kind}({acc}, {v})"
-
-
-@block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
-def _reduce(cg, op):
-    """Float sums follow NumPy's order exactly (pairwise over the trailing run of reduced
-    axes, then accumulated in memory order), so they are bit-identical. Other reductions:
-    reduced axes trailing: one scalar accumulator per result element; otherwise
-    accumulate into the result in memory order."""
-    (x,), t = op.inputs, op.outputs[0]
-    name = op.primitive.name
-    axes = tuple(op.attrs["axes"])
-    kept = [i for i in range(x.ndim) if i not in axes]
-    dt = x.dtype
-    d = x.ndim
-    while d > 0 and d - 1 in axes:
-        d -= 1
-    if name in _ROW_HELPER and dtypes.is_float(dt) and d < x.ndim:
-        _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
-        return
-    if kept != list(range(len(kept))):
-        _reduce_in_memory_order(cg, op, kept)
-        return
-    nest, d, store = _reduction_nest(cg, op, len(kept))
-    acc = cg.fresh("acc")
-    nest.pre[d].append(f"{acc} = {_identity(name, dt)}")
-    v, _ = cg.elem(x, nest.index(), nest)
-    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, name, dt, acc, v)}")
-    if t.ndim == 0:
-        cg.add_nest(nest)
-        cg.set_scalar(t, acc)
-        return
-    nest.post[d].append(f"{store()} = {acc}")
-    cg.add_nest(nest)
-
-
-def _reduction_nest(cg, op, d):
-    """A nest over the operand of a reduction whose first `d` axes are kept: collapsed to
-    (kept, reduced) when the operand is read at its own index. Returns the nest, the depth
-    of one result element, and `store()` -> the result element to assign."""
-    (x,), t = op.inputs, op.outputs[0]
-    xd = cg.dims(x)
-    axes = tuple(op.attrs["axes"]) if "axes" in op.attrs else (op.attrs["axis"],)
-    keep = op.attrs.get("keepdims", False)
-    if x.ndim > 1 and cg.flat_ok(x):
-        groups = [g for g in (tuple(range(d)), tuple(range(d, x.ndim))) if g]
-        nest = cg.new_nest([_prod([xd[a] for a in g]) for g in groups], parallel=d > 0)
-        nest.collapse(groups)
-
-        def store():
-            target = cg.alloc(t, nest.prologue)
-            if d == 0:
-                return f"{target}[{_ix(['0'] * t.ndim)}]"
-            return f"{_flat_view(nest, target, cg.dims(t))}[{nest.vars[0]}]"
-        return nest, min(d, 1), store
-    nest = cg.new_nest(xd, parallel=d > 0)
-
-    def store():
-        target = cg.alloc(t, nest.prologue)
-        return f"{target}[{_ix(_out_index(cg.dims(t), nest.vars[:d], axes, keep, x.ndim))}]"
-    return nest, d, store
-
-
-def _flat_view(nest, target, dims):
-    name = f"{target}_flat"
-    nest.prologue.append(f"{name} = {target}.reshape(({_prod(dims)},))")
-    return name
-
-
-def _flat_index(vars_, dims) -> str:
-    """The row-major flat index of loop variables `vars_` over `dims`."""
-    expr = "0"
-    for v, d in zip(vars_, dims):
-        v = "0" if d == "1" else v
-        expr = v if expr == "0" else f"({expr}) * {d} + {v}"
-    return expr
-
-
-# Float reductions over a trailing run of axes call a row helper: NumPy's pairwise sum
-# (bit-identical sums), or an 8-lane max/min (vectorizes; the order does not matter).
-_ROW_HELPER = {"reduce_sum": "pairwise", "reduce_max": "rowmax", "reduce_min": "rowmin"}
-
-
-def _row_reduce(cg, op, d, accumulate):
-    """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
-    memory order (combining into the result when some of them are reduced too)."""
-    (x,), t = op.inputs, op.outputs[0]
-    name = op.primitive.name
-    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
-    xd, td = cg.dims(x), cg.dims(t)
-    pw = helper(cg.helpers, _ROW_HELPER[name], x.dtype)
-    rows, m = _prod(xd[:d]), _prod(xd[d:])
-    ref = cg.refs.get(id(x))
-    direct = ref is not None and ref.kind == "arr"
-    if t.ndim and not accumulate:
-        target = cg.alloc(t)
-    elif t.ndim:
-        target = cg.alloc(t)
-        init = cg.new_nest(td)
-        ti = ", ".join("0" if dd == "1" else v for v, dd in zip(init.vars, td))
-        init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, x.dtype)}")
-        cg.add_nest(init)
-    acc = cg.fresh("acc")
-    if direct:
-        flat = cg.fresh("xf")
-        cg.emit(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
-        nest = cg.new_nest(xd[:d], parallel=not accumulate)
-        nest.pre[d].append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
-    elif not accumulate and x.ndim > 1 and cg.flat_ok(x):
-        # a fused operand read at its own index: loop over (rows, row) views
-        if d == 0 and name != "reduce_sum":  # max/min in any order: a row-sized buffer
-            _extreme_by_rows(cg, op, pw)
-            return
-        buf = cg.fresh("buf")
-        cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
-        groups = [g for g in (tuple(range(d)), tuple(range(d, x.ndim))) if g]
-        nest = cg.new_nest([_prod([xd[a] for a in g]) for g in groups])
-        nest.collapse(groups)
-        v, _ = cg.elem(x, nest.index(), nest)
-        nest.stmt(frozenset(range(len(groups))), f"{buf}[{nest.vars[-1]}] = {v}")
-        nest.post[len(groups) - 1].append(f"{acc} = {pw}({buf}, 0, {m})")
-        if t.ndim:
-            flat = f"{target}_flat"
-            row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
-            nest.prologue.append(f"{flat} = {target}.reshape(({rows},))")
-            nest.post[len(groups) - 1].append(f"{flat}[{row}] = {acc}")
-        cg.add_nest(nest)
-        if t.ndim == 0:
-            cg.set_scalar(t, acc)
-        return
-    else:  # a fused operand: evaluate one row into a buffer, then reduce it
-        buf, pos = cg.fresh("buf"), cg.fresh("pos")
-        cg.emit(f"{buf} = np.empty({m}, dtype={NB_TYPE[x.dtype]})")
-        nest = cg.new_nest(xd)
-        nest.pre[d].append(f"{pos} = 0")
-        v, _ = cg.elem(x, nest.index(), nest)
-        nest.stmt(frozenset(range(x.ndim)), f"{buf}[{pos}] = {v}\n{pos} += 1")
-        nest.post[d].append(f"{acc} = {pw}({buf}, 0, {m})")
-    stores = nest.pre[d] if direct else nest.post[d]
-    if t.ndim == 0:
-        cg.add_nest(nest)
-        cg.set_scalar(t, acc)
-        return
-    kept_vars = [nest.vars[i] for i in range(d) if i not in axes]
-    cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
-    combined = _combine(cg, name, x.dtype, cur, acc)
-    stores.append(f"{cur} = {combined}" if accumulate else f"{cur} = {acc}")
-    cg.add_nest(nest)
-
-
-def _extreme_by_rows(cg, op, row_helper):
-    """max/min of a whole fused operand to a scalar: one row at a time through a row buffer
-    (not a buffer of the whole operand)."""
-    (x,), t = op.inputs, op.outputs[0]
-    xd, name = cg.dims(x), op.primitive.name
-    groups = [tuple(range(x.ndim - 1)), (x.ndim - 1,)]
-    buf, acc, row = cg.fresh("buf"), cg.fresh("acc"), cg.fresh("row")
-    cg.emit(f"{buf} = np.empty({xd[-1]}, dtype={NB_TYPE[x.dtype]})")
-    nest = cg.new_nest([_prod(xd[:-1]), xd[-1]])
-    nest.collapse(groups)
-    nest.pre[0].append(f"{acc} = {_identity(name, x.dtype)}")
-    v, _ = cg.elem(x, nest.index(), nest)
-    nest.stmt(frozenset((0, 1)), f"{buf}[{nest.vars[1]}] = {v}")
-    nest.post[1].append(f"{row} = {row_helper}({buf}, 0, {xd[-1]})")
-    nest.post[1].append(f"{acc} = {_combine(cg, name, x.dtype, acc, row)}")
-    cg.add_nest(nest)
-    if t.ndim:  # keepdims: every result dim is 1
-        target = cg.alloc(t)
-        cg.emit(f"{target}[{_ix(['0'] * t.ndim)}] = {acc}")
-    else:
-        cg.set_scalar(t, acc)
-
-
-def _reduce_in_memory_order(cg, op, kept):
-    (x,), t = op.inputs, op.outputs[0]
-    name, dt = op.primitive.name, x.dtype
-    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
-    target = cg.alloc(t)
-    td = cg.dims(t)
-    init = cg.new_nest(td)
-    ti = ", ".join("0" if d == "1" else v for v, d in zip(init.vars, td))
-    init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, dt)}")
-    cg.add_nest(init)
-    nest = cg.new_nest(cg.dims(x))
-    v, _ = cg.elem(x, nest.index(), nest)
-    out = ", ".join(_out_index(td, [nest.vars[i] for i in kept], axes, keep, x.ndim))
-    cur = f"{target}[{out}]"
-    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, dt, cur, v)}")
-    cg.add_nest(nest)
 
 
 @block("argmax", "argmin")

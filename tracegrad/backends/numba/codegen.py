@@ -11,11 +11,20 @@ A *root* is a virtual-capable tensor that must be stored (a graph output, read b
 that needs an array, read twice, or read through an expanding broadcast); consecutive
 roots over the same dims share one loop nest, so a whole elementwise region is one loop.
 Blocks for the other primitives (reductions, dot_general, sort, ...) live in `blocks.py`.
+
+Sibling fusion: reductions (`LOOP_BLOCKS`) also evaluate into the open nest when they walk
+the same iteration space and read nothing it produces; `_schedule` moves such independent
+siblings next to each other (a topological order), so several reductions of one array are
+one pass over it. A nest holds at most `MAX_FUSED_OPS` fused ops: a longer elementwise
+region is cut into several loops with an array in between (Numba's compile time grows
+faster than linearly with a loop body's size).
 """
 
 from __future__ import annotations
 
-from tracegrad.backends.numba import blocks, blocks_linalg, helpers
+import os
+
+from tracegrad.backends.numba import blocks, blocks_linalg, blocks_reduce, helpers
 from tracegrad.backends.numba.plan import (
     FUSIBLE,
     NEEDS_ARRAY,
@@ -30,10 +39,20 @@ from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import ELEMENTWISE
 
 ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
-BLOCK_MODULES = (blocks, blocks_linalg)  # each registers its emitters in blocks.BLOCKS
+# each registers its emitters in blocks.BLOCKS
+BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce)
 _CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
 
 ENTRY = "kernel"
+
+# The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
+# see docs/numba.md for the compile times it was chosen from.
+MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "256"))
+
+# Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
+LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
+# How far ahead `_schedule` looks for siblings of a loop (in operations).
+_LOOKAHEAD = 256
 
 
 class Ref:
@@ -60,7 +79,9 @@ class Nest:
         self.parallel = parallel
         self.commented: set = set()
         self.views: dict | None = None  # collapsed nests: array name -> its view
-        self.key = None  # (dims, collapsed) of the roots an elementwise nest computes
+        self.key = None  # the iteration space: see CodeGen.loop_nest
+        self.results: set = set()  # ids of reduction results (complete after the loops)
+        self.size = 0  # fused ops evaluated in the nest
 
     def collapse(self, groups):
         """Make this nest loop over a view of its arrays with the dims of each group
@@ -97,10 +118,11 @@ class Nest:
         def level(d, indent):
             lines = [indent + s for s in self.pre[d]]
             if d < len(self.dims):
-                rng = "prange" if (self.parallel and d == 0) else "range"
-                lines.append(f"{indent}for {self.vars[d]} in {rng}({self.dims[d]}):")
                 inner = level(d + 1, indent + "    ")
-                lines.extend(inner if inner else [indent + "    pass"])
+                if inner:  # an empty loop is left out
+                    rng = "prange" if (self.parallel and d == 0) else "range"
+                    lines.append(f"{indent}for {self.vars[d]} in {rng}({self.dims[d]}):")
+                    lines.extend(inner)
             lines.extend(indent + s for s in self.post[d])
             return lines
 
@@ -170,6 +192,25 @@ class CodeGen:
                 else:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
+        self._cap_regions()
+
+    def _cap_regions(self):
+        """Store the virtual operands of an op whose fused region would exceed
+        `MAX_FUSED_OPS`; `region_size[id(t)]`: the fused ops evaluating `t` takes."""
+        regions: dict = {}
+        self.region_size = {}
+        for op in self.graph.operations:
+            ins = [x for x in data_inputs(op) if self.kinds.get(id(x)) == "virtual"]
+            merged = set().union(*(regions[id(x)] for x in ins))
+            if len(merged) >= MAX_FUSED_OPS:
+                for x in ins:
+                    self.kinds[id(x)] = "root"
+                    regions[id(x)] = set()
+                merged = set()
+            for t in op.outputs:
+                if self.kinds[id(t)] == "virtual":
+                    regions[id(t)] = merged | {id(op)}
+                self.region_size[id(t)] = len(merged) + 1
 
     def _cheap(self, t) -> bool:
         kind = self.kinds.get(id(t), "input")
@@ -228,7 +269,10 @@ class CodeGen:
             return hit
         ref = self.refs.get(id(t))
         if ref is not None and ref.kind != "virtual":
-            return self.read(t, idx, nest)
+            e, deps = self.read(t, idx, nest)
+            if id(t) in nest.roots:  # stored in this nest's innermost loop: read after it
+                deps = frozenset(range(len(nest.dims)))
+            return e, deps
         result = self._virtual(t, idx, nest)
         nest.memo[key] = result
         return result
@@ -387,6 +431,14 @@ class CodeGen:
         if self.plan.is_output(t):
             self.emit(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
 
+    def nest_scalar(self, nest: Nest, t, expr: str):
+        """`t` (rank 0) is held by a new local assigned `expr` after `nest`'s loops."""
+        name = self.tname(t).replace("t", "s", 1)
+        nest.post[0].append(f"{name} = {expr}")
+        self.refs[id(t)] = Ref("scal", name)
+        if self.plan.is_output(t):
+            nest.post[0].append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+
     def array(self, t) -> str:
         ref = self.refs[id(t)]
         if ref.kind != "arr":
@@ -411,17 +463,35 @@ class CodeGen:
         seen[id(t)] = ok
         return ok
 
+    def loop_nest(self, dims, x, *, groups=None, parallel: bool = False, op=None,
+                  at_index: bool = True) -> Nest:
+        """The nest that evaluates `x` over `dims` (its own dims; collapsed to `groups` of
+        consecutive axes when given): the open nest when it walks the same space, reads
+        nothing it produces (`at_index=False`: the caller reads whole rows of array `x`,
+        not only the element at the nest's index) and has room; otherwise a new one. The
+        nest stays open for siblings until something else is emitted."""
+        par = parallel and self.parallel
+        key = (tuple(dims), tuple(groups) if groups else None, par)
+        size = self.region_size.get(id(x), 0)
+        nest = self.open_nest
+        if nest is None or nest.key != key or nest.size + size > MAX_FUSED_OPS or \
+                self._conflicts(x, nest, at_index, {}):
+            self.close_nest()
+            nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
+            nest = self.open_nest = Nest(self, nd, par)
+            nest.key = key
+            if groups:
+                nest.collapse(list(groups))
+        nest.size += size
+        if op is not None:
+            nest.prologue.append("# " + self.plan.ir_lines[id(op)])
+        return nest
+
     def _root(self, t):
         dims = self.dims(t)
         flat = t.ndim > 1 and self.flat_ok(t)
-        ndims = (_product(dims),) if flat else dims
-        nest = self.open_nest
-        if nest is None or nest.key != (dims, flat) or self._conflicts(t, nest, True, {}):
-            self.close_nest()
-            nest = self.open_nest = Nest(self, ndims, self.parallel)
-            nest.key = (dims, flat)
-            if flat:
-                nest.collapse([tuple(range(t.ndim))])
+        nest = self.loop_nest(dims, t, groups=[tuple(range(t.ndim))] if flat else None,
+                              parallel=True)
         target = self.alloc(t, nest.prologue)
         self.refs[id(t)] = Ref("virtual")
         e, _ = self.elem(t, nest.index(), nest)
@@ -430,12 +500,15 @@ class CodeGen:
         else:
             ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, dims))
             store = f"{target}[{ix}]"
-        nest.stmt(frozenset(range(len(ndims))), f"{store} = {e}")
+        nest.stmt(frozenset(range(len(nest.dims))), f"{store} = {e}")
         nest.roots.add(id(t))
         self.refs[id(t)] = Ref("arr", target)
 
     def _conflicts(self, t, nest, identity, seen) -> bool:
-        """Whether evaluating `t` in `nest` reads one of its roots at another index."""
+        """Whether evaluating `t` in `nest` reads one of its reduction results, or one of
+        its roots at another index."""
+        if id(t) in nest.results:
+            return True
         if id(t) in nest.roots:
             return not identity
         key = (id(t), identity)
@@ -443,7 +516,7 @@ class CodeGen:
             return seen[key]
         ref = self.refs.get(id(t))
         result = False
-        if ref is not None and ref.kind == "virtual" and t.op is not None:
+        if (ref is None or ref.kind == "virtual") and t.op is not None:  # None: a new root
             same = identity and t.op.primitive.name in ELEMENTWISE_NAMES
             result = any(self._conflicts(x, nest, same, seen) for x in data_inputs(t.op))
         seen[key] = result
@@ -485,7 +558,7 @@ class CodeGen:
                 self.lines.append(f"x{k} = {name}[()]")
             else:
                 self.refs[id(t)] = Ref("arr", name)
-        for op in graph.operations:
+        for op in self._schedule():
             name = op.primitive.name
             kind = self.kinds[id(op.outputs[0])]
             if kind == "virtual":
@@ -507,6 +580,11 @@ class CodeGen:
                         f"numba backend: primitive {name!r} has no Numba code (op created at "
                         f"{op.source}); use backend='numpy' for this function"
                     )
+                if name in LOOP_BLOCKS:
+                    emitter(self, op)
+                    if self.open_nest is not None:
+                        self.open_nest.results.update(id(t) for t in op.outputs)
+                    continue
                 self.close_nest()
                 self.comment(op)
                 emitter(self, op)
@@ -521,6 +599,65 @@ class CodeGen:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
         return self._module(params)
+
+    def _schedule(self) -> list:
+        """The graph's operations in a topological order that moves independent loops over
+        the same iteration space (roots and `LOOP_BLOCKS` over equal dims, reading nothing
+        the earlier ones produce) next to each other, so that they can share one nest."""
+        ops = list(self.graph.operations)
+        producer = {id(t): op for op in ops for t in op.outputs}
+        placed: set = set()
+        order: list = []
+
+        def ready(op, group, acc) -> bool:
+            """Whether `op` can run now without reading what `group` produces; collects
+            the virtual producers it needs in `acc`."""
+            for x in op.inputs:
+                p = producer.get(id(x))
+                if p is None or id(p) in acc:
+                    continue
+                if id(p) in group:
+                    return False
+                virtual = self.kinds[id(x)] == "virtual"
+                if id(p) in placed and not virtual:
+                    continue
+                if not virtual or not ready(p, group, acc):
+                    return False
+                if id(p) not in placed:
+                    acc[id(p)] = p
+            return True
+
+        def place(op):
+            placed.add(id(op))
+            order.append(op)
+
+        for k, op in enumerate(ops):
+            if id(op) in placed:
+                continue
+            place(op)
+            key = self._loop_key(op)
+            if key is None:
+                continue
+            group = {id(op)}
+            for later in ops[k + 1:k + 1 + _LOOKAHEAD]:
+                if id(later) in placed or self._loop_key(later) != key:
+                    continue
+                acc: dict = {}
+                if ready(later, group, acc):
+                    for p in acc.values():
+                        place(p)
+                    place(later)
+                    group.add(id(later))
+        return order
+
+    def _loop_key(self, op):
+        """The dims a root or a `LOOP_BLOCKS` op loops over (None for other ops)."""
+        kind = self.kinds[id(op.outputs[0])]
+        if kind == "root":
+            return self.dims(op.outputs[0])
+        if kind == "block" and op.primitive.name in LOOP_BLOCKS:
+            return self.dims(op.inputs[0])
+        return None
 
     def _write_outputs(self):
         for k, t in enumerate(self.graph.outputs):

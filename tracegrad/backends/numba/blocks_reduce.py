@@ -1,0 +1,194 @@
+"""Numba code for the reductions (reduce_sum, reduce_prod, reduce_max, reduce_min).
+
+Each evaluates its operand in a nest from `cg.loop_nest`, so sibling reductions of one
+array (and elementwise roots over the same dims) share one pass over it. The order of
+float sums is NumPy's exactly (pairwise over the trailing run of reduced axes, then
+accumulated in memory order), so they are bit-identical; max/min do not depend on the
+order, so a whole-operand max/min keeps one running value per column (a loop that
+vectorizes) and reduces that row at the end.
+"""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba.blocks import (
+    _combine,
+    _identity,
+    _ix,
+    _out_index,
+    _prod,
+    block,
+)
+from tracegrad.backends.numba.scalars import NB_TYPE, helper
+from tracegrad.core import dtypes
+
+# Float reductions over a trailing run of axes call a row helper: NumPy's pairwise sum
+# (bit-identical sums), or an 8-lane max/min (vectorizes; the order does not matter).
+_ROW_HELPER = {"reduce_sum": "pairwise", "reduce_max": "rowmax", "reduce_min": "rowmin"}
+
+
+@block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+def _reduce(cg, op):
+    """Dispatch on the layout: whole-operand float max/min by columns; float sum/max/min
+    over trailing axes by row helpers; leading kept axes: a scalar accumulator per result
+    element; otherwise accumulate into the result in memory order."""
+    (x,) = op.inputs
+    name = op.primitive.name
+    axes = tuple(op.attrs["axes"])
+    kept = [i for i in range(x.ndim) if i not in axes]
+    is_float = dtypes.is_float(x.dtype)
+    d = x.ndim
+    while d > 0 and d - 1 in axes:
+        d -= 1
+    if name in ("reduce_max", "reduce_min") and is_float and not kept and x.ndim > 1:
+        _extreme_by_columns(cg, op)
+    elif name in _ROW_HELPER and is_float and d < x.ndim:
+        _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
+    elif kept != list(range(len(kept))):
+        _reduce_in_memory_order(cg, op, kept)
+    else:
+        _reduce_by_accumulators(cg, op, len(kept))
+
+
+def _groups(ndim, d):
+    """Axis groups (kept, reduced) collapsing a nest over a fused operand that reads its
+    arrays at its own index; None when no group has more than one axis."""
+    groups = [g for g in (tuple(range(d)), tuple(range(d, ndim))) if g]
+    return groups if any(len(g) > 1 for g in groups) else None
+
+
+def _reduce_by_accumulators(cg, op, d):
+    """First `d` axes kept: one scalar accumulator per result element."""
+    (x,), t = op.inputs, op.outputs[0]
+    name, dt = op.primitive.name, x.dtype
+    xd = cg.dims(x)
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    groups = _groups(x.ndim, d) if x.ndim > 1 and cg.flat_ok(x) else None
+    nest = cg.loop_nest(xd, x, groups=groups, parallel=d > 0, op=op)
+    depth = min(d, 1) if groups else d
+    acc = cg.fresh("acc")
+    nest.pre[depth].append(f"{acc} = {_identity(name, dt)}")
+    v, _ = cg.elem(x, nest.index(), nest)
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, name, dt, acc, v)}")
+    if t.ndim == 0:
+        cg.nest_scalar(nest, t, acc)
+        return
+    target = cg.alloc(t, nest.prologue)
+    if groups and d:
+        store = f"{_flat_view(nest, target, cg.dims(t))}[{nest.vars[0]}]"
+    elif groups:
+        store = f"{target}[{_ix(['0'] * t.ndim)}]"
+    else:
+        store = f"{target}[{_ix(_out_index(cg.dims(t), nest.vars[:d], axes, keep, x.ndim))}]"
+    nest.post[depth].append(f"{store} = {acc}")
+
+
+def _flat_view(nest, target, dims):
+    name = f"{target}_flat"
+    nest.prologue.append(f"{name} = {target}.reshape(({_prod(dims)},))")
+    return name
+
+
+def _flat_index(vars_, dims) -> str:
+    """The row-major flat index of loop variables `vars_` over `dims`."""
+    expr = "0"
+    for v, d in zip(vars_, dims):
+        v = "0" if d == "1" else v
+        expr = v if expr == "0" else f"({expr}) * {d} + {v}"
+    return expr
+
+
+def _init(cg, nest, target, t, name, dt):
+    """Fill the result `target` with the identity before `nest`'s loops."""
+    td = cg.dims(t)
+    init = cg.new_nest(td)
+    ti = ", ".join("0" if d == "1" else v for v, d in zip(init.vars, td))
+    init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, dt)}")
+    nest.prologue.extend(init.render())
+
+
+def _row_reduce(cg, op, d, accumulate):
+    """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
+    memory order (combining into the result when some of them are reduced too)."""
+    (x,), t = op.inputs, op.outputs[0]
+    name, dt = op.primitive.name, x.dtype
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    xd, td = cg.dims(x), cg.dims(t)
+    pw = helper(cg.helpers, _ROW_HELPER[name], dt)
+    rows, m = _prod(xd[:d]), _prod(xd[d:])
+    ref = cg.refs.get(id(x))
+    acc = cg.fresh("acc")
+    if ref is not None and ref.kind == "arr":  # the operand's rows are there: no buffer
+        nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
+        flat = cg.fresh("xf")
+        nest.prologue.append(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
+        row_end = nest.pre[d]
+        row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+    else:  # a fused operand: evaluate one row into a buffer, then reduce it
+        groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
+        nest = cg.loop_nest(xd, x, groups=groups, op=op)
+        depth = min(d, 1) if groups else d
+        buf = cg.fresh("buf")
+        nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
+        v, _ = cg.elem(x, nest.index(), nest)
+        inner = frozenset(range(len(nest.dims)))
+        if groups or d == x.ndim - 1:  # one loop walks the row
+            nest.stmt(inner, f"{buf}[{nest.vars[-1]}] = {v}")
+        else:
+            pos = cg.fresh("pos")
+            nest.pre[depth].append(f"{pos} = 0")
+            nest.stmt(inner, f"{buf}[{pos}] = {v}\n{pos} += 1")
+        row_end = nest.post[depth]
+        row_end.append(f"{acc} = {pw}({buf}, 0, {m})")
+        if groups and t.ndim:
+            target = cg.alloc(t, nest.prologue)
+            row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
+            row_end.append(f"{_flat_view(nest, target, td)}[{row}] = {acc}")
+            return
+    if t.ndim == 0:
+        cg.nest_scalar(nest, t, acc)
+        return
+    target = cg.alloc(t, nest.prologue)
+    if accumulate:
+        _init(cg, nest, target, t, name, dt)
+    kept_vars = [nest.vars[i] for i in range(d) if i not in axes]
+    cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
+    row_end.append(f"{cur} = {_combine(cg, name, dt, cur, acc)}" if accumulate else
+                   f"{cur} = {acc}")
+
+
+def _extreme_by_columns(cg, op):
+    """max/min over every axis: a running value per position of the last axis (updated
+    row after row: a vectorizable loop), then the row helper over those values."""
+    (x,), t = op.inputs, op.outputs[0]
+    name, dt = op.primitive.name, x.dtype
+    xd = cg.dims(x)
+    groups = [tuple(range(x.ndim - 1)), (x.ndim - 1,)] if x.ndim > 2 and cg.flat_ok(x) \
+        else None
+    nest = cg.loop_nest(xd, x, groups=groups, op=op)
+    part = cg.fresh("part")
+    nest.prologue.append(f"{part} = np.full({xd[-1]}, {_identity(name, dt)})")
+    v, _ = cg.elem(x, nest.index(), nest)
+    j = "0" if xd[-1] == "1" else nest.vars[-1]
+    cur = f"{part}[{j}]"
+    nest.stmt(frozenset(range(len(nest.dims))), f"{cur} = {_combine(cg, name, dt, cur, v)}")
+    result = f"{helper(cg.helpers, _ROW_HELPER[name], dt)}({part}, 0, {xd[-1]})"
+    if t.ndim == 0:
+        cg.nest_scalar(nest, t, result)
+        return
+    target = cg.alloc(t, nest.prologue)  # keepdims: every result dim is 1
+    nest.post[0].append(f"{target}[{_ix(['0'] * t.ndim)}] = {result}")
+
+
+def _reduce_in_memory_order(cg, op, kept):
+    """Kept axes not leading: accumulate into the result, walking the operand in memory
+    order (the inner loop updates consecutive result elements: it vectorizes)."""
+    (x,), t = op.inputs, op.outputs[0]
+    name, dt = op.primitive.name, x.dtype
+    axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
+    nest = cg.loop_nest(cg.dims(x), x, op=op)
+    target = cg.alloc(t, nest.prologue)
+    _init(cg, nest, target, t, name, dt)
+    v, _ = cg.elem(x, nest.index(), nest)
+    out = _ix(_out_index(cg.dims(t), [nest.vars[i] for i in kept], axes, keep, x.ndim))
+    cur = f"{target}[{out}]"
+    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, dt, cur, v)}")

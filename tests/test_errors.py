@@ -290,3 +290,26 @@ def test_bad_arguments_raise_the_documented_error_at_the_users_line(name, mode):
             tg.function(fn, backend=mode)(x)
     assert error is IndexError or isinstance(info.value, TracegradError)
     assert f"{__file__}:{fn.__code__.co_firstlineno}" in str(info.value), str(info.value)
+
+
+RUN_TIME_FAILURES = {
+    "gather": (IndexError, lambda x, i: tnp.take(x, i, axis=0)),
+    "scatter_add": (IndexError, lambda x, i: tnp.at(x)[i].add(1.0)),
+    "cholesky": (np.linalg.LinAlgError, lambda x, i: tnp.linalg.cholesky(-x[:2, :2] - 1.0)),
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "numpy", "numba"])
+@pytest.mark.parametrize("name", list(RUN_TIME_FAILURES))
+def test_failures_found_when_an_op_runs_name_the_op_and_its_line(name, mode):
+    """Data-dependent failures keep NumPy's error type, on every backend and eagerly."""
+    error, fn = RUN_TIME_FAILURES[name]
+    x, i = np.arange(6.0).reshape(3, 2), np.array([0, 7])
+    with pytest.raises(error) as info:
+        if mode == "eager":
+            fn(tg.constant(x), tg.constant(i))
+        else:
+            tg.function(fn, backend=mode)(x, i)
+    assert f"{__file__}:{fn.__code__.co_firstlineno}" in str(info.value), str(info.value)
+    if mode != "eager" and error is IndexError:
+        assert str(info.value).startswith(f"{name}: index 7 is out of bounds"), str(info.value)

@@ -199,9 +199,20 @@ def _raise_eager_error(prim: Primitive, values, attrs, e: Exception):
         prim.infer(types, attrs)
     except TracegradError as err:
         raise _located(err, source) from None
-    if hasattr(e, "add_note"):
-        e.add_note(f"in tracegrad op {prim.name!r} at {source}")
-    raise e
+    raise runtime_error(e, prim.name, f"at {source}") from None
+
+
+def runtime_error(e: Exception, name: str, where: str) -> Exception:
+    """`e` (an impl's IndexError, LinAlgError ...) as the same type, its message naming op
+    `name` and `where` it was created or run (a note instead if the type does not take a
+    message)."""
+    msg = str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}"
+    try:
+        new = type(e)(f"{msg} ({where})")
+    except Exception:  # noqa: BLE001 - a constructor that wants other arguments
+        e.add_note(f"in tracegrad op {name!r} ({where})")
+        return e
+    return new.with_traceback(e.__traceback__)
 
 
 # -- the one primitive the IR itself needs ----------------------------------------------------

@@ -55,7 +55,11 @@ def _gather_abstract_eval(operand, indices, *, axis):
 
 @gather_p.def_impl
 def _gather_impl(operand, indices, *, axis):
-    return np.take(operand, indices, axis=axis)
+    try:
+        return np.take(operand, indices, axis=axis)
+    except IndexError:
+        _check_bounds("gather", operand.shape[axis], indices)  # the message the backends give
+        raise
 
 
 @gather_p.def_grad

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core.ir import FuncGraph
+from tracegrad.core.op import runtime_error
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError
 
@@ -79,12 +80,11 @@ class Interpreter:
                     result = op.primitive.impl(*args, **op.attrs)
                 except TracegradError:
                     raise
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - re-raised, located
                     if check:
                         _check_op_shapes(op, args, None)
-                    if hasattr(e, "add_note"):
-                        e.add_note(f"in tracegrad op {op.primitive.name!r} created at {op.source}")
-                    raise
+                    raise runtime_error(e, op.primitive.name,
+                                        f"op created at {op.source}") from None
                 if op.primitive.multiple_results:
                     result = [np.asarray(r) for r in result]
                 else:

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable
 
 from tracegrad.core import dtypes, tree
+from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError
 from tracegrad.function import Function
@@ -86,7 +87,7 @@ def _check_primals(what: str, primals) -> None:
         if dtype is not None and not dtypes.is_differentiable(dtypes.canonicalize(dtype)):
             raise DTypeError(
                 f"{what}: primal leaf {i} has dtype {dtype}; only float arrays can be "
-                "differentiated (convert it with .astype(float))"
+                f"differentiated (convert it with .astype(float)) (at {user_location()})"
             )
 
 

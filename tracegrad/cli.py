@@ -130,6 +130,9 @@ def load_function(target: str):
     if where.endswith(".py") or os.sep in where or "/" in where:
         module = _load_file(where)
     else:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m tracegrad` has it: the console
+            # script would otherwise not find the modules of the folder it is run in
         try:
             module = importlib.import_module(where)
         except ModuleNotFoundError as e:

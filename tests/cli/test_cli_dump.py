@@ -132,7 +132,8 @@ def test_dump_with_locations_names_the_model_lines(model, capsys):
 
 
 def test_dump_module_function(model, capsys, monkeypatch):
-    monkeypatch.syspath_prepend(os.getcwd())
+    # the `tracegrad` console script, unlike `python -m`, starts without the folder on sys.path
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
     code, out, _ = run(capsys, "dump", "model:loss", "--arg", "f64[3]", "--arg", "f64[3]")
     assert code == 0 and out == LOSS_TEXT
 

@@ -298,8 +298,10 @@ def test_grad_with_respect_to_an_integer_argument_is_a_dtype_error():
         tg.grad(lambda x: tnp.sum(x * 2.0))(np.array([1, 2]))
     with pytest.raises(DTypeError):
         tg.grad(lambda x, y: x * y, argnums=1)(2.0, True)
-    with pytest.raises(DTypeError):
+    with pytest.raises(DTypeError, match=f"at {__file__}:"):
         tg.vjp(lambda x: x, np.array([1, 2]))
+    with pytest.raises(DTypeError, match=f"at {__file__}:"):
+        tg.hvp(lambda x: x, (np.array([1, 2]),), (np.ones(2),))
 
 
 def test_has_aux_needs_a_pair():

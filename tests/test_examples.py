@@ -47,3 +47,27 @@ def test_eager_tape_example_values():
 @pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
 def test_other_examples_run(name):
     assert run(name)
+
+
+ROOT = EXAMPLES.parent
+
+
+def _python_blocks(path):
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_readme_example_prints_the_ir_it_shows(capsys):
+    readme = ROOT / "README.md"
+    (block,) = _python_blocks(readme)
+    exec(compile(block, f"{readme}:block0", "exec"), {})  # noqa: S102 (the README's example)
+    shown = re.search(r"^```\n(func @loss.*?)^```", readme.read_text(),
+                      flags=re.DOTALL | re.MULTILINE).group(1)
+    assert capsys.readouterr().out == shown
+
+
+def test_function_doc_examples_run():
+    doc = ROOT / "docs" / "function.md"
+    namespace = {}
+    for i, block in enumerate(_python_blocks(doc)):
+        exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
+    assert namespace["step"].tracing_count == 1

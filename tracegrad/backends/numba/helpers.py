@@ -4,8 +4,10 @@ The module's text is fixed by this file (its templates instantiated for every dt
 serve); it is written to the kernel cache directory as `tg_helpers_<digest>.py` and each
 kernel module imports what it uses from it by that name, so the digest is part of every
 kernel's source (and cache key) and the helpers are compiled once per process, and
-cached on disk, instead of once per kernel. Small scalar helpers are inlined into the
-kernel at Numba IR level (`inline="always"`).
+cached on disk, instead of once per kernel. Scalar helpers are compiled once and inlined
+into each kernel by LLVM (`forceinline=True`: loops over them still vectorize), not at Numba
+IR level (`inline="always"` re-typed and re-lowered the helper's body at every call site,
+which doubled the compile time of kernels that call exp, log or tanh a few times).
 """
 
 from __future__ import annotations
@@ -28,17 +30,17 @@ SUFFIX = {dtypes.float64: "f64", dtypes.float32: "f32", dtypes.int64: "i64",
 
 _HELPERS = {
     "max_f": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _max_{S}(a, b):
     return a if (a > b or a != a) else b
 """,
     "min_f": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _min_{S}(a, b):
     return a if (a < b or a != a) else b
 """,
     "sign_f": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _sign_{S}(a):
     if a > 0:
         return {T}(1.0)
@@ -49,7 +51,7 @@ def _sign_{S}(a):
     return a
 """,
     "logistic": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _logistic_{S}(x):
     e = {T}(_exp_v(-np.abs(np.float64(x))))
     one = {T}(1.0)
@@ -59,7 +61,7 @@ def _logistic_{S}(x):
 """,
     # NumPy's npy_divmod: the floor quotient and the remainder with the divisor's sign.
     "floordiv_f": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _floordiv_{S}(a, b):
     if b == 0:
         return a / b
@@ -76,7 +78,7 @@ def _floordiv_{S}(a, b):
     return {T}(0.0) * (a / b)  # a zero with the sign of the quotient
 """,
     "mod_f": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _mod_{S}(a, b):
     mod = np.fmod(a, b)
     if b == 0:
@@ -90,7 +92,7 @@ def _mod_{S}(a, b):
 """,
     # Integers: division by zero gives 0 (as NumPy); MIN // -1 wraps instead of trapping.
     "floordiv_i": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _floordiv_{S}(a, b):
     if b == 0:
         return a - a
@@ -99,7 +101,7 @@ def _floordiv_{S}(a, b):
     return a // b
 """,
     "mod_i": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _mod_{S}(a, b):
     if b == 0 or b == -1:
         return a - a
@@ -183,7 +185,7 @@ def _bits_of_f64(typingctx, x):
     # exp, log and tanh without libm calls or branches, so that loops over them vectorize
     # (libm is 5-15x slower than NumPy's SIMD ufuncs). Accurate to ~2 ulp.
     "exp_v": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _exp_v(x):
     # Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2; Taylor to r**13; 2**k in two steps
     xc = x if x > -746.0 else -746.0
@@ -211,7 +213,7 @@ def _exp_v(x):
     return x if x != x else y
 """,
     "log_v": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _log_v(x):
     # x = m 2**e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1)
     tiny = x < 2.2250738585072014e-308
@@ -242,7 +244,7 @@ def _log_v(x):
     return x if x != x else y
 """,
     "tanh_v": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _tanh_v(x):
     a = np.abs(x)
     e = _exp_v(-2.0 * a)
@@ -293,12 +295,12 @@ def _two_over_pi_table():
 _TWO_OVER_PI = _two_over_pi_table()
 
 
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _mod4(t):
     return t - 4.0 * np.floor(t * 0.25)
 
 
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _sincos_v(x, want_cos):
     ax = np.abs(x)
     # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
@@ -351,18 +353,18 @@ def _sincos_v(x, want_cos):
     return y if ax <= 1.7976931348623157e308 else x - x
 
 
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _sin_v(x):
     return _sincos_v(x, 0)
 
 
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _cos_v(x):
     return _sincos_v(x, 1)
 """,
     # Exponentiation by squaring with wrap-around, as NumPy's integer power.
     "ipow": """
-@njit(inline="always", **_OPTS)
+@njit(cache=True, forceinline=True, **_OPTS)
 def _ipow_{S}(a, b):
     out = a - a + 1
     while b > 0:

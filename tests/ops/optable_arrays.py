@@ -376,11 +376,11 @@ for _name in ("true_divide", "maximum", "minimum", "fmax", "fmin"):
          rand((3, 1), F64, 0.5, 3, seed=20), rand((1, 4), F64, 0.5, 3, seed=21),
          grad_argnums=(0, 1))
 for _name in ("max", "min", "amax", "amin"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
     for _axis, _keep in ((None, False), (1, True), ((0, 2), False)):
         case(f"{_name}[f64,axis={_axis},keepdims={_keep},grad]",
-             lambda a, f=getattr(tnp, _name), ax=_axis, k=_keep: f(a, axis=ax, keepdims=k),
-             lambda a, r=getattr(np, _name), ax=_axis, k=_keep: r(a, axis=ax, keepdims=k),
-             X234, grad_argnums=(0,))
+             lambda a, f=f, ax=_axis, k=_keep: f(a, axis=ax, keepdims=k),
+             lambda a, r=r, ax=_axis, k=_keep: r(a, axis=ax, keepdims=k), X234, grad_argnums=(0,))
 case("sqrt[f64,grad]", tnp.sqrt, np.sqrt, rand((3, 4), F64, 0.2, 4), grad_argnums=(0,))
 case("ravel[f64,grad]", tnp.ravel, np.ravel, X234, grad_argnums=(0,))
 case("swapaxes[f64,grad]", lambda a: tnp.swapaxes(a, 0, -1), lambda a: np.swapaxes(a, 0, -1),
@@ -388,9 +388,9 @@ case("swapaxes[f64,grad]", lambda a: tnp.swapaxes(a, 0, -1), lambda a: np.swapax
 case("moveaxis[f64,grad]", lambda a: tnp.moveaxis(a, (0, 1), (-1, 0)),
      lambda a: np.moveaxis(a, (0, 1), (-1, 0)), X234, grad_argnums=(0,))
 for _name in ("hstack", "vstack"):
-    case(f"{_name}[f64,grad]", lambda a, b, f=getattr(tnp, _name): f([a, b, a]),
-         lambda a, b, r=getattr(np, _name): r([a, b, a]), rand((2, 3), seed=22),
-         rand((2, 3), seed=23), grad_argnums=(0, 1))
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[f64,grad]", lambda a, b, f=f: f([a, b, a]), lambda a, b, r=r: r([a, b, a]),
+         rand((2, 3), seed=22), rand((2, 3), seed=23), grad_argnums=(0, 1))
 case("full[array fill,grad]", lambda v: tnp.full((3, 2), v), lambda v: np.full((3, 2), v),
      rand((2,), seed=24), grad_argnums=(0,))
 case("full_like[traced fill,grad]", lambda a, v: tnp.full_like(a, v) * a,

@@ -313,3 +313,30 @@ def test_failures_found_when_an_op_runs_name_the_op_and_its_line(name, mode):
     assert f"{__file__}:{fn.__code__.co_firstlineno}" in str(info.value), str(info.value)
     if mode != "eager" and error is IndexError:
         assert str(info.value).startswith(f"{name}: index 7 is out of bounds"), str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["eager", "numpy", "numba"])
+def test_a_python_int_out_of_the_int32_range_never_wraps(mode):
+    """NumPy refuses `int32 array + 2**40`; so does tracegrad, eagerly and when the int is
+    an argument of a compiled function (its value is not in the trace)."""
+    x = np.arange(3, dtype=np.int32)
+    def fn(a, n):
+        return a * n
+
+    call = (lambda n: fn(tg.constant(x), n)) if mode == "eager" else (
+        lambda n: tg.function(fn, backend=mode)(x, n))
+    for big in (2**31, -2**31 - 1, 2**40):
+        with pytest.raises(DTypeError, match=f"Python int {big} (passed as n )?does not fit int32") as info:
+            call(big)
+        assert __file__ in str(info.value)
+    np.testing.assert_array_equal(np.asarray(call(2**31 - 1)), x * np.int32(2**31 - 1))
+    np.testing.assert_array_equal(np.asarray(call(-2**31)), x * np.int32(-2**31))
+
+
+def test_python_int_arguments_fitting_int32_share_one_trace():
+    f = tg.function(lambda a, n: a + n)
+    x64, x32 = np.arange(3), np.arange(3, dtype=np.int32)
+    np.testing.assert_array_equal(f(x64, 2**40), x64 + 2**40)  # int64 arrays take any int64
+    for n in (1, -7, 2**31 - 1):
+        np.testing.assert_array_equal(f(x32, n), x32 + n)
+    assert f.tracing_count == 2

@@ -42,6 +42,8 @@ from tracegrad.function._keys import (
     _StaticLeaf,
     _to_array,
     _typed_key,
+    check_narrowed,
+    narrowed_int_inputs,
 )
 from tracegrad.function._trace import trace_graph
 from tracegrad.transforms.custom import make_call_recorder
@@ -139,6 +141,7 @@ class ConcreteFunction:
         self._in_dtypes = [entries[i][1] for i in self._array_leaves]
         self._captures = [ext for ext, _ in graph.captures]
         self._variables = any(isinstance(c, Variable) for c in self._captures)
+        self._narrowed = narrowed_int_inputs(graph)
         self._executor = None
 
     @property
@@ -201,6 +204,8 @@ class ConcreteFunction:
 
     def _run(self, arrays, inputs, eager: bool):
         """Feed `arrays` (one per graph input) and the captures; pack the results."""
+        if self._narrowed:
+            check_narrowed(self.name, self._narrowed, arrays)
         tapes = state.tapes
         captured = ()
         if self._captures:

@@ -191,6 +191,35 @@ def _to_array(x, dtype) -> np.ndarray:
                          f"{user_location()}); pass it as a float or a NumPy array") from None
 
 
+def narrowed_int_inputs(graph) -> tuple:
+    """`(position, name)` of each weak int64 input of `graph` (a Python int argument) that
+    the graph converts to int32: NumPy requires such an int to fit int32, and so does the
+    call path (`check_narrowed`), since the graph's conversion would wrap it."""
+    weak_ints = {id(t): i for i, t in enumerate(graph.inputs)
+                 if t.type.weak and t.type.dtype == np.int64}
+    found = {}
+    for op in graph.operations:
+        if (op.primitive.name == "convert_element_type" and id(op.inputs[0]) in weak_ints
+                and op.attrs["new_dtype"] == np.int32):
+            found[weak_ints[id(op.inputs[0])]] = op.inputs[0].name
+    return tuple(sorted(found.items()))
+
+
+def check_narrowed(name: str, narrowed: tuple, arrays) -> None:
+    """Raise DTypeError if a Python int argument listed by `narrowed_int_inputs` is out of
+    the int32 range."""
+    for i, arg in narrowed:
+        value = int(arrays[i])
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            raise DTypeError(
+                f"{name}: the Python int {value} passed as {arg} does not fit int32, the dtype "
+                f"the function converts it to (at {user_location()}); NumPy refuses it too"
+            )
+
+
+_INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
+
+
 def _describe(treedef, statics) -> str:
     text = tree.treedef_str(treedef)
     return f"{text} with static values {statics!r}" if statics else text

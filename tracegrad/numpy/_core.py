@@ -94,12 +94,23 @@ def dtype_arg(dtype, op: str) -> np.dtype | None:
         raise DTypeError(at_user(str(e))) from None
 
 
+def python_int_as(x, dtype: np.dtype) -> np.ndarray:
+    """`x` (a Python or NumPy scalar, an array) as a `dtype` array; a Python int out of the
+    range of `dtype` is a DTypeError at the user's line (NumPy's OverflowError)."""
+    try:
+        return np.asarray(x, dtype=dtype)
+    except OverflowError:
+        raise DTypeError(at_user(f"the Python int {x} does not fit {np.dtype(dtype).name}, "
+                                 "the dtype of the array it meets")) from None
+
+
 def cast(x, dtype: np.dtype, weak: bool = False):
     """`x` as `dtype` (a convert_element_type op when it is a tensor of another dtype)."""
     if type(x) in _PY_SCALARS:
+        value = python_int_as(x, dtype)
         if weak and state.graph is not None:
-            return state.graph.constant(np.asarray(x, dtype=dtype), weak=True)
-        return np.asarray(x, dtype=dtype)
+            return state.graph.constant(value, weak=True)
+        return value
     if isinstance(x, GraphTensor):
         if x.type.dtype == dtype and x.type.weak == weak:
             return x
@@ -244,7 +255,7 @@ def eager_fast(ufunc, prim, name: str, xs):
         loop = loop_dtypes(ufunc, keys, name)
         if all(k is keys[0] for k in keys) and all(d is keys[0] for d in loop):
             CLOSED.add((ufunc, keys[0]))
-    args = [v if type(v) is np.ndarray and v.dtype == dt else np.asarray(v, dt)
+    args = [v if type(v) is np.ndarray and v.dtype == dt else python_int_as(v, dt)
             for v, dt in zip(values, loop, strict=False)]
     try:
         out = prim.impl(*args)

@@ -1,0 +1,155 @@
+"""The numba backend's loop fusion: sibling reductions (and elementwise roots) over one
+iteration space share a loop nest and give the numpy backend's values; a very long
+elementwise region is split into several loops of at most MAX_FUSED_OPS fused ops, still
+in one module."""
+
+import re
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tests.backends._util import assert_close_backends
+
+nb = pytest.importorskip("tracegrad.backends.numba")
+codegen = pytest.importorskip("tracegrad.backends.numba.codegen")
+
+
+def siblings(x):
+    """Five reductions of x: the row max, the column sum and the whole abs-max are
+    independent siblings; the log-sum-exp and the variance read earlier results."""
+    m = tnp.max(x, axis=-1, keepdims=True)
+    lse = tnp.log(tnp.sum(tnp.exp(x - m), axis=-1))
+    mu = tnp.mean(x, axis=0)
+    var = tnp.mean((x - mu) ** 2, axis=0)
+    return m, lse, tnp.sum(x, axis=0), var, tnp.max(tnp.abs(x)), tnp.min(x * 2.0, axis=0)
+
+
+def int_siblings(x):
+    return (tnp.max(x, axis=1), tnp.sum(x, axis=0), tnp.min(x), tnp.sum(x * 3, axis=1),
+            tnp.max(x, axis=0, keepdims=True))
+
+
+def both_backends(fn, *arrays, input_signature=None):
+    got = tg.function(fn, backend="numba", input_signature=input_signature)(*arrays)
+    want = tg.function(fn, backend="numpy", input_signature=input_signature)(*arrays)
+    assert_close_backends([np.asarray(g) for g in got], [np.asarray(w) for w in want])
+
+
+def source_of(fn, *arrays) -> str:
+    graph = tg.function(fn, backend="numba").get_concrete_function(*arrays).graph
+    return tg.compiled_source(graph)
+
+
+def outer_loops(source: str) -> int:
+    """The number of loop nests at the entry function's top level."""
+    return sum(1 for line in source.splitlines() if line.startswith("    for "))
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (1, 9), (6, 1), (1, 1), (0, 4), (3, 0), (40, 33)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sibling_reductions_match_the_numpy_backend(shape, dtype):
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    if x.size == 0:  # max/min of nothing has no value: keep the sums and the variance
+        def fn(x):
+            return tnp.sum(x, axis=0), tnp.sum(x * x, axis=1), tnp.mean(x, axis=0)
+        both_backends(fn, x)
+        return
+    both_backends(siblings, x)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+@pytest.mark.parametrize("shape", [(6, 5), (1, 4), (5, 1)])
+def test_integer_sibling_reductions_match_the_numpy_backend(shape, dtype):
+    x = np.random.default_rng(1).integers(-50, 50, size=shape).astype(dtype)
+    both_backends(int_siblings, x)
+
+
+def test_sibling_reductions_with_unknown_dims():
+    spec = [tg.TensorSpec((None, None), "float64")]
+    for shape in [(5, 8), (1, 3), (9, 1)]:
+        x = np.random.default_rng(2).standard_normal(shape)
+        both_backends(siblings, x, input_signature=spec)
+
+
+def test_sibling_reductions_of_a_3d_operand_with_keepdims():
+    x = np.random.default_rng(3).standard_normal((4, 6, 5))
+
+    def fn(x):
+        y = tnp.tanh(x)
+        return (tnp.sum(y, axis=(1, 2), keepdims=True), tnp.max(y, axis=(0, 1, 2)),
+                tnp.sum(y, axis=0), tnp.max(y, axis=2, keepdims=True), tnp.min(y))
+    both_backends(fn, x)
+
+
+def test_nan_propagates_through_fused_whole_max():
+    x = np.random.default_rng(4).standard_normal((6, 7))
+    x[3, 2] = np.nan
+    both_backends(lambda x: (tnp.max(x), tnp.min(tnp.abs(x)), tnp.sum(x, axis=0)), x)
+
+
+def test_independent_reductions_of_one_array_share_one_loop():
+    x = np.random.default_rng(5).standard_normal((30, 20))
+
+    def fn(x):  # row max, column sum, whole abs-max: one pass over x
+        return tnp.max(x, axis=1), tnp.sum(x, axis=0), tnp.max(tnp.abs(x))
+    source = source_of(fn, x)
+    assert outer_loops(source) == 2, source  # the column sum's zero fill, then the pass
+    assert "_rowmax_f64(part" in source  # the whole max reduces per-column values
+    both_backends(fn, x)
+
+
+def test_a_reduction_reading_a_sibling_result_gets_its_own_loop():
+    x = np.random.default_rng(6).standard_normal((12, 9))
+
+    def fn(x):
+        mu = tnp.mean(x, axis=0)
+        return mu, tnp.sum((x - mu) ** 2, axis=0)
+    source = source_of(fn, x)
+    nests = source.split("\n    for ")[1:]
+    sums = [len(re.findall(r"(\w+)\[(\w+)\] = \1\[\2\] \+", n)) for n in nests]
+    assert sorted(sums) == [0, 0, 0, 1, 1], source  # fills, the mean's division, 2 passes
+    both_backends(fn, x)
+
+
+def test_a_row_reduction_of_a_stored_value_is_not_fused_into_its_loop():
+    """exp(x) is a stored output; its row sums read whole rows of it (a helper call
+    before the row is written if they shared the loop)."""
+    x = np.random.default_rng(7).standard_normal((8, 11))
+
+    def fn(x):
+        e = tnp.exp(x)
+        return e, tnp.sum(e, axis=1), tnp.max(e, axis=1)
+    both_backends(fn, x)
+
+
+def chain(steps):
+    def f(x):
+        for k in range(steps):
+            if k % 2:
+                x = tnp.sin(x) * 0.9 + x * 0.1
+            else:
+                x = tnp.tanh(x) * 0.8 - x * 0.05
+        return x
+    return f
+
+
+def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
+    monkeypatch.setattr(codegen, "MAX_FUSED_OPS", 16)
+    x = np.linspace(-2.0, 2.0, 37)
+    source = source_of(chain(20), x)  # about 100 ops
+    assert source.count("@njit(") == 1
+    assert outer_loops(source) >= 100 // 16
+    assert all(line.count("# %") <= 16 for line in source.split("    for ")[1:]), source
+    both_backends(chain(20), x)
+
+
+def test_a_huge_chain_generates_one_module_at_the_default_cap():
+    x = np.linspace(-2.0, 2.0, 5)
+    graph = tg.optimize(tg.function(chain(400), backend="numba")
+                        .get_concrete_function(x).graph)
+    assert len(graph.operations) > 1500
+    source = nb.generate_source(graph)  # a single region this deep overflowed the stack
+    assert source.count("@njit(") == 1
+    assert outer_loops(source) >= len(graph.operations) // codegen.MAX_FUSED_OPS

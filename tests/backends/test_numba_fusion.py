@@ -145,7 +145,10 @@ def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
     both_backends(chain(20), x)
 
 
-def test_a_huge_chain_generates_one_module_at_the_default_cap():
+@pytest.mark.parametrize("cap", [None, 64, 128])
+def test_a_huge_chain_generates_one_module(cap, monkeypatch):
+    if cap is not None:
+        monkeypatch.setattr(codegen, "MAX_FUSED_OPS", cap)
     x = np.linspace(-2.0, 2.0, 5)
     graph = tg.optimize(tg.function(chain(400), backend="numba")
                         .get_concrete_function(x).graph)

@@ -609,22 +609,22 @@ class CodeGen:
         placed: set = set()
         order: list = []
 
-        def ready(op, group, acc) -> bool:
+        def ready(op, group, acc, failed) -> bool:
             """Whether `op` can run now without reading what `group` produces; collects
-            the virtual producers it needs in `acc`."""
+            the virtual producers it needs in `acc` (`failed`: producers that cannot)."""
             for x in op.inputs:
                 p = producer.get(id(x))
                 if p is None or id(p) in acc:
                     continue
-                if id(p) in group:
+                if id(p) in group or id(p) in failed:
                     return False
                 virtual = self.kinds[id(x)] == "virtual"
                 if id(p) in placed and not virtual:
                     continue
-                if not virtual or not ready(p, group, acc):
+                if not virtual or not ready(p, group, acc, failed):
+                    failed.add(id(p))
                     return False
-                if id(p) not in placed:
-                    acc[id(p)] = p
+                acc[id(p)] = p
             return True
 
         def place(op):
@@ -643,9 +643,10 @@ class CodeGen:
                 if id(later) in placed or self._loop_key(later) != key:
                     continue
                 acc: dict = {}
-                if ready(later, group, acc):
+                if ready(later, group, acc, set()):
                     for p in acc.values():
-                        place(p)
+                        if id(p) not in placed:
+                            place(p)
                     place(later)
                     group.add(id(later))
         return order

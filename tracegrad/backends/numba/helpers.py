@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from tracegrad.backends.numba import vecmath, vecmath_trig
 from tracegrad.core import dtypes
 
 NB_TYPE = {
@@ -163,205 +164,6 @@ def _pairwise_{S}(a, lo, n):
             sp += 3
     return vals[0]
 """,
-    # Bit casts between float64 and int64 (one instruction; loops stay vectorizable).
-    "bits": """
-from numba.core import types as _nbtypes
-from numba.core.extending import intrinsic as _intrinsic
-
-
-@_intrinsic
-def _f64_from_bits(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(_nbtypes.float64))
-    return _nbtypes.float64(_nbtypes.int64), codegen
-
-
-@_intrinsic
-def _bits_of_f64(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(_nbtypes.int64))
-    return _nbtypes.int64(_nbtypes.float64), codegen
-""",
-    # exp, log and tanh without libm calls or branches, so that loops over them vectorize
-    # (libm is 5-15x slower than NumPy's SIMD ufuncs). Accurate to ~2 ulp.
-    "exp_v": """
-@njit(cache=True, forceinline=True, **_OPTS)
-def _exp_v(x):
-    # Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2; Taylor to r**13; 2**k in two steps
-    xc = x if x > -746.0 else -746.0
-    xc = xc if xc < 710.0 else 710.0
-    k = np.rint(xc * 1.4426950408889634)
-    r = (xc - k * 0.6931471803691238) - k * 1.9082149292705877e-10
-    p = 1.6059043836821613e-10
-    p = p * r + 2.08767569878681e-09
-    p = p * r + 2.505210838544172e-08
-    p = p * r + 2.755731922398589e-07
-    p = p * r + 2.7557319223985893e-06
-    p = p * r + 2.48015873015873e-05
-    p = p * r + 0.0001984126984126984
-    p = p * r + 0.001388888888888889
-    p = p * r + 0.008333333333333333
-    p = p * r + 0.041666666666666664
-    p = p * r + 0.16666666666666666
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
-    ki = np.int64(k)
-    k1 = ki >> 1
-    y = p * _f64_from_bits((k1 + 1023) << 52) * _f64_from_bits((ki - k1 + 1023) << 52)
-    y = np.inf if x > 709.782712893384 else y
-    return x if x != x else y
-""",
-    "log_v": """
-@njit(cache=True, forceinline=True, **_OPTS)
-def _log_v(x):
-    # x = m 2**e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1)
-    tiny = x < 2.2250738585072014e-308
-    xs = x * 18014398509481984.0 if tiny else x
-    b = _bits_of_f64(xs)
-    e = (b >> 52) - (1077 if tiny else 1023)
-    m = _f64_from_bits((b & 4503599627370495) | 4607182418800017408)
-    big = m > 1.4142135623730951
-    m = m * 0.5 if big else m
-    e = e + 1 if big else e
-    s = (m - 1.0) / (m + 1.0)
-    z = s * s
-    p = 0.047619047619047616
-    p = p * z + 0.05263157894736842
-    p = p * z + 0.058823529411764705
-    p = p * z + 0.06666666666666667
-    p = p * z + 0.07692307692307693
-    p = p * z + 0.09090909090909091
-    p = p * z + 0.1111111111111111
-    p = p * z + 0.14285714285714285
-    p = p * z + 0.2
-    p = p * z + 0.3333333333333333
-    fe = np.float64(e)
-    y = fe * 0.6931471803691238 + (2.0 * s + 2.0 * s * z * p + fe * 1.9082149292705877e-10)
-    y = -np.inf if x == 0.0 else y
-    y = np.nan if x < 0.0 else y
-    y = x if x == np.inf else y
-    return x if x != x else y
-""",
-    "tanh_v": """
-@njit(cache=True, forceinline=True, **_OPTS)
-def _tanh_v(x):
-    a = np.abs(x)
-    e = _exp_v(-2.0 * a)
-    big = (1.0 - e) / (1.0 + e)
-    z = x * x
-    p = -0.0014558343870513183
-    p = p * z + 0.0035921280365724811
-    p = p * z - 0.0088632355299021973
-    p = p * z + 0.021869488536155203
-    p = p * z - 0.053968253968253971
-    p = p * z + 0.13333333333333333
-    p = p * z - 0.33333333333333331
-    small = a + a * z * p
-    y = small if a < 0.1 else big
-    y = -y if x < 0 else y
-    return x if x == 0 or x != x else y
-""",
-    # sin and cos without libm calls or branches (~3 ulp for every finite x), so that loops
-    # over them vectorize: x = n pi/2 + r with |r| <= pi/4, then fdlibm's minimax kernels.
-    "sincos_v": """
-def _pi_fixed(bits):
-    # pi * 2**bits, exactly rounded down, by Machin's formula in integers
-    def atan_inv(k):
-        one = 1 << (bits + 16)
-        total, term, n, sign = 0, one // k, 1, 1
-        while term:
-            total += sign * (term // n)
-            term //= k * k
-            n += 2
-            sign = -sign
-        return total
-    return (16 * atan_inv(5) - 4 * atan_inv(239)) >> 16
-
-
-def _two_over_pi_table():
-    # row i: (2**(i - 33) * 2/pi) mod 4 in seven 26-bit pieces, bits 2**1 down to 2**-180
-    p = 1400
-    two_over_pi = (2 << (2 * p)) // _pi_fixed(p)
-    rows = []
-    for e in range(-33, 972):
-        v = (two_over_pi << e) if e >= 0 else (two_over_pi >> -e)
-        v = (v % (4 << p)) >> (p - 180)
-        rows.append([((v >> (156 - 26 * k)) & 67108863) * 2.0 ** (-24 - 26 * k)
-                     for k in range(7)])
-    return np.array(rows)
-
-
-_TWO_OVER_PI = _two_over_pi_table()
-
-
-@njit(cache=True, forceinline=True, **_OPTS)
-def _mod4(t):
-    return t - 4.0 * np.floor(t * 0.25)
-
-
-@njit(cache=True, forceinline=True, **_OPTS)
-def _sincos_v(x, want_cos):
-    ax = np.abs(x)
-    # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
-    n = np.rint(x * 0.6366197723675814)
-    r = x - n * 1.5707963267341256
-    r = r - n * 6.077100506303966e-11
-    r = r - n * 2.0222662487111665e-21
-    r = r - n * 8.4784276603689e-32
-    q = np.int64(n) if ax < 823549.0 else 0
-    # larger: Payne-Hanek. |x| = m 2**e; x 2/pi mod 4 = mh T[e + 26] + ml T[e] (mod 4) with
-    # m = mh 2**26 + ml; T[e + 26] is T[e]'s pieces shifted by one, so every product is exact
-    b = _bits_of_f64(ax)
-    i = min(max((b >> 52) - 1075, -33), 971) + 33
-    m = (b & 4503599627370495) | 4503599627370496
-    mh = np.float64(m >> 26) * 67108864.0
-    ml = np.float64(m & 67108863)
-    tab = _TWO_OVER_PI
-    t0, t1, t2, t3, t4, t5, t6 = tab[i, 0], tab[i, 1], tab[i, 2], tab[i, 3], tab[i, 4], \
-        tab[i, 5], tab[i, 6]
-    s = _mod4(_mod4(mh * t1) + _mod4(ml * t0))
-    s = _mod4(s + _mod4(_mod4(mh * t2) + _mod4(ml * t1)))
-    nb = np.rint(s)
-    c = (mh * t4 + ml * t3) + ((mh * t5 + ml * t4) + (mh * t6 + ml * t5))
-    rb = ((((s - nb) + mh * t3) + ml * t2) + c) * 1.5707963267948966
-    qb = np.int64(nb)
-    big = ax >= 823549.0
-    r = (-rb if x < 0 else rb) if big else r
-    q = (-qb if x < 0 else qb) if big else q
-    z = r * r
-    ps = 1.58969099521155010221e-10
-    ps = ps * z - 2.50507602534068634195e-08
-    ps = ps * z + 2.75573137070700676789e-06
-    ps = ps * z - 1.98412698298579493134e-04
-    ps = ps * z + 8.33333333332248946124e-03
-    ps = ps * z - 1.66666666666666324348e-01
-    sn = r + r * z * ps
-    pc = -1.13596475577881948265e-11
-    pc = pc * z + 2.08757232129817482790e-09
-    pc = pc * z - 2.75573143513906633035e-07
-    pc = pc * z + 2.48015872894767294178e-05
-    pc = pc * z - 1.38888888888741095749e-03
-    pc = pc * z + 4.16666666666666019037e-02
-    hz = 0.5 * z
-    w = 1.0 - hz
-    cs = w + (((1.0 - w) - hz) + z * z * pc)
-    q = q + want_cos
-    y = cs if q & 1 else sn
-    y = -y if q & 2 else y
-    y = x if ax < 1.4901161193847656e-08 and want_cos == 0 else y
-    return y if ax <= 1.7976931348623157e308 else x - x
-
-
-@njit(cache=True, forceinline=True, **_OPTS)
-def _sin_v(x):
-    return _sincos_v(x, 0)
-
-
-@njit(cache=True, forceinline=True, **_OPTS)
-def _cos_v(x):
-    return _sincos_v(x, 1)
-""",
     # Exponentiation by squaring with wrap-around, as NumPy's integer power.
     "ipow": """
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -428,8 +230,7 @@ _INSTANCES = {
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "rowmax": _FLOATS,
     "rowmin": _FLOATS,
     "floordiv_i": (dtypes.int64, dtypes.int32), "mod_i": (dtypes.int64, dtypes.int32),
-    "ipow": (dtypes.int64,), "bits": None, "exp_v": None, "log_v": None, "tanh_v": None,
-    "sincos_v": None,
+    "ipow": (dtypes.int64,),
 }
 
 
@@ -440,6 +241,8 @@ def _module_source() -> str:
         "from numba import njit",
         "",
         '_OPTS = dict(error_model="numpy", nogil=True)',
+        *vecmath.TEMPLATES.values(),
+        *vecmath_trig.TEMPLATES.values(),
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:
@@ -466,6 +269,6 @@ def helper(helpers: dict, kind: str, dtype) -> str:
 
 
 def vector_math(name: str, helpers: dict) -> str:
-    """The branch-free float64 helper for `name` (exp, log, tanh, sin or cos), recorded in `helpers`."""
+    """The branch-free float64 helper `_<name>_v` of vecmath.py, recorded in `helpers`."""
     helpers[f"_{name}_v"] = None
     return f"_{name}_v"

@@ -2,13 +2,13 @@
 the small helper functions some of them call (emitted into the generated module only
 when used, so every module is self-contained).
 
-Helpers (NumPy's floor division and remainder, NaN-propagating max/min, vectorizable exp,
-log, tanh, sin and cos ...) live in the shared module of `helpers.py`. Each builder returns
-a Python expression whose Numba type is exactly the result dtype
-(int32 and float32 results are wrapped in a cast: Numba widens int32 arithmetic and
-Python literals would widen float32). Semantics follow the NumPy reference: NaN-propagating
-max/min, NumPy's signs for floor division and remainder, integer division by zero gives
-0, round half to even, float -> int casts truncate toward zero.
+Helpers (NumPy's floor division and remainder, NaN-propagating max/min, and the vectorizable
+float64 libm of vecmath.py: exp, log, sin, pow, erf ...) live in the shared module of
+`helpers.py`. Each builder returns a Python expression whose Numba type is exactly the
+result dtype (int32 and float32 results are wrapped in a cast: Numba widens int32
+arithmetic and Python literals would widen float32). Semantics follow the NumPy reference:
+NaN-propagating max/min, NumPy's signs for floor division and remainder, integer division
+by zero gives 0, round half to even, float -> int casts truncate toward zero.
 """
 
 from __future__ import annotations
@@ -38,17 +38,23 @@ def literal(value, dtype) -> str:
 
 # -- expression builders ------------------------------------------------------------------------
 
+# Float primitives computed by vecmath.py's branch-free `_<name>_v` (float32 in float64, rounded)
+_VECTOR_MATH = {
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+}
 _UFUNC = {
-    "exp": "np.exp", "exp2": "np.exp2", "expm1": "np.expm1", "log": "np.log",
-    "log2": "np.log2", "log10": "np.log10", "log1p": "np.log1p", "sqrt": "np.sqrt",
-    "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "asin": "np.arcsin",
-    "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh", "cosh": "np.cosh",
-    "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh", "atanh": "np.arctanh",
-    "floor": "np.floor", "ceil": "np.ceil", "round": "np.rint", "is_finite": "np.isfinite",
-    "is_nan": "np.isnan", "is_inf": "np.isinf",
+    "sqrt": "np.sqrt", "floor": "np.floor", "ceil": "np.ceil", "round": "np.rint",
+    "is_finite": "np.isfinite", "is_nan": "np.isnan", "is_inf": "np.isinf",
 }
 _INFIX = {"sub": "-", "div": "/", "and": "&", "or": "|", "xor": "^", "eq": "==",
           "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _vector_call(fn: str, args: list, dtype) -> str:
+    if dtype == dtypes.float32:
+        return f"np.float32({fn}({', '.join(f'np.float64({a})' for a in args)}))"
+    return f"{fn}({', '.join(args)})"
 
 
 def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
@@ -56,15 +62,8 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
     """The scalar expression of elementwise primitive `name` applied to `args`."""
     x = in_dtypes[0] if in_dtypes else out_dtype
     fl = dtypes.is_float(x)
-    if name in ("exp", "log", "tanh", "sin", "cos"):
-        fn = vector_math(name, helpers)
-        if x == dtypes.float32:
-            return f"np.float32({fn}(np.float64({args[0]})))"
-        return f"{fn}({args[0]})"
-    if name in ("exp2", "log2") and x == dtypes.float32:
-        # Numba declares llvm.exp2 / llvm.log2 untyped, once per module: a float32 call
-        # next to a float64 one breaks the module, so every call is float64
-        return f"np.float32({_UFUNC[name]}(np.float64({args[0]})))"
+    if name in _VECTOR_MATH or (name in ("pow", "atan2") and fl):
+        return _vector_call(vector_math(name, helpers), args, x)
     if name in _UFUNC:
         return typed(f"{_UFUNC[name]}({args[0]})", out_dtype)
     if name in _INFIX:
@@ -83,10 +82,6 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
     if name == "logistic":
         vector_math("exp", helpers)
         return f"{helper(helpers, 'logistic', x)}({a})"
-    if name == "erf":
-        if x == dtypes.float64:
-            return f"math.erf({a})"
-        return f"np.float32(math.erf(np.float64({a})))"
     if name == "integer_pow":
         y = attrs["y"]
         if fl and 1 <= abs(y) <= 4:  # a product: exact to an ulp, and no libm pow call
@@ -94,7 +89,7 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
                     4: "(({a} * {a}) * ({a} * {a}))"}[abs(y)].format(a=a)
             return typed(prod if y > 0 else f"({literal(1, x)} / {prod})", x)
         if fl:
-            return typed(f"({a} ** {literal(y, x)})", x)
+            return _vector_call(vector_math("pow", helpers), [a, repr(float(y))], x)
         return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), {int(y)})", x)
     if name == "convert_element_type":
         new = attrs["new_dtype"]
@@ -119,19 +114,15 @@ def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
     if name in ("floor_div", "mod"):
         kind = ("floordiv" if name == "floor_div" else "mod") + ("_f" if fl else "_i")
         return typed(f"{helper(helpers, kind, x)}({a}, {b})", x)
-    if name == "pow":
-        if fl:
-            return typed(f"({a} ** {b})", x)
+    if name == "pow":  # integers (floats are vector math)
         return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), np.int64({b}))",
                      x)
-    if name == "atan2":
-        return typed(f"np.arctan2({a}, {b})", x)
     raise KeyError(name)
 
 
 # Elementwise primitives whose Numba code is `scalar_expr` (the completeness test reads this).
 SCALAR_PRIMITIVES = (
-    set(_UFUNC) | set(_INFIX)
+    _VECTOR_MATH | set(_UFUNC) | set(_INFIX)
     | {"stop_gradient", "neg", "abs", "sign", "not", "logistic", "erf", "integer_pow",
        "convert_element_type", "select", "add", "mul", "max", "min", "floor_div", "mod",
        "pow", "atan2"}

@@ -47,7 +47,7 @@ ENTRY = "kernel"
 
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
 # see docs/numba.md for the compile times it was chosen from.
-MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "256"))
+MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
 
 # Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
 LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}

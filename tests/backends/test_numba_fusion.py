@@ -66,6 +66,16 @@ def test_integer_sibling_reductions_match_the_numpy_backend(shape, dtype):
     both_backends(int_siblings, x)
 
 
+def test_bool_and_product_sibling_reductions_match_the_numpy_backend():
+    r = np.random.default_rng(8)
+    x, b = r.integers(-3, 4, size=(6, 5)), r.random((6, 5)) < 0.5
+
+    def fn(x, b):
+        return (tnp.prod(x, axis=0), tnp.any(b, axis=1), tnp.all(b), tnp.any(b, axis=0),
+                tnp.prod(x * 1.5, axis=1), tnp.max(x * 1.5))
+    both_backends(fn, x, b)
+
+
 def test_sibling_reductions_with_unknown_dims():
     spec = [tg.TensorSpec((None, None), "float64")]
     for shape in [(5, 8), (1, 3), (9, 1)]:

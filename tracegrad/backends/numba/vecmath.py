@@ -2,17 +2,20 @@
 
 A loop that calls libm does not vectorize (and libm is 5-30x slower than a SIMD loop), so
 kernels call these instead: range reduction with exactly representable constant pieces,
-polynomials, tables read by index (gathers), and selects instead of branches; special values
+polynomials, double-double arithmetic where one double is not enough (fma, two-sum), tables
+read by index (gathers: few, they are slow), and selects instead of branches; special values
 (signed zeros, inf, NaN, subnormals, overflow) are selects too. Every function is within 4
-ulp of NumPy over all doubles (tests/backends/test_numba_vector_math.py).
+ulp of NumPy over all doubles (tests/backends/test_numba_vector_math.py); sin, cos, tan and
+the inverse trigonometric functions are in vecmath_trig.py.
 
 `TEMPLATES` holds the module text (in dependency order) that `helpers.py` appends to its
 module source. Constants are derived here from exact values (Taylor coefficients as
-rationals, ln 2 / ln 10 by `decimal`, pi by Machin's formula in integers), formatted into the
-text as the nearest doubles; the minimax coefficients of atan, asin and erf were fitted by least
-squares on Chebyshev nodes at 60 digits (mpmath) and are the only literal ones, with
-fdlibm's sin/cos kernels. The tables (2/pi's bits, pow's logs and powers of two) are computed
-when the helper module is imported, by the functions whose source is embedded below.
+rationals, ln 2 / ln 10 by `decimal`, pi by Machin's formula in integers) and formatted into
+the text as the nearest doubles. The literal ones: minimax coefficients (atan, asin, erf)
+fitted by least squares on Chebyshev nodes at 60 digits with mpmath, then checked after
+rounding to doubles; fdlibm's sin/cos kernels and ln2 split. The tables (2/pi's bits, pow's
+logs and powers of two) are computed when the helper module is imported, by the functions
+whose source is embedded below.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def horner(var: str, coefs, acc: str = "p") -> str:
     return "\n".join(lines)
 
 
-_LN2_HI, _LN2_LO = "0.6931471803691238", "1.9082149292705877e-10"  # ln2 hi: 32 bits
+_LN2_HI, _LN2_LO = "0.6931471803691238", "1.9082149292705877e-10"  # fdlibm's: k * hi is exact
 _INV_LN2 = nearest(1 / _LN2)
 _INV_LN10 = nearest(1 / _LN10)
 _LG2_HI, _LG2_LO = _split(_LN2 / _LN10, 32)  # log10(2)
@@ -89,7 +92,6 @@ _ERFC_Q = ["1.2648381843668615", "-0.12235676308240431", "-0.09902453957359761",
            "0.0006321233496334554", "-8.847432484074593e-05", "-0.00011350916860181965",
            "6.238795166027078e-06", "2.260404606193898e-05", "2.6605938902753294e-06",
            "-3.862194339659415e-06", "-1.4563922692261273e-06"]
-
 
 
 def python_source(*funcs) -> str:
@@ -124,7 +126,7 @@ def _bits_of_f64(typingctx, x):
 
 @_intrinsic
 def _fma(typingctx, a, b, c):
-    # a * b + c with one rounding (llvm.fma)
+    # a * b + c with one rounding (llvm.fma: one instruction where the CPU has FMA)
     def codegen(context, builder, sig, args):
         return builder.fma(*args)
     return _F64(_F64, _F64, _F64), codegen
@@ -146,7 +148,7 @@ def _two_sum(a, b):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _scale2(p, k):
-    # p * 2**k for integral float k in [-2100, 2100], in two exact steps (no overflow on the way)
+    # p * 2**k for integral float k in [-2044, 2046], in two exact steps (no overflow on the way)
     ki = np.int64(k)
     k1 = ki >> 1
     return p * _f64_from_bits((k1 + 1023) << 52) * _f64_from_bits((ki - k1 + 1023) << 52)

@@ -13,7 +13,7 @@ import tracegrad.numpy as tnp
 from tests.backends._util import assert_close_backends
 
 nb = pytest.importorskip("tracegrad.backends.numba")
-codegen = pytest.importorskip("tracegrad.backends.numba.codegen")
+fusion = pytest.importorskip("tracegrad.backends.numba.fusion")
 
 
 def siblings(x):
@@ -146,7 +146,7 @@ def chain(steps):
 
 
 def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
-    monkeypatch.setattr(codegen, "MAX_FUSED_OPS", 16)
+    monkeypatch.setattr(fusion, "MAX_FUSED_OPS", 16)
     x = np.linspace(-2.0, 2.0, 37)
     source = source_of(chain(20), x)  # about 100 ops
     assert source.count("@njit(") == 1
@@ -158,11 +158,11 @@ def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
 @pytest.mark.parametrize("cap", [None, 64, 128])
 def test_a_huge_chain_generates_one_module(cap, monkeypatch):
     if cap is not None:
-        monkeypatch.setattr(codegen, "MAX_FUSED_OPS", cap)
+        monkeypatch.setattr(fusion, "MAX_FUSED_OPS", cap)
     x = np.linspace(-2.0, 2.0, 5)
     graph = tg.optimize(tg.function(chain(400), backend="numba")
                         .get_concrete_function(x).graph)
     assert len(graph.operations) > 1500
     source = nb.generate_source(graph)  # a single region this deep overflowed the stack
     assert source.count("@njit(") == 1
-    assert outer_loops(source) >= len(graph.operations) // codegen.MAX_FUSED_OPS
+    assert outer_loops(source) >= len(graph.operations) // fusion.MAX_FUSED_OPS

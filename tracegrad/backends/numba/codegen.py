@@ -12,22 +12,18 @@ that needs an array, read twice, or read through an expanding broadcast); consec
 roots over the same dims share one loop nest, so a whole elementwise region is one loop.
 Blocks for the other primitives (reductions, dot_general, sort, ...) live in `blocks.py`.
 
-Sibling fusion: reductions (`LOOP_BLOCKS`) also evaluate into the open nest when they walk
-the same iteration space and read nothing it produces; `_schedule` moves such independent
-siblings next to each other (a topological order), so several reductions of one array are
-one pass over it. A nest holds at most `MAX_FUSED_OPS` fused ops: a longer elementwise
-region is cut into several loops with an array in between (Numba's compile time grows
-faster than linearly with a loop body's size).
+Sibling fusion: reductions (`fusion.LOOP_BLOCKS`) also evaluate into the open nest when
+they walk the same iteration space and read nothing it produces; `Fusion.schedule` moves
+such independent siblings next to each other (a topological order), so several reductions
+of one array are one pass over it. A nest holds at most `fusion.MAX_FUSED_OPS` fused ops: a
+longer elementwise region is cut into several loops with an array in between (Numba's
+compile time grows faster than linearly with a loop body's size).
 """
 
 from __future__ import annotations
 
-import os
-
-from tracegrad.backends.numba import blocks, blocks_linalg, blocks_reduce, helpers
+from tracegrad.backends.numba import blocks, blocks_linalg, blocks_reduce, fusion, helpers
 from tracegrad.backends.numba.plan import (
-    FUSIBLE,
-    NEEDS_ARRAY,
     AttrSlot,
     Plan,
     data_inputs,
@@ -41,18 +37,8 @@ from tracegrad.ops import ELEMENTWISE
 ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
 # each registers its emitters in blocks.BLOCKS
 BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce)
-_CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
 
 ENTRY = "kernel"
-
-# The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
-# see docs/numba.md for the compile times it was chosen from.
-MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
-
-# Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
-LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
-# How far ahead `_schedule` looks for siblings of a loop (in operations).
-_LOOKAHEAD = 256
 
 
 class Ref:
@@ -144,7 +130,8 @@ class CodeGen:
         self.open_nest: Nest | None = None
         self.const_arrays: list = []  # ndarrays passed as kernel arguments
         self.raises: list = []  # tag -> op
-        self.kinds: dict = {}
+        self.kinds: dict = {}  # see fusion.py
+        self.region_size: dict = {}
         self.locals_loaded: dict = {}
         self.uses_I = False
         self.uses_F = False
@@ -173,73 +160,6 @@ class CodeGen:
     def raise_tag(self, op) -> int:
         self.raises.append(op)
         return len(self.raises) - 1
-
-    # -- planning: which tensors are virtual, scalar, roots or blocks --------------------------
-
-    def _decide(self):
-        for op in self.graph.operations:
-            name = op.primitive.name
-            fusible = name in FUSIBLE or (name == "reshape" and squeeze_map(op) is not None)
-            for t in op.outputs:
-                if not fusible:
-                    kind = "block"
-                elif t.ndim == 0:
-                    kind = "scalar"
-                elif name == "constant":
-                    kind = "const_array"
-                elif self._must_store(t):
-                    kind = "root"
-                else:
-                    kind = "virtual"
-                self.kinds[id(t)] = kind
-        self._cap_regions()
-
-    def _cap_regions(self):
-        """Store the virtual operands of an op whose fused region would exceed
-        `MAX_FUSED_OPS`; `region_size[id(t)]`: the fused ops evaluating `t` takes."""
-        regions: dict = {}
-        self.region_size = {}
-        for op in self.graph.operations:
-            ins = [x for x in data_inputs(op) if self.kinds.get(id(x)) == "virtual"]
-            merged = set().union(*(regions[id(x)] for x in ins))
-            if len(merged) >= MAX_FUSED_OPS:
-                for x in ins:
-                    self.kinds[id(x)] = "root"
-                    regions[id(x)] = set()
-                merged = set()
-            for t in op.outputs:
-                if self.kinds[id(t)] == "virtual":
-                    regions[id(t)] = merged | {id(op)}
-                self.region_size[id(t)] = len(merged) + 1
-
-    def _cheap(self, t) -> bool:
-        kind = self.kinds.get(id(t), "input")
-        if kind != "virtual":
-            return True
-        op = t.op
-        name = op.primitive.name
-        if name in ("iota",):
-            return True
-        if name in ("broadcast_in_dim", "transpose", "slice", "rev", "reshape") or \
-                name in _CHEAP_UNARY:
-            return self._cheap(op.inputs[0])
-        return False
-
-    def _must_store(self, t) -> bool:
-        plan = self.plan
-        if plan.is_output(t):
-            return True
-        consumers = plan.consumers[id(t)]
-        if not consumers:
-            return False
-        if any(op.primitive.name in NEEDS_ARRAY and not (
-                op.primitive.name == "reshape" and squeeze_map(op) is not None)
-               for op, _ in consumers):
-            return True
-        cheap = self._cheap(t)
-        if len(consumers) > 1 and not cheap:
-            return True
-        return not cheap and any(_expands(op, k) for op, k in consumers)
 
     # -- element access ------------------------------------------------------------------------
 
@@ -474,7 +394,7 @@ class CodeGen:
         key = (tuple(dims), tuple(groups) if groups else None, par)
         size = self.region_size.get(id(x), 0)
         nest = self.open_nest
-        if nest is None or nest.key != key or nest.size + size > MAX_FUSED_OPS or \
+        if nest is None or nest.key != key or nest.size + size > fusion.MAX_FUSED_OPS or \
                 self._conflicts(x, nest, at_index, {}):
             self.close_nest()
             nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
@@ -548,7 +468,8 @@ class CodeGen:
 
     def generate(self) -> str:
         plan, graph = self.plan, self.graph
-        self._decide()
+        plan_fusion = fusion.Fusion(plan)
+        self.kinds, self.region_size = plan_fusion.kinds, plan_fusion.region_size
         params = []
         for k, t in enumerate(graph.all_inputs):
             name = f"a{k}"
@@ -558,7 +479,7 @@ class CodeGen:
                 self.lines.append(f"x{k} = {name}[()]")
             else:
                 self.refs[id(t)] = Ref("arr", name)
-        for op in self._schedule():
+        for op in plan_fusion.schedule():
             name = op.primitive.name
             kind = self.kinds[id(op.outputs[0])]
             if kind == "virtual":
@@ -580,7 +501,7 @@ class CodeGen:
                         f"numba backend: primitive {name!r} has no Numba code (op created at "
                         f"{op.source}); use backend='numpy' for this function"
                     )
-                if name in LOOP_BLOCKS:
+                if name in fusion.LOOP_BLOCKS:
                     emitter(self, op)
                     if self.open_nest is not None:
                         self.open_nest.results.update(id(t) for t in op.outputs)
@@ -599,66 +520,6 @@ class CodeGen:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
         return self._module(params)
-
-    def _schedule(self) -> list:
-        """The graph's operations in a topological order that moves independent loops over
-        the same iteration space (roots and `LOOP_BLOCKS` over equal dims, reading nothing
-        the earlier ones produce) next to each other, so that they can share one nest."""
-        ops = list(self.graph.operations)
-        producer = {id(t): op for op in ops for t in op.outputs}
-        placed: set = set()
-        order: list = []
-
-        def ready(op, group, acc, failed) -> bool:
-            """Whether `op` can run now without reading what `group` produces; collects
-            the virtual producers it needs in `acc` (`failed`: producers that cannot)."""
-            for x in op.inputs:
-                p = producer.get(id(x))
-                if p is None or id(p) in acc:
-                    continue
-                if id(p) in group or id(p) in failed:
-                    return False
-                virtual = self.kinds[id(x)] == "virtual"
-                if id(p) in placed and not virtual:
-                    continue
-                if not virtual or not ready(p, group, acc, failed):
-                    failed.add(id(p))
-                    return False
-                acc[id(p)] = p
-            return True
-
-        def place(op):
-            placed.add(id(op))
-            order.append(op)
-
-        for k, op in enumerate(ops):
-            if id(op) in placed:
-                continue
-            place(op)
-            key = self._loop_key(op)
-            if key is None:
-                continue
-            group = {id(op)}
-            for later in ops[k + 1:k + 1 + _LOOKAHEAD]:
-                if id(later) in placed or self._loop_key(later) != key:
-                    continue
-                acc: dict = {}
-                if ready(later, group, acc, set()):
-                    for p in acc.values():
-                        if id(p) not in placed:
-                            place(p)
-                    place(later)
-                    group.add(id(later))
-        return order
-
-    def _loop_key(self, op):
-        """The dims a root or a `LOOP_BLOCKS` op loops over (None for other ops)."""
-        kind = self.kinds[id(op.outputs[0])]
-        if kind == "root":
-            return self.dims(op.outputs[0])
-        if kind == "block" and op.primitive.name in LOOP_BLOCKS:
-            return self.dims(op.inputs[0])
-        return None
 
     def _write_outputs(self):
         for k, t in enumerate(self.graph.outputs):
@@ -704,22 +565,6 @@ def _product(dims) -> str:
     if not dims:
         return "1"
     return dims[0] if len(dims) == 1 else "(" + " * ".join(dims) + ")"
-
-
-def _expands(op, k) -> bool:
-    """Whether consumer `op` reads operand `k`'s elements more than once."""
-    name = op.primitive.name
-    if name == "broadcast_in_dim":
-        x, out = op.inputs[0], op.outputs[0]
-        bd = op.attrs["broadcast_dimensions"]
-        if any(out.shape[d] != 1 for d in range(len(out.shape)) if d not in bd):
-            return True
-        return any(x.shape[i] != out.shape[d] or x.shape[i] is None for i, d in enumerate(bd))
-    if name == "gather":
-        return k == 0 or op.inputs[0].ndim > 1
-    if name in ("scatter", "scatter_add"):
-        return k == 1 and op.inputs[0].ndim > 1
-    return False
 
 
 def _slice_start(k, start, limit, stride):

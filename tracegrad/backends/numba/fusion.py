@@ -1,0 +1,177 @@
+"""Which tensors are fused, and in what order the code generator visits the ops.
+
+- `kinds[id(t)]`: how tensor `t` is held (see codegen.py): `virtual` (evaluated inside
+  its consumers' loops), `root` (stored by an elementwise loop), `scalar`, `const_array`,
+  or `block` (the output of an op with a block of its own);
+- `region_size[id(t)]`: how many fused ops evaluating `t` takes; no region exceeds
+  `MAX_FUSED_OPS` (the operands of the op that would exceed it become roots);
+- `schedule()`: a topological order of the ops that puts independent loops over the same
+  iteration space next to each other (sibling fusion).
+"""
+
+from __future__ import annotations
+
+import os
+
+from tracegrad.backends.numba.plan import FUSIBLE, NEEDS_ARRAY, Plan, data_inputs, squeeze_map
+
+# The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
+# see docs/performance.md for the compile times it was chosen from.
+MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
+
+# Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
+LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
+# How far ahead `schedule` looks for siblings of a loop (in operations).
+_LOOKAHEAD = 256
+
+_CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
+
+
+class Fusion:
+    """The fusion decisions for `plan.graph` (see the module docstring)."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.kinds: dict = {}
+        self.region_size: dict = {}
+        self._decide()
+
+    def _decide(self):
+        for op in self.plan.graph.operations:
+            name = op.primitive.name
+            fusible = name in FUSIBLE or (name == "reshape" and squeeze_map(op) is not None)
+            for t in op.outputs:
+                if not fusible:
+                    kind = "block"
+                elif t.ndim == 0:
+                    kind = "scalar"
+                elif name == "constant":
+                    kind = "const_array"
+                elif self._must_store(t):
+                    kind = "root"
+                else:
+                    kind = "virtual"
+                self.kinds[id(t)] = kind
+        self._cap_regions()
+
+    def _cap_regions(self):
+        """Store the virtual operands of an op whose fused region would exceed
+        `MAX_FUSED_OPS`; `region_size[id(t)]`: the fused ops evaluating `t` takes."""
+        regions: dict = {}
+        for op in self.plan.graph.operations:
+            ins = [x for x in data_inputs(op) if self.kinds.get(id(x)) == "virtual"]
+            merged = set().union(*(regions[id(x)] for x in ins))
+            if len(merged) >= MAX_FUSED_OPS:
+                for x in ins:
+                    self.kinds[id(x)] = "root"
+                    regions[id(x)] = set()
+                merged = set()
+            for t in op.outputs:
+                if self.kinds[id(t)] == "virtual":
+                    regions[id(t)] = merged | {id(op)}
+                self.region_size[id(t)] = len(merged) + 1
+
+    def _cheap(self, t) -> bool:
+        kind = self.kinds.get(id(t), "input")
+        if kind != "virtual":
+            return True
+        op = t.op
+        name = op.primitive.name
+        if name in ("iota",):
+            return True
+        if name in ("broadcast_in_dim", "transpose", "slice", "rev", "reshape") or \
+                name in _CHEAP_UNARY:
+            return self._cheap(op.inputs[0])
+        return False
+
+    def _must_store(self, t) -> bool:
+        plan = self.plan
+        if plan.is_output(t):
+            return True
+        consumers = plan.consumers[id(t)]
+        if not consumers:
+            return False
+        if any(op.primitive.name in NEEDS_ARRAY and not (
+                op.primitive.name == "reshape" and squeeze_map(op) is not None)
+               for op, _ in consumers):
+            return True
+        cheap = self._cheap(t)
+        if len(consumers) > 1 and not cheap:
+            return True
+        return not cheap and any(_expands(op, k) for op, k in consumers)
+
+    def schedule(self) -> list:
+        """The graph's operations in a topological order that moves independent loops over
+        the same iteration space (roots and `LOOP_BLOCKS` over equal dims, reading nothing
+        the earlier ones produce) next to each other, so that they can share one nest."""
+        ops = list(self.plan.graph.operations)
+        producer = {id(t): op for op in ops for t in op.outputs}
+        placed: set = set()
+        order: list = []
+
+        def ready(op, group, acc, failed) -> bool:
+            """Whether `op` can run now without reading what `group` produces; collects
+            the virtual producers it needs in `acc` (`failed`: producers that cannot)."""
+            for x in op.inputs:
+                p = producer.get(id(x))
+                if p is None or id(p) in acc:
+                    continue
+                if id(p) in group or id(p) in failed:
+                    return False
+                virtual = self.kinds[id(x)] == "virtual"
+                if id(p) in placed and not virtual:
+                    continue
+                if not virtual or not ready(p, group, acc, failed):
+                    failed.add(id(p))
+                    return False
+                acc[id(p)] = p
+            return True
+
+        def place(op):
+            placed.add(id(op))
+            order.append(op)
+
+        for k, op in enumerate(ops):
+            if id(op) in placed:
+                continue
+            place(op)
+            key = self.loop_key(op)
+            if key is None:
+                continue
+            group = {id(op)}
+            for later in ops[k + 1:k + 1 + _LOOKAHEAD]:
+                if id(later) in placed or self.loop_key(later) != key:
+                    continue
+                acc: dict = {}
+                if ready(later, group, acc, set()):
+                    for p in acc.values():
+                        if id(p) not in placed:
+                            place(p)
+                    place(later)
+                    group.add(id(later))
+        return order
+
+    def loop_key(self, op):
+        """The dims a root or a `LOOP_BLOCKS` op loops over (None for other ops)."""
+        kind = self.kinds[id(op.outputs[0])]
+        if kind == "root":
+            return self.plan.dims(op.outputs[0])
+        if kind == "block" and op.primitive.name in LOOP_BLOCKS:
+            return self.plan.dims(op.inputs[0])
+        return None
+
+
+def _expands(op, k) -> bool:
+    """Whether consumer `op` reads operand `k`'s elements more than once."""
+    name = op.primitive.name
+    if name == "broadcast_in_dim":
+        x, out = op.inputs[0], op.outputs[0]
+        bd = op.attrs["broadcast_dimensions"]
+        if any(out.shape[d] != 1 for d in range(len(out.shape)) if d not in bd):
+            return True
+        return any(x.shape[i] != out.shape[d] or x.shape[i] is None for i, d in enumerate(bd))
+    if name == "gather":
+        return k == 0 or op.inputs[0].ndim > 1
+    if name in ("scatter", "scatter_add"):
+        return k == 1 and op.inputs[0].ndim > 1
+    return False

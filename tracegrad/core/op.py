@@ -138,23 +138,24 @@ def _eager_input(a):
 
 
 def _bind_eager(prim: Primitive, args, attrs):
+    # The hot path of every eager program: tg.Tensor operands skip the general conversion,
+    # and an Operation is built only when a tape is recording.
     values = []
-    tensors = []
+    general = False
     eager = False
     for a in args:
         cls = type(a)
         if cls is EagerTensor:
             values.append(a._value)
-            tensors.append(a)
             eager = True
         elif cls is np.ndarray:
             values.append(a)
-            tensors.append(None)
         else:
-            v, t = _eager_input(a)
-            values.append(v)
-            tensors.append(t)
-            eager = eager or t is not None
+            general = True
+            break
+    if general:
+        values, tensors = _eager_inputs(args)
+        eager = any(t is not None for t in tensors)
     try:
         out = prim.impl(*values, **attrs)
     except Exception as e:
@@ -164,24 +165,38 @@ def _bind_eager(prim: Primitive, args, attrs):
             return tuple(_numpy_result(o) for o in out)
         return _numpy_result(out)
     if prim.multiple_results:
-        outputs = tuple(EagerTensor(_ndarray(o)) for o in out)
+        outputs = tuple(EagerTensor(o if type(o) is np.ndarray else np.asarray(o)) for o in out)
     else:
-        outputs = (EagerTensor(_ndarray(out)),)
-    if state.tapes:
-        inputs = [
-            t if t is not None else EagerTensor(v) for t, v in zip(tensors, values, strict=True)
-        ]
-        op = Operation(
-            prim, inputs, attrs, None, None, state.grad_overrides.get(prim.name)
-        )
-        op.outputs = outputs
-        for tape in state.tapes:
-            tape.record(op)
+        outputs = (EagerTensor(out if type(out) is np.ndarray else np.asarray(out)),)
+    tapes = state.tapes
+    if tapes:
+        if general:
+            inputs = [t if t is not None else EagerTensor(v)
+                      for t, v in zip(tensors, values, strict=True)]
+        else:
+            inputs = [a if type(a) is EagerTensor else EagerTensor(a) for a in args]
+        _record_eager(prim, inputs, attrs, outputs, tapes)
     return outputs if prim.multiple_results else outputs[0]
 
 
-def _ndarray(x) -> np.ndarray:
-    return x if type(x) is np.ndarray else np.asarray(x)
+def _eager_inputs(args) -> tuple[list, list]:
+    """The arrays of eager arguments, and the tensor each came from (None for NumPy)."""
+    values = []
+    tensors = []
+    for a in args:
+        v, t = _eager_input(a)
+        values.append(v)
+        tensors.append(t)
+    return values, tensors
+
+
+def _record_eager(prim: Primitive, inputs, attrs, outputs, tapes) -> None:
+    """Offer an eagerly run op to every recording tape."""
+    overrides = state.grad_overrides
+    op = Operation(prim, inputs, attrs, None, None, overrides.get(prim.name) if overrides else None)
+    op.outputs = outputs
+    for tape in tapes:
+        tape.record(op)
 
 
 def _numpy_result(x):

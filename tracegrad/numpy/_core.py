@@ -14,6 +14,7 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.ops.shape_ops import broadcast_array
 
 _PY_SCALARS = (bool, int, float)
 
@@ -42,7 +43,7 @@ def read(x):
     if isinstance(x, Variable):
         return x.value()
     if isinstance(x, np.generic):
-        if x.dtype in _SUPPORTED:
+        if x.dtype in SUPPORTED:
             return x  # a NumPy scalar stays one (returned as is by no-op functions)
         x = np.asarray(x)
     elif isinstance(x, (list, tuple)) and any(is_tensor(e) for e in _flat(x)):
@@ -195,78 +196,7 @@ def ufunc_operands(ufunc, name: str, *xs):
     return broadcast(*xs, op=name), loop[-1]
 
 
-def apply_ufunc(ufunc, prim, name: str, *xs):
-    """`prim` applied NumPy-style: NumPy's loop dtypes, broadcasting, then bind."""
-    if state.graph is None:
-        if len(xs) == 2:
-            x, y = xs
-            if type(x) is EagerTensor and type(y) is EagerTensor:
-                vx, vy = x._value, y._value
-                if vx.dtype is vy.dtype and (ufunc, vx.dtype) in CLOSED:
-                    if state.tapes:
-                        if vx.shape == vy.shape:  # nothing to cast or broadcast
-                            return prim.bind(x, y)
-                    else:
-                        try:
-                            return EagerTensor(np.asarray(prim.impl(vx, vy)))
-                        except ValueError:
-                            pass
-        if not state.tapes:
-            out = eager_fast(ufunc, prim, name, xs)
-            if out is not None:
-                return out
-    xs, _ = ufunc_operands(ufunc, name, *xs)
-    return prim.bind(*xs)
-
-
-# (ufunc, dtype) pairs whose NumPy loop for `dtype` operands is `dtype` itself.
-CLOSED: set = set()
-
-
-_FAST_SCALARS = {float: float, int: int, bool: dtypes.bool_}
-
-
-def eager_fast(ufunc, prim, name: str, xs):
-    """The eager result of an elementwise `prim` when nothing records (no trace, no tape):
-    `impl` straight on the values cast to NumPy's loop dtypes, NumPy broadcasting them. None
-    when an operand needs the general path (a Variable, a list, an unsupported dtype, or
-    shapes that do not broadcast, which the general path reports)."""
-    keys = []
-    values = []
-    tensor = False
-    for x in xs:
-        t = type(x)
-        if t is EagerTensor:
-            v = x._value
-            keys.append(v.dtype)
-            values.append(v)
-            tensor = True
-        elif t is np.ndarray and x.dtype in _SUPPORTED:
-            keys.append(x.dtype)
-            values.append(x)
-        elif t in _FAST_SCALARS:
-            keys.append(_FAST_SCALARS[t])
-            values.append(x)
-        else:
-            return None
-    keys = tuple(keys)
-    loop = _LOOPS.get((ufunc, keys))
-    if loop is None:
-        loop = loop_dtypes(ufunc, keys, name)
-        if all(k is keys[0] for k in keys) and all(d is keys[0] for d in loop):
-            CLOSED.add((ufunc, keys[0]))
-    args = [v if type(v) is np.ndarray and v.dtype == dt else python_int_as(v, dt)
-            for v, dt in zip(values, loop, strict=False)]
-    try:
-        out = prim.impl(*args)
-    except ValueError:
-        return None
-    if not tensor:
-        return out[()] if type(out) is np.ndarray and out.ndim == 0 else out
-    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
-
-
-_SUPPORTED = frozenset(dtypes.SUPPORTED)
+SUPPORTED = frozenset(dtypes.SUPPORTED)
 
 
 # -- broadcasting ----------------------------------------------------------------------------
@@ -296,7 +226,7 @@ def broadcast_to_shape(x, shape, sources=()):
     if xs == shape:
         return x
     if isinstance(x, np.ndarray) and None not in shape and state.graph is None:
-        return np.broadcast_to(x, shape)
+        return broadcast_array(x, shape)
     dyn = [dim_source(list(sources) + [x], shape, i) for i, d in enumerate(shape) if d is None]
     return ops.broadcast_in_dim(x, *dyn, shape=shape, broadcast_dimensions=dims)
 

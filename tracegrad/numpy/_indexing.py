@@ -168,12 +168,15 @@ def _slice_spec(n, s: slice):
 def getitem(x, key):
     """`x[key]` with NumPy's indexing rules (see the module docstring)."""
     if type(x) is EagerTensor and state.graph is None and not state.tapes:
-        value = _numpy_key(key)
+        kind = type(key)
+        value = key if kind is slice or kind is int else _numpy_key(key)
         if value is not None:
             try:
-                return EagerTensor(np.asarray(x._value[value]))
+                out = x._value[value]
             except IndexError:
                 pass  # the general path below raises it, located at the user's line
+            else:
+                return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
     x = read(x)
     items = _expand_masks(_classify(key, ndim_of(x)), shape_of(x))
     x, slots, adv, adjacent = _basic(x, items)

@@ -12,24 +12,26 @@ from __future__ import annotations
 import numpy as np
 
 import tracegrad.numpy as tnp
-from tracegrad.core.ir import GraphTensor, Tensor
+from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.numpy._core import at_user
 from tracegrad.numpy._indexing import getitem
 
 _OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
+# The operands' usual exact types, tested before the isinstance chain.
+_COMMON = frozenset((EagerTensor, GraphTensor, np.ndarray, float, int, bool))
 
 
 def _binary(fn, reflected=False):
     if reflected:
         def method(self, other):
-            if not isinstance(other, _OPERANDS):
+            if type(other) not in _COMMON and not isinstance(other, _OPERANDS):
                 return NotImplemented
             return fn(other, self)
     else:
         def method(self, other):
-            if not isinstance(other, _OPERANDS):
+            if type(other) not in _COMMON and not isinstance(other, _OPERANDS):
                 return NotImplemented
             return fn(self, other)
     method.__name__ = fn.__name__

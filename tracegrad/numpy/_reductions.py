@@ -7,6 +7,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor
 from tracegrad.numpy._core import (
     axes_arg,
     axis_arg,
@@ -42,6 +43,10 @@ def sum(a, axis=None, dtype=None, keepdims=False):
 
     >>> tnp.sum(x, axis=(0, -1), keepdims=True)
     """
+    if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
+        # An eager tensor summed in its own dtype: nothing to read or convert.
+        return ops.reduce_sum(a, axes=axes_arg(axis, a._value.ndim, "sum"),
+                              keepdims=bool(keepdims))
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "sum")
     a = _as(a, _accumulator(a, dtype, "sum"))
@@ -50,6 +55,9 @@ def sum(a, axis=None, dtype=None, keepdims=False):
 
 def prod(a, axis=None, dtype=None, keepdims=False):
     """Product of elements over `axis`; bool and int32 multiply as int64."""
+    if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
+        return ops.reduce_prod(a, axes=axes_arg(axis, a._value.ndim, "prod"),
+                               keepdims=bool(keepdims))
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "prod")
     a = _as(a, _accumulator(a, dtype, "prod"))
@@ -58,13 +66,13 @@ def prod(a, axis=None, dtype=None, keepdims=False):
 
 def max(a, axis=None, keepdims=False):
     """Largest element over `axis` (NaN if any is NaN); empty reductions raise ShapeError."""
-    a = read(a)
+    a = a if type(a) is EagerTensor else read(a)
     return ops.reduce_max(a, axes=axes_arg(axis, ndim_of(a), "max"), keepdims=bool(keepdims))
 
 
 def min(a, axis=None, keepdims=False):
     """Smallest element over `axis` (NaN if any is NaN)."""
-    a = read(a)
+    a = a if type(a) is EagerTensor else read(a)
     return ops.reduce_min(a, axes=axes_arg(axis, ndim_of(a), "min"), keepdims=bool(keepdims))
 
 

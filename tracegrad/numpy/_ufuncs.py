@@ -9,36 +9,18 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.core.ir import EagerTensor
-from tracegrad.core.state import state
 from tracegrad.numpy._core import (
-    CLOSED,
-    apply_ufunc,
     at_user,
     broadcast,
     cast,
     dtype_of,
-    eager_fast,
     loop_dtypes,
     loop_key,
     promote,
     read,
     ufunc_operands,
 )
-
-
-def _unary(ufunc, prim, name, x):
-    if state.graph is None:
-        if type(x) is EagerTensor and (ufunc, x._value.dtype) in CLOSED:
-            if state.tapes:
-                return prim.bind(x)
-            return EagerTensor(np.asarray(prim.impl(x._value)))
-        if not state.tapes:
-            out = eager_fast(ufunc, prim, name, (x,))
-            if out is not None:
-                return out
-    (x,), _ = ufunc_operands(ufunc, name, x)
-    return prim.bind(x)
+from tracegrad.numpy._eager import apply_ufunc, ufunc_function
 
 
 def _full_like(x, value, dtype):
@@ -50,40 +32,37 @@ def _full_like(x, value, dtype):
 # -- arithmetic ------------------------------------------------------------------------------
 
 
-def add(x1, x2):
-    """Elementwise `x1 + x2` (NumPy broadcasting and promotion; logical or for bools)."""
-    return apply_ufunc(np.add, ops.add_p, "add", x1, x2)
+add = ufunc_function(
+    np.add, ops.add_p, "add",
+    "Elementwise `x1 + x2` (NumPy broadcasting and promotion; logical or for bools).",
+)
 
+subtract = ufunc_function(
+    np.subtract, ops.sub_p, "subtract",
+    "Elementwise `x1 - x2`.",
+)
 
-def subtract(x1, x2):
-    """Elementwise `x1 - x2`."""
-    return apply_ufunc(np.subtract, ops.sub_p, "subtract", x1, x2)
+multiply = ufunc_function(
+    np.multiply, ops.mul_p, "multiply",
+    "Elementwise `x1 * x2` (logical and for bools).",
+)
 
-
-def multiply(x1, x2):
-    """Elementwise `x1 * x2` (logical and for bools)."""
-    return apply_ufunc(np.multiply, ops.mul_p, "multiply", x1, x2)
-
-
-def true_divide(x1, x2):
-    """Elementwise `x1 / x2`; integer and bool operands give float64."""
-    return apply_ufunc(np.true_divide, ops.div_p, "true_divide", x1, x2)
-
-
+true_divide = ufunc_function(
+    np.true_divide, ops.div_p, "true_divide",
+    "Elementwise `x1 / x2`; integer and bool operands give float64.",
+)
 divide = true_divide
 
+floor_divide = ufunc_function(
+    np.floor_divide, ops.floor_div_p, "floor_divide",
+    "Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is a DTypeError: "
+    "NumPy computes it in int8).",
+)
 
-def floor_divide(x1, x2):
-    """Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is a DTypeError:
-    NumPy computes it in int8)."""
-    return apply_ufunc(np.floor_divide, ops.floor_div_p, "floor_divide", x1, x2)
-
-
-def mod(x1, x2):
-    """Elementwise remainder with the sign of the divisor (`np.mod`, `%`)."""
-    return apply_ufunc(np.remainder, ops.mod_p, "mod", x1, x2)
-
-
+mod = ufunc_function(
+    np.remainder, ops.mod_p, "mod",
+    "Elementwise remainder with the sign of the divisor (`np.mod`, `%`).",
+)
 remainder = mod
 
 
@@ -100,10 +79,10 @@ def power(x1, x2):
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
 
-
-def negative(x):
-    """Elementwise `-x` (not for bools, as in NumPy)."""
-    return _unary(np.negative, ops.neg_p, "negative", x)
+negative = ufunc_function(
+    np.negative, ops.neg_p, "negative",
+    "Elementwise `-x` (not for bools, as in NumPy).",
+)
 
 
 def positive(x):
@@ -121,9 +100,10 @@ def absolute(x):
 abs = absolute
 
 
-def sign(x):
-    """Elementwise -1, 0 or 1 by the sign of `x` (NaN for NaN)."""
-    return _unary(np.sign, ops.sign_p, "sign", x)
+sign = ufunc_function(
+    np.sign, ops.sign_p, "sign",
+    "Elementwise -1, 0 or 1 by the sign of `x` (NaN for NaN).",
+)
 
 
 def square(x):
@@ -143,12 +123,8 @@ def reciprocal(x):
 
 
 def _float_unary(ufunc, prim, name):
-    def fn(x):
-        return _unary(ufunc, prim, name, x)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise `np.{ufunc.__name__}`; integer input gives float64."
-    return fn
+    doc = f"Elementwise `np.{ufunc.__name__}`; integer input gives float64."
+    return ufunc_function(ufunc, prim, name, doc)
 
 
 exp = _float_unary(np.exp, ops.exp_p, "exp")
@@ -173,10 +149,10 @@ arccosh = _float_unary(np.arccosh, ops.acosh_p, "arccosh")
 arctanh = _float_unary(np.arctanh, ops.atanh_p, "arctanh")
 rint = _float_unary(np.rint, ops.round_p, "rint")
 
-
-def arctan2(x1, x2):
-    """Elementwise angle of the point `(x2, x1)`, in `[-pi, pi]`."""
-    return apply_ufunc(np.arctan2, ops.atan2_p, "arctan2", x1, x2)
+arctan2 = ufunc_function(
+    np.arctan2, ops.atan2_p, "arctan2",
+    "Elementwise angle of the point `(x2, x1)`, in `[-pi, pi]`.",
+)
 
 
 def _rounding(ufunc, prim, name):
@@ -221,14 +197,15 @@ around = round
 # -- extrema and clipping --------------------------------------------------------------------
 
 
-def maximum(x1, x2):
-    """Elementwise maximum; NaN if either is NaN."""
-    return apply_ufunc(np.maximum, ops.max_p, "maximum", x1, x2)
+maximum = ufunc_function(
+    np.maximum, ops.max_p, "maximum",
+    "Elementwise maximum; NaN if either is NaN.",
+)
 
-
-def minimum(x1, x2):
-    """Elementwise minimum; NaN if either is NaN."""
-    return apply_ufunc(np.minimum, ops.min_p, "minimum", x1, x2)
+minimum = ufunc_function(
+    np.minimum, ops.min_p, "minimum",
+    "Elementwise minimum; NaN if either is NaN.",
+)
 
 
 def _nan_ignoring(ufunc, prim, name):
@@ -287,12 +264,7 @@ def where(condition, x=None, y=None):
 
 
 def _compare(ufunc, prim, name):
-    def fn(x1, x2):
-        return apply_ufunc(ufunc, prim, name, x1, x2)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise `np.{name}` (a bool result)."
-    return fn
+    return ufunc_function(ufunc, prim, name, f"Elementwise `np.{name}` (a bool result).")
 
 
 less = _compare(np.less, ops.lt_p, "less")
@@ -330,9 +302,10 @@ for _f, _doc in ((bitwise_and, "&"), (bitwise_or, "|"), (bitwise_xor, "^")):
     _f.__doc__ = f"Elementwise `x1 {_doc} x2` of integers or bools."
 
 
-def invert(x):
-    """Elementwise `~x`: bitwise not of integers, logical not of bools."""
-    return _unary(np.invert, ops.not_p, "invert", x)
+invert = ufunc_function(
+    np.invert, ops.not_p, "invert",
+    "Elementwise `~x`: bitwise not of integers, logical not of bools.",
+)
 
 
 bitwise_not = invert

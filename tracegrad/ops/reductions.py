@@ -26,7 +26,8 @@ def _reduced_shape(op, x, axes, keepdims):
 
 
 def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
-    """A reduction over `axes`; `identity=False` means an empty reduction is an error."""
+    """A reduction over `axes`; `identity=False` means an empty reduction is an error.
+    `np_fn` is a ufunc's `reduce` (what `np.sum` & co. call, without their Python layer)."""
     prim = Primitive(name)
 
     @prim.def_abstract_eval
@@ -49,7 +50,7 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
     return prim
 
 
-reduce_sum_p = reduction("reduce_sum", np.sum, "any", identity=True)
+reduce_sum_p = reduction("reduce_sum", np.add.reduce, "any", identity=True)
 
 
 def _kept_dims(op) -> tuple:
@@ -65,7 +66,7 @@ def _reduce_sum_grad(op, g):
     return [shape_ops.broadcast_like(g, op.inputs[0], _kept_dims(op))]
 
 
-reduce_prod_p = reduction("reduce_prod", np.prod, "any", identity=True)
+reduce_prod_p = reduction("reduce_prod", np.multiply.reduce, "any", identity=True)
 
 
 @reduce_prod_p.def_grad
@@ -101,8 +102,8 @@ def _products_of_others(x, axes):
     return shape_ops.transpose_p.bind(others, permutation=tuple(np.argsort(perm).tolist()))
 
 
-reduce_max_p = reduction("reduce_max", np.max, "any", identity=False)  # NaN-propagating
-reduce_min_p = reduction("reduce_min", np.min, "any", identity=False)
+reduce_max_p = reduction("reduce_max", np.maximum.reduce, "any", identity=False)  # NaN-propagating
+reduce_min_p = reduction("reduce_min", np.minimum.reduce, "any", identity=False)
 
 
 def _reduce_extremum_grad(op, g):

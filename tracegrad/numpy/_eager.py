@@ -1,0 +1,187 @@
+"""Eager fast paths of tracegrad.numpy: elementwise functions on `tg.Tensor`s and NumPy
+values run NumPy straight on the arrays, skipping the explicit casts and broadcasts the
+general path builds (and records on tapes) op by op.
+
+Every fast path gives what the general path gives (dtype, shape, values, tape records)
+and steps aside (returns None) for anything it does not cover; the general path then
+runs and reports errors at the user's line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core.ir import EagerTensor
+from tracegrad.core.state import state
+from tracegrad.numpy._core import SUPPORTED, loop_dtypes, python_int_as, ufunc_operands
+from tracegrad.ops.shape_ops import broadcast_array
+
+
+def apply_ufunc(ufunc, prim, name: str, *xs):
+    """`prim` applied NumPy-style: NumPy's loop dtypes, broadcasting, then bind."""
+    if state.graph is None:
+        out = _eager_general(ufunc, prim, name, xs)
+        if out is not None:
+            return out
+    xs, _ = ufunc_operands(ufunc, name, *xs)
+    return prim.bind(*xs)
+
+
+# ufunc -> the dtypes whose loop, for operands all of that dtype, computes in it.
+_CLOSED: dict = {}
+# Loop keys of Python scalars (weak: NumPy's loop selection sees their type, not a dtype).
+_SCALAR_KEYS = {float: float, int: int, bool: np.dtype(bool)}
+# (ufunc, loop keys) -> (NumPy's loop dtypes of the operands, whether they already have them).
+_PLANS: dict = {}
+
+
+def ufunc_function(ufunc, prim, name: str, doc: str):
+    """The tracegrad.numpy function `name` applying elementwise `prim` as NumPy's `ufunc`
+    (`apply_ufunc`: NumPy's loop dtypes and broadcasting), one or two operands as `ufunc`.
+
+    Its first branch is the hot path of eager programs: tg.Tensors of one dtype that the
+    loop keeps run `prim.impl` on their arrays directly (bound, so recorded, under a tape).
+
+    >>> add = ufunc_function(np.add, ops.add_p, "add", "Elementwise `x1 + x2`.")
+    """
+    impl = prim.impl
+    closed = _CLOSED.setdefault(ufunc, set())
+    if ufunc.nin == 1:
+        def fn(x):
+            if type(x) is EagerTensor and x._value.dtype in closed and state.graph is None:
+                if state.tapes:
+                    return prim.bind(x)
+                try:
+                    return _tensor(impl(x._value))
+                except Exception:  # noqa: BLE001, S110 - the general path reports it
+                    pass
+            return apply_ufunc(ufunc, prim, name, x)
+    else:
+        def fn(x1, x2):
+            if state.graph is None:
+                t1, t2 = type(x1), type(x2)
+                if t1 is EagerTensor and t2 is EagerTensor:
+                    v1, v2 = x1._value, x2._value
+                    if v1.dtype is v2.dtype and v1.dtype in closed:
+                        if not state.tapes:
+                            try:
+                                return _tensor(impl(v1, v2))
+                            except Exception:  # noqa: BLE001, S110 - the general path reports it
+                                pass
+                        elif v1.shape == v2.shape:
+                            return prim.bind(x1, x2)
+                elif t1 is EagerTensor and t2 in _SCALAR_KEYS or (
+                        t2 is EagerTensor and t1 in _SCALAR_KEYS):
+                    out = _tensor_and_scalar(ufunc, prim, name, x1, x2)
+                    if out is not None:
+                        return out
+            return apply_ufunc(ufunc, prim, name, x1, x2)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+# (ufunc, tensor dtype, scalar type, tensor first) -> the scalar's loop dtype, or False when
+# the loop casts the tensor.
+_SCALAR_LOOPS: dict = {}
+
+
+def _tensor_and_scalar(ufunc, prim, name: str, x1, x2):
+    """A tg.Tensor and a Python scalar (either order) whose loop keeps the tensor's dtype:
+    the scalar as that loop's dtype (NEP 50: `f32 * 2.0` is f32, `i32 + 2` is i32), bound
+    under a tape (broadcast to the tensor's shape). None otherwise, or for an int out of
+    the loop's range (which the general path reports)."""
+    first = type(x1) is EagerTensor
+    t, s = (x1, x2) if first else (x2, x1)
+    v = t._value
+    key = (ufunc, v.dtype, type(s), first)
+    dtype = _SCALAR_LOOPS.get(key)
+    if dtype is None:
+        keys = (v.dtype, _SCALAR_KEYS[type(s)])
+        loop, _ = _plan(ufunc, keys if first else keys[::-1], name)
+        loop = loop if first else loop[::-1]
+        dtype = _SCALAR_LOOPS[key] = loop[1] if loop[0] is v.dtype else False
+    if dtype is False:
+        return None
+    try:
+        c = np.asarray(s, dtype)
+    except OverflowError:
+        return None
+    if state.tapes:
+        if v.ndim:
+            c = broadcast_array(c, v.shape)
+        return prim.bind(t, c) if first else prim.bind(c, t)
+    try:
+        return _tensor(prim.impl(v, c) if first else prim.impl(c, v))
+    except Exception:  # noqa: BLE001 - the general path reports it at the user's line
+        return None
+
+
+def _tensor(out) -> EagerTensor:
+    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
+
+
+def _eager_general(ufunc, prim, name: str, xs):
+    keys = []
+    values = []
+    tensor = False
+    for x in xs:
+        t = type(x)
+        if t is EagerTensor:
+            v = x._value
+            keys.append(v.dtype)
+            values.append(v)
+            tensor = True
+        elif t is np.ndarray and x.dtype in SUPPORTED:
+            keys.append(x.dtype)
+            values.append(x)
+        elif t in _SCALAR_KEYS:
+            keys.append(_SCALAR_KEYS[t])
+            values.append(x)
+        else:
+            return None
+    keys = tuple(keys)
+    plan = _PLANS.get((ufunc, keys))
+    if plan is None:
+        plan = _PLANS[ufunc, keys] = _plan(ufunc, keys, name)
+    loop, exact = plan
+    args = values if exact else [
+        v if type(v) is np.ndarray and v.dtype == dt else python_int_as(v, dt)
+        for v, dt in zip(values, loop, strict=True)
+    ]
+    if tensor and state.tapes:
+        return _bind_recorded(prim, xs, values, args)
+    try:
+        out = prim.impl(*args)
+    except Exception:  # noqa: BLE001 - the general path reports it at the user's line
+        return None
+    if not tensor:  # NumPy in, NumPy out (a NumPy scalar for rank 0)
+        return out[()] if type(out) is np.ndarray and out.ndim == 0 else out
+    return _tensor(out)
+
+
+def _plan(ufunc, keys: tuple, name: str) -> tuple:
+    loop = loop_dtypes(ufunc, keys, name)[:len(keys)]
+    exact = all(k is dt for k, dt in zip(keys, loop, strict=True))
+    if exact and all(k is keys[0] for k in keys):
+        _CLOSED.setdefault(ufunc, set()).add(keys[0])
+    return loop, exact
+
+
+def _bind_recorded(prim, xs, values, args):
+    """`prim` bound on `args` (so tapes record it) when every tensor operand is used as it
+    is and every constant has the tensors' shape or is a scalar (broadcast here)."""
+    shape = next(v.shape for x, v in zip(xs, values, strict=True) if type(x) is EagerTensor)
+    operands = []
+    for x, v, a in zip(xs, values, args, strict=True):
+        if type(x) is EagerTensor:
+            if a is not v or v.shape != shape:
+                return None
+            operands.append(x)
+        elif a.shape == shape:
+            operands.append(a)
+        elif a.ndim == 0:
+            operands.append(broadcast_array(a, shape))
+        else:
+            return None
+    return prim.bind(*operands)

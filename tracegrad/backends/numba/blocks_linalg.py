@@ -5,6 +5,7 @@ triangular_solve); registered in `blocks.BLOCKS`."""
 from __future__ import annotations
 
 from tracegrad.backends.numba.blocks import _prod, block
+from tracegrad.backends.numba.helpers import helper
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 
@@ -62,10 +63,8 @@ def _dot_general(cg, op):
     n = _prod(td[nb + len(lf):])
     av, bv, ov = cg.fresh("A"), cg.fresh("B"), cg.fresh("O")
     cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
-    k = cg.fresh("k")
-    ak = f"{av}[{k}].T" if at else f"{av}[{k}]"
-    bk = f"{bv}[{k}].T" if bt else f"{bv}[{k}]"
-    cg.emit(f"for {k} in range({bsz}):\n    np.dot({ak}, {bk}, {ov}[{k}])")
+    fn = helper(cg.helpers, "bdot_" + "nt"[at] + "nt"[bt], t.dtype)
+    cg.emit(f"{fn}({av}, {bv}, {ov})")
 
 
 def _dot_loops(cg, op, lf, rf):

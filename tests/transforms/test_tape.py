@@ -447,3 +447,20 @@ def test_output_gradients_may_be_numbers_and_lists_of_the_targets_dtype():
     np.testing.assert_array_equal(value(g.gradient(y, x, output_gradients=np.array([3, -1]))), [6.0, -4.0])
     np.testing.assert_array_equal(value(g.gradient([y, s], x, output_gradients=[None, 2])),
                                   [4.0, 6.0])
+
+
+def test_a_watched_tensor_that_is_dropped_leaves_no_id_for_new_tensors_to_reuse():
+    # The tape tracks tensors by id(); it keeps watched tensors alive so that no tensor
+    # made later inherits a watched id (and a gradient it should not have).
+    with tg.GradientTape(persistent=True) as tape:
+        for _ in range(50):
+            tape.watch(tg.constant([1.0]))
+        xs = [tg.constant([2.0]) for _ in range(50)]
+        ys = [x * 3.0 for x in xs]
+        v = tg.Variable([1.0])
+        z = v * 2.0
+    assert all(tape.gradient(y, x) is None for y, x in zip(ys, xs, strict=True))
+    for _ in range(3):  # each call reads the variable as a fresh tensor
+        np.testing.assert_array_equal(tape.gradient(z, v).numpy(), [2.0])
+    fresh = [tg.constant([2.0]) for _ in range(50)]
+    assert all(tape.gradient(z, t) is None for t in fresh)

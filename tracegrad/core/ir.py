@@ -9,7 +9,6 @@ file:line that created it.
 from __future__ import annotations
 
 import hashlib
-import itertools
 from typing import Any
 
 import numpy as np
@@ -19,9 +18,6 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.errors import TracegradError, TracerBoolError
-
-_tensor_ids = itertools.count(1)
-
 
 class Tensor:
     """A multi-dimensional array value: symbolic inside traced code, concrete eagerly.
@@ -132,11 +128,10 @@ class GraphTensor(Tensor):
 class EagerTensor(Tensor):
     """A concrete tensor holding a NumPy array; `.numpy()` returns it."""
 
-    __slots__ = ("_value", "_id", "__weakref__")
+    __slots__ = ("_value", "__weakref__")
 
     def __init__(self, value: np.ndarray):
         self._value = value
-        self._id = next(_tensor_ids)
 
     @property
     def shape(self) -> tuple:

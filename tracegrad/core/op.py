@@ -157,8 +157,8 @@ def _bind_eager(prim: Primitive, args, attrs):
         values, tensors = _eager_inputs(args)
         eager = any(t is not None for t in tensors)
     try:
-        out = prim.impl(*values, **attrs)
-    except Exception as e:
+        out = prim.impl(*values, **attrs) if attrs else prim.impl(*values)
+    except Exception as e:  # noqa: BLE001 - reported as a tracegrad error at the user's line
         _raise_eager_error(prim, values, attrs, e)
     if not eager:
         if prim.multiple_results:
@@ -167,7 +167,7 @@ def _bind_eager(prim: Primitive, args, attrs):
     if prim.multiple_results:
         outputs = tuple(EagerTensor(o if type(o) is np.ndarray else np.asarray(o)) for o in out)
     else:
-        outputs = (EagerTensor(out if type(out) is np.ndarray else np.asarray(out)),)
+        outputs = EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
     tapes = state.tapes
     if tapes:
         if general:
@@ -176,7 +176,7 @@ def _bind_eager(prim: Primitive, args, attrs):
         else:
             inputs = [a if type(a) is EagerTensor else EagerTensor(a) for a in args]
         _record_eager(prim, inputs, attrs, outputs, tapes)
-    return outputs if prim.multiple_results else outputs[0]
+    return outputs
 
 
 def _eager_inputs(args) -> tuple[list, list]:
@@ -191,10 +191,11 @@ def _eager_inputs(args) -> tuple[list, list]:
 
 
 def _record_eager(prim: Primitive, inputs, attrs, outputs, tapes) -> None:
-    """Offer an eagerly run op to every recording tape."""
+    """Offer an eagerly run op (`outputs`: its result, a tuple if it has several) to every
+    recording tape."""
     overrides = state.grad_overrides
     op = Operation(prim, inputs, attrs, None, None, overrides.get(prim.name) if overrides else None)
-    op.outputs = outputs
+    op.outputs = outputs if prim.multiple_results else (outputs,)
     for tape in tapes:
         tape.record(op)
 

@@ -4,8 +4,8 @@ differentiates them with the one reverse-accumulation routine (`backprop`).
 While a tape records it sits in `state.tapes`; every op that runs (`bind`, eagerly or into
 the graph being traced) is offered to it with `record(op)`, and every Variable read with
 `variable_accessed(variable, tensor)`. A tape keeps only the ops that consume a tensor it
-watches (a set of tensor ids: `EagerTensor._id` eagerly, `id()` for graph tensors), and
-their outputs become watched in turn. Each read of a Variable is a new tensor; the tape maps
+watches (a set of `id()`s of tensors it keeps alive, so that no id is reused while it
+records), and their outputs become watched in turn. Each read of a Variable is a new tensor; the tape maps
 the reads of a watched variable back to it, so `gradient(y, variable)` sums over them.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
+from tracegrad.core.ir import EagerTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ShapeError, UnsupportedOpError
@@ -37,10 +37,6 @@ _USED = (
     "A non-persistent GradientTape can only be used to compute one set of gradients (or "
     "jacobians); create it with persistent=True to call gradient/jacobian more than once"
 )
-
-
-def _raw(t) -> int:
-    return t._id if type(t) is EagerTensor else id(t)
 
 
 def _variable_key(v: Variable) -> tuple:
@@ -79,17 +75,17 @@ class Recording:
         self.persistent = persistent
         self.watch_accessed_variables = watch_accessed_variables
         self.records: list = []
-        self.live: set = set()  # raw ids of the watched tensors and of recorded ops' outputs
-        self.var_of: dict = {}  # raw id of a variable read -> the variable's key
+        self.live: set = set()  # ids of the watched tensors and of recorded ops' outputs
+        self.var_of: dict = {}  # id of a variable read -> the variable's key
         self.variables: dict = {}  # key -> watched Variable
-        self.keep: list = []  # graph tensors watched by id (kept alive)
+        self.keep: list = []  # the tensors watched by id that no record holds (kept alive)
 
     # -- called by bind and Variable.value ------------------------------------------------
 
     def record(self, op) -> None:
         live = self.live
         for t in op.inputs:
-            if (t._id if type(t) is EagerTensor else id(t)) in live:
+            if id(t) in live:
                 break
         else:
             return
@@ -97,7 +93,7 @@ class Recording:
             op.grad_override = gather_rows_gradient
         self.records.append(op)
         for t in op.outputs:
-            live.add(t._id if type(t) is EagerTensor else id(t))
+            live.add(id(t))
 
     def variable_accessed(self, v: Variable, t) -> None:
         key = _variable_key(v)
@@ -105,20 +101,18 @@ class Recording:
             if not (self.watch_accessed_variables and v.trainable):
                 return
             self.variables[key] = v
-        raw = _raw(t)
+        raw = id(t)
         if raw in self.var_of:  # a variable's capture in a graph: one tensor for every read
             return
         self.var_of[raw] = key
         self.live.add(raw)
-        if type(t) is GraphTensor:
-            self.keep.append(t)
+        self.keep.append(t)
 
     # -- watching ---------------------------------------------------------------------------
 
     def watch_tensor(self, t) -> None:
-        self.live.add(_raw(t))
-        if type(t) is GraphTensor:
-            self.keep.append(t)
+        self.live.add(id(t))
+        self.keep.append(t)
 
     def watch_variable(self, v: Variable) -> None:
         self.variables.setdefault(_variable_key(v), v)
@@ -128,7 +122,7 @@ class Recording:
         return tuple(sorted(self.variables.values(), key=lambda v: v._unique_id))
 
     def key(self, t):
-        k = t._id if type(t) is EagerTensor else id(t)
+        k = id(t)
         return self.var_of.get(k, k)
 
     # -- differentiating --------------------------------------------------------------------
@@ -144,7 +138,8 @@ class Recording:
         if isinstance(x, Variable):
             if state.graph is None:
                 t = EagerTensor(x._value)
-                self.var_of[t._id] = _variable_key(x)
+                self.var_of[id(t)] = _variable_key(x)
+                self.keep.append(t)
                 return t
             found = state.graph._capture_map.get(id(x))
             return found if found is not None and id(found) in self.var_of else None

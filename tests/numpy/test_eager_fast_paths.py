@@ -228,3 +228,24 @@ def test_broadcast_array_is_numpys_broadcast_to(src, shape):
         broadcast_array(np.ones(3), (4,))
     with pytest.raises(ValueError):
         broadcast_array(np.ones((2, 3)), (3,))
+
+
+@pytest.mark.parametrize("key", [0, -1, 2, slice(1, None), slice(None, 2), slice(0, 3, 2),
+                                 slice(None, None, -1), slice(5, 9), slice(None)])
+def test_first_dim_keys_under_a_tape_record_the_general_paths_ops(key):
+    x = tg.constant(_array("float64", (3, 4)))
+    with recording() as fast:
+        out = x[key]
+    with recording() as general:
+        ref = tnp._indexing._getitem_general(x, key)
+    assert [op.primitive.name for op in fast.records] == \
+        [op.primitive.name for op in general.records]
+    assert [op.attrs for op in fast.records] == [op.attrs for op in general.records]
+    assert out.shape == ref.shape
+    np.testing.assert_array_equal(out.numpy(), x.numpy()[key])
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tnp.sum(x[key] * 2.0)
+    expected = np.zeros((3, 4))
+    expected[key] = 2.0
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), expected)

@@ -143,6 +143,7 @@ def _bind_eager(prim: Primitive, args, attrs):
     values = []
     general = False
     eager = False
+    arrays = False
     for a in args:
         cls = type(a)
         if cls is EagerTensor:
@@ -150,6 +151,7 @@ def _bind_eager(prim: Primitive, args, attrs):
             eager = True
         elif cls is np.ndarray:
             values.append(a)
+            arrays = True
         else:
             general = True
             break
@@ -173,8 +175,10 @@ def _bind_eager(prim: Primitive, args, attrs):
         if general:
             inputs = [t if t is not None else EagerTensor(v)
                       for t, v in zip(tensors, values, strict=True)]
-        else:
+        elif arrays:
             inputs = [a if type(a) is EagerTensor else EagerTensor(a) for a in args]
+        else:
+            inputs = args
         _record_eager(prim, inputs, attrs, outputs, tapes)
     return outputs
 

@@ -167,16 +167,25 @@ def _slice_spec(n, s: slice):
 
 def getitem(x, key):
     """`x[key]` with NumPy's indexing rules (see the module docstring)."""
-    if type(x) is EagerTensor and state.graph is None and not state.tapes:
+    if type(x) is EagerTensor and state.graph is None:
         kind = type(key)
-        value = key if kind is slice or kind is int else _numpy_key(key)
-        if value is not None:
-            try:
-                out = x._value[value]
-            except IndexError:
-                pass  # the general path below raises it, located at the user's line
-            else:
-                return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
+        if state.tapes:
+            if (kind is int or kind is slice) and x._value.ndim:
+                return _first_dim(x, key)
+        else:
+            value = key if kind is slice or kind is int else _numpy_key(key)
+            if value is not None:
+                try:
+                    out = x._value[value]
+                except IndexError:
+                    pass  # the general path below raises it, located at the user's line
+                else:
+                    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
+    return _getitem_general(x, key)
+
+
+def _getitem_general(x, key):
+    """`x[key]` by the general rules: basic items, then advanced ones, then a reshape."""
     x = read(x)
     items = _expand_masks(_classify(key, ndim_of(x)), shape_of(x))
     x, slots, adv, adjacent = _basic(x, items)
@@ -196,6 +205,27 @@ def getitem(x, key):
         limit = tuple(0 if s[0] == "empty" else d for s, d in zip(slots, shape_of(x)))
         x = ops.slice(x, start_indices=begin, limit_indices=limit, strides=(1,) * len(begin))
     return x
+
+
+def _first_dim(x, key):
+    """`x[key]` for an int or a slice on the first dim of an eager tensor: the ops `_basic`
+    builds for that key (a slice, and a reshape dropping the dim of an int), without
+    classifying the key."""
+    shape = x.shape
+    n = shape[0]
+    if type(key) is int:
+        i = _check_int(key, n, 0)
+        start, limit, stride = i, i + 1, 1
+    else:
+        rev, start, limit, stride = _slice_spec(n, key)
+        if rev:
+            return _getitem_general(x, key)
+        if start == 0 and limit == n and stride == 1:
+            return x
+    rest = shape[1:]
+    x = ops.slice(x, start_indices=(start,) + (0,) * len(rest), limit_indices=(limit, *rest),
+                  strides=(stride,) + (1,) * len(rest))
+    return ops.reshape(x, new_sizes=rest) if type(key) is int else x
 
 
 def _basic(x, items):

@@ -84,6 +84,10 @@ def broadcast_array(x: np.ndarray, shape: tuple) -> np.ndarray:
 
     >>> broadcast_array(np.ones((3, 1)), (2, 3, 4)).strides   # (0, 8, 0)
     """
+    if x.ndim == 0:  # a scalar (the usual case): every stride is 0
+        out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+        out.flags.writeable = False
+        return out
     lead = len(shape) - x.ndim
     if lead < 0 or not x.flags.c_contiguous or x.size == 0:
         return np.broadcast_to(x, shape)

@@ -52,9 +52,11 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                 if state.tapes:
                     return prim.bind(x)
                 try:
-                    return _tensor(impl(x._value))
+                    out = impl(x._value)
                 except Exception:  # noqa: BLE001, S110 - the general path reports it
                     pass
+                else:
+                    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
             return apply_ufunc(ufunc, prim, name, x)
     else:
         def fn(x1, x2):
@@ -65,9 +67,12 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                     if v1.dtype is v2.dtype and v1.dtype in closed:
                         if not state.tapes:
                             try:
-                                return _tensor(impl(v1, v2))
+                                out = impl(v1, v2)
                             except Exception:  # noqa: BLE001, S110 - the general path reports it
                                 pass
+                            else:
+                                return EagerTensor(out if type(out) is np.ndarray
+                                                   else np.asarray(out))
                         elif v1.shape == v2.shape:
                             return prim.bind(x1, x2)
                 elif t1 is EagerTensor and t2 in _SCALAR_KEYS or (

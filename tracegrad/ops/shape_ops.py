@@ -188,7 +188,7 @@ def _transpose_abstract_eval(x, *, permutation):
 
 @transpose_p.def_impl
 def _transpose_impl(x, *, permutation):
-    return np.transpose(x, permutation)
+    return x.transpose(permutation)
 
 
 @transpose_p.def_grad

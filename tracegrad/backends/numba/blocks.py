@@ -273,7 +273,7 @@ def _reshape(cg, op):
     (x,), t = op.inputs, op.outputs[0]
     shape = ", ".join(cg.dims(t))
     name = cg.fresh("r")
-    cg.emit(f"{name} = {cg.array(x)}.reshape(({shape},))")
+    cg.emit(f"{name} = _cview({cg.array(x)}, ({shape},))")
     from tracegrad.backends.numba.codegen import Ref
 
     cg.refs[id(t)] = Ref("arr", name)

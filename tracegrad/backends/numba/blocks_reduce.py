@@ -84,7 +84,7 @@ def _reduce_by_accumulators(cg, op, d):
 
 def _flat_view(nest, target, dims):
     name = f"{target}_flat"
-    nest.prologue.append(f"{name} = {target}.reshape(({_prod(dims)},))")
+    nest.prologue.append(f"{name} = _cview({target}, ({_prod(dims)},))")
     return name
 
 
@@ -120,7 +120,7 @@ def _row_reduce(cg, op, d, accumulate):
     if ref is not None and ref.kind == "arr":  # the operand's rows are there: no buffer
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
         flat = cg.fresh("xf")
-        nest.prologue.append(f"{flat} = {ref.name}.reshape(({rows}, {m}))")
+        nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
     else:  # a fused operand: evaluate one row into a buffer, then reduce it

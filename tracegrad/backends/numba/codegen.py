@@ -81,7 +81,7 @@ class Nest:
         if found is None:
             found = self.views[name] = f"{name}_v{len(self.views)}"
             shape = [_product([dims[a] for a in g]) for g in self.groups]
-            self.prologue.append(f"{found} = {name}.reshape(({', '.join(shape)},))")
+            self.prologue.append(f"{found} = _cview({name}, ({', '.join(shape)},))")
         return found
 
     def index(self):
@@ -548,8 +548,11 @@ class CodeGen:
             "import numpy as np",
             "from numba import njit, prange",
         ]
-        if self.helpers:
-            head.append(f"from {helpers.MODULE} import {', '.join(sorted(self.helpers))}")
+        names = dict(self.helpers)
+        if any("_cview(" in line for line in self.lines):
+            names["_cview"] = None
+        if names:
+            head.append(f"from {helpers.MODULE} import {', '.join(sorted(names))}")
         loads = [f"n{c} = I[{c}]" for c in range(len(plan.class_members))]
         loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
         body = loads + self.lines + ["return None"]

@@ -306,3 +306,30 @@ def test_kernels_call_the_helpers_not_libm():
     want = (np.vectorize(math.erf)(x) + np.log1p(x) + np.arctan2(x, x) + x ** 1.5 + np.tan(x)
             + np.arccosh(x + 2.0))
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-14)
+
+
+def _kernel_asm(fn, *args):
+    """The machine code of the kernel `fn` runs for `args` (its module is imported by name)."""
+    import sys
+
+    fn(*args)
+    source = tg.compiled_source(fn.get_concrete_function(*args).graph)
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tg_") and not name.startswith("tg_helpers"):
+            with open(module.__file__) as f:
+                if f.read().endswith(source):
+                    found.append(module)
+    assert found
+    return "\n".join(found[0].kernel.inspect_asm().values())
+
+
+@pytest.mark.parametrize("shape", [(6,), (4, 5), (2, 3, 4)])
+def test_sin_loop_vectorizes_over_collapsed_views(shape):
+    # a 2-d or 3-d elementwise loop runs over flat views of the arrays; the views must keep
+    # the arguments' no-alias facts or the vectorizer gives up on the table gathers of sin
+    f = tg.function(lambda a: tnp.sin(a) * 3.0 + 1.0, backend="numba")
+    x = np.linspace(-2.0, 2.0, int(np.prod(shape))).reshape(shape)
+    asm = _kernel_asm(f, x)
+    assert "vgatherqpd" in asm or "vgatherdpd" in asm
+    np.testing.assert_allclose(np.asarray(f(x)), np.sin(x) * 3.0 + 1.0, rtol=1e-15)

@@ -8,7 +8,7 @@ How a tensor is held in the generated function (its *ref*):
   loop nest (elementwise ops, broadcasts, transposes, slices, reversals, gathers, iota).
 
 A *root* is a virtual-capable tensor that must be stored (a graph output, read by an op
-that needs an array, read twice, or read through an expanding broadcast); consecutive
+that needs an array, or the end of a region at the size cap: see fusion.py); consecutive
 roots over the same dims share one loop nest, so a whole elementwise region is one loop.
 Blocks for the other primitives (reductions, dot_general, sort, ...) live in `blocks.py`.
 

@@ -24,7 +24,6 @@ LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
 # How far ahead `schedule` looks for siblings of a loop (in operations).
 _LOOKAHEAD = 256
 
-_CHEAP_UNARY = {"convert_element_type", "stop_gradient", "neg"}
 
 
 class Fusion:
@@ -71,34 +70,15 @@ class Fusion:
                     regions[id(t)] = merged | {id(op)}
                 self.region_size[id(t)] = len(merged) + 1
 
-    def _cheap(self, t) -> bool:
-        kind = self.kinds.get(id(t), "input")
-        if kind != "virtual":
-            return True
-        op = t.op
-        name = op.primitive.name
-        if name in ("iota",):
-            return True
-        if name in ("broadcast_in_dim", "transpose", "slice", "rev", "reshape") or \
-                name in _CHEAP_UNARY:
-            return self._cheap(op.inputs[0])
-        return False
-
     def _must_store(self, t) -> bool:
+        """Outputs and operands of ops that need an array are stored; a value read by several
+        consumers is recomputed in each (docs/numba.md: storing them was slower)."""
         plan = self.plan
         if plan.is_output(t):
             return True
-        consumers = plan.consumers[id(t)]
-        if not consumers:
-            return False
-        if any(op.primitive.name in NEEDS_ARRAY and not (
-                op.primitive.name == "reshape" and squeeze_map(op) is not None)
-               for op, _ in consumers):
-            return True
-        cheap = self._cheap(t)
-        if len(consumers) > 1 and not cheap:
-            return True
-        return not cheap and any(_expands(op, k) for op, k in consumers)
+        return any(op.primitive.name in NEEDS_ARRAY and not (
+            op.primitive.name == "reshape" and squeeze_map(op) is not None)
+            for op, _ in plan.consumers[id(t)])
 
     def schedule(self) -> list:
         """The graph's operations in a topological order that moves independent loops over
@@ -159,19 +139,3 @@ class Fusion:
         if kind == "block" and op.primitive.name in LOOP_BLOCKS:
             return self.plan.dims(op.inputs[0])
         return None
-
-
-def _expands(op, k) -> bool:
-    """Whether consumer `op` reads operand `k`'s elements more than once."""
-    name = op.primitive.name
-    if name == "broadcast_in_dim":
-        x, out = op.inputs[0], op.outputs[0]
-        bd = op.attrs["broadcast_dimensions"]
-        if any(out.shape[d] != 1 for d in range(len(out.shape)) if d not in bd):
-            return True
-        return any(x.shape[i] != out.shape[d] or x.shape[i] is None for i, d in enumerate(bd))
-    if name == "gather":
-        return k == 0 or op.inputs[0].ndim > 1
-    if name in ("scatter", "scatter_add"):
-        return k == 1 and op.inputs[0].ndim > 1
-    return False

@@ -325,7 +325,12 @@ def _kernel_asm(fn, *args):
 
 
 @pytest.mark.parametrize("shape", [(6,), (4, 5), (2, 3, 4)])
-def test_sin_loop_vectorizes_over_collapsed_views(shape):
+def test_sin_loop_vectorizes_over_collapsed_views(shape, tmp_path, monkeypatch):
+    from tracegrad.backends import numba as nb
+
+    # compiled here, not loaded from a disk cache (cached machine code has no assembly text)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    nb.clear_memory_cache()
     # a 2-d or 3-d elementwise loop runs over flat views of the arrays; the views must keep
     # the arguments' no-alias facts or the vectorizer gives up on the table gathers of sin
     f = tg.function(lambda a: tnp.sin(a) * 3.0 + 1.0, backend="numba")

@@ -66,7 +66,7 @@ def _split(q, bits: int) -> tuple[str, str]:
 def horner(var: str, coefs, acc: str = "p") -> str:
     """Lines evaluating sum(coefs[i] * var**i) into `acc` (coefficients as source text)."""
     lines = [f"    {acc} = {coefs[-1]}"]
-    lines += [f"    {acc} = {acc} * {var} + {c}" for c in reversed(coefs[:-1])]
+    lines += [f"    {acc} = _fma({acc}, {var}, {c})" for c in reversed(coefs[:-1])]
     return "\n".join(lines)
 
 
@@ -222,15 +222,15 @@ def _log_parts(x):
     s = f / (2.0 + f)
     z = s * s
     p = 0.047619047619047616
-    p = p * z + 0.05263157894736842
-    p = p * z + 0.058823529411764705
-    p = p * z + 0.06666666666666667
-    p = p * z + 0.07692307692307693
-    p = p * z + 0.09090909090909091
-    p = p * z + 0.1111111111111111
-    p = p * z + 0.14285714285714285
-    p = p * z + 0.2
-    p = p * z + 0.3333333333333333
+    p = _fma(p, z, 0.05263157894736842)
+    p = _fma(p, z, 0.058823529411764705)
+    p = _fma(p, z, 0.06666666666666667)
+    p = _fma(p, z, 0.07692307692307693)
+    p = _fma(p, z, 0.09090909090909091)
+    p = _fma(p, z, 0.1111111111111111)
+    p = _fma(p, z, 0.14285714285714285)
+    p = _fma(p, z, 0.2)
+    p = _fma(p, z, 0.3333333333333333)
     # log(1+f) = 2s + 2s z p, written around the exact f: f - (f*f/2 - s (f*f/2 + 2 z p))
     hfsq = 0.5 * f * f
     return np.float64(e), f - (hfsq - s * (hfsq + 2.0 * z * p))

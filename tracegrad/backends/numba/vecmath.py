@@ -78,6 +78,8 @@ _LG2_HI, _LG2_LO = _split(_LN2 / _LN10, 32)  # log10(2)
 _EXPM1_P = [nearest(Fraction(1, factorial(n + 2))) for n in range(12)]
 # 2**r = sum (r ln2)**n / n!, |r| <= 1/2, to r**13
 _EXP2_P = [nearest(_LN2 ** n / factorial(n)) for n in range(14)]
+# (log((1+s)/(1-s)) - 2s) / (2s z) = sum z**n / (2n + 3), z = s*s, to z**9
+_LOG_P = [nearest(Fraction(1, 2 * n + 3)) for n in range(10)]
 # (sinh(x) - x) / x**3 = sum z**n / (2n + 3)!, z = x*x <= 1, to x**19
 _SINH_P = [nearest(Fraction(1, factorial(2 * n + 3))) for n in range(9)]
 # erf(x) / x in z = x*x <= 9/16: minimax, relative error 1.4e-17
@@ -221,16 +223,7 @@ def _log_parts(x):
     f = m - 1.0
     s = f / (2.0 + f)
     z = s * s
-    p = 0.047619047619047616
-    p = _fma(p, z, 0.05263157894736842)
-    p = _fma(p, z, 0.058823529411764705)
-    p = _fma(p, z, 0.06666666666666667)
-    p = _fma(p, z, 0.07692307692307693)
-    p = _fma(p, z, 0.09090909090909091)
-    p = _fma(p, z, 0.1111111111111111)
-    p = _fma(p, z, 0.14285714285714285)
-    p = _fma(p, z, 0.2)
-    p = _fma(p, z, 0.3333333333333333)
+{horner("z", _LOG_P)}
     # log(1+f) = 2s + 2s z p, written around the exact f: f - (f*f/2 - s (f*f/2 + 2 z p))
     hfsq = 0.5 * f * f
     return np.float64(e), f - (hfsq - s * (hfsq + 2.0 * z * p))

@@ -16,6 +16,11 @@ from tracegrad.backends.numba.vecmath import PI, horner, nearest, pi_fixed, pyth
 _PI_HI, _PI_LO = nearest(PI), nearest(PI - Fraction(float(PI)))
 _PI2_HI, _PI2_LO = nearest(PI / 2), nearest(PI / 2 - Fraction(float(PI / 2)))
 _PI4_HI, _PI4_LO = nearest(PI / 4), nearest(PI / 4 - Fraction(float(PI / 4)))
+# fdlibm's kernel_sin: (sin(r) - r) / r**3 and kernel_cos: (cos(r) - 1 + z/2) / z**2 in z = r*r
+_SIN_P = ["-1.66666666666666324348e-01", "8.33333333332248946124e-03", "-1.98412698298579493134e-04",
+          "2.75573137070700676789e-06", "-2.50507602534068634195e-08", "1.58969099521155010221e-10"]
+_COS_P = ["4.16666666666666019037e-02", "-1.38888888888741095749e-03", "2.48015872894767294178e-05",
+          "-2.75573143513906633035e-07", "2.08757232129817482790e-09", "-1.13596475577881948265e-11"]
 # (atan(t) - t) / t**3 in z = t*t <= tan(pi/8)**2: minimax, relative error 7e-18 on atan
 _ATAN_P = ["-0.3333333333333333", "0.19999999999995652", "-0.1428571428469138",
            "0.11111111017100327", "-0.0909090464769568", "0.07692184699371778",
@@ -99,24 +104,14 @@ def _trig_reduce(x):
 @njit(cache=True, forceinline=True, **_OPTS)
 def _sin_kernel(r, lo, z):
     # sin(r + lo), z = r * r
-    ps = 1.58969099521155010221e-10
-    ps = _fma(ps, z, -2.50507602534068634195e-08)
-    ps = _fma(ps, z, 2.75573137070700676789e-06)
-    ps = _fma(ps, z, -1.98412698298579493134e-04)
-    ps = _fma(ps, z, 8.33333333332248946124e-03)
-    ps = _fma(ps, z, -1.66666666666666324348e-01)
+{horner("z", _SIN_P, "ps")}
     return r + (r * z * ps + lo * (1.0 - 0.5 * z))
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _cos_kernel(r, lo, z):
     # cos(r + lo), z = r * r
-    pc = -1.13596475577881948265e-11
-    pc = _fma(pc, z, 2.08757232129817482790e-09)
-    pc = _fma(pc, z, -2.75573143513906633035e-07)
-    pc = _fma(pc, z, 2.48015872894767294178e-05)
-    pc = _fma(pc, z, -1.38888888888741095749e-03)
-    pc = _fma(pc, z, 4.16666666666666019037e-02)
+{horner("z", _COS_P, "pc")}
     hz = 0.5 * z
     w = 1.0 - hz
     return w + (((1.0 - w) - hz) + (z * z * pc - r * lo))

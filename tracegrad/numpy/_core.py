@@ -130,6 +130,10 @@ def promote(*xs, min_kind: str | None = None):
     """
     if not xs:
         raise ValueError(f"need at least one array (at {user_location()})")
+    if min_kind is None and type(xs[0]) is EagerTensor:  # eager tensors of one dtype as they are
+        dtype = xs[0]._value.dtype
+        if all(type(x) is EagerTensor and x._value.dtype is dtype for x in xs):
+            return list(xs), dtype
     xs = [read(x) for x in xs]
     dtype, weak = dtypes.result_type(*(dtype_of(x) for x in xs))
     if min_kind == "float" and not dtypes.is_float(dtype):

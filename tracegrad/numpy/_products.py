@@ -6,7 +6,6 @@ from __future__ import annotations
 import operator
 
 from tracegrad import ops
-from tracegrad.core.ir import EagerTensor
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.errors import ShapeError
 from tracegrad.numpy._core import (
@@ -21,14 +20,6 @@ from tracegrad.numpy._shape import ravel, transpose
 from tracegrad.numpy._ufuncs import multiply
 
 
-def _promoted(a, b):
-    """`a` and `b` in their common dtype (eager tensors of one dtype as they are)."""
-    if type(a) is EagerTensor and type(b) is EagerTensor and a._value.dtype is b._value.dtype:
-        return a, b
-    (a, b), _ = promote(a, b)
-    return a, b
-
-
 def _contract(a, b, ca, cb, ba=(), bb=()):
     return ops.dot_general(a, b, dimension_numbers=((tuple(ca), tuple(cb)), (tuple(ba),
                                                                               tuple(bb))))
@@ -40,7 +31,7 @@ def dot(a, b):
 
     >>> tnp.dot(np.ones((2, 3)), np.ones(3))   # shape (2,)
     """
-    a, b = _promoted(a, b)
+    (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         return multiply(a, b)
@@ -50,7 +41,7 @@ def dot(a, b):
 def matmul(a, b):
     """NumPy's `matmul` (`@`): matrix products over the last two dims, broadcasting the
     leading (batch) dims; a 1-D operand is a row (left) or column (right) vector."""
-    a, b = _promoted(a, b)
+    (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         raise ShapeError(at_user("matmul: operands must not be scalars (use multiply or *)"))
@@ -76,13 +67,13 @@ def matmul(a, b):
 
 def vdot(a, b):
     """The dot product of `a` and `b` flattened (equal sizes)."""
-    a, b = _promoted(a, b)
+    (a, b), _ = promote(a, b)
     return _contract(ravel(a), ravel(b), (0,), (0,))
 
 
 def inner(a, b):
     """Sum product over the last dims of `a` and `b` (scalars multiply)."""
-    a, b = _promoted(a, b)
+    (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
         return multiply(a, b)
@@ -99,7 +90,7 @@ def outer(a, b):
 def tensordot(a, b, axes=2):
     """Sum products over `axes`: an int N (the last N dims of `a` with the first N of `b`) or
     a pair of axis sequences. The result has `a`'s remaining dims, then `b`'s."""
-    a, b = _promoted(a, b)
+    (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if isinstance(axes, int) or hasattr(axes, "__index__"):
         n = operator.index(axes)

@@ -50,8 +50,10 @@ def kernel_files(cache_dir):
             if not os.path.basename(p).startswith("tg_helpers_")]
 
 
-def run_script(cache_dir, script=SCRIPT):
-    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir))
+def run_script(cache_dir, script=SCRIPT, **env_vars):
+    """`script`'s JSON line, run with `cache_dir` and `env_vars` (None removes a variable)."""
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir), **env_vars)
+    env = {k: v for k, v in env.items() if v is not None}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=300, check=False)
@@ -103,6 +105,54 @@ def test_fresh_process_with_a_warm_cache_does_not_compile(tmp_path):
     second = run_script(tmp_path)
     assert second["ok"] and second["compiled"] == 0 and second["disk_hits"] == 1
     assert not second["warnings"]
+
+
+# SCRIPT, also saying which CPU Numba compiled for and, when it compiled, which vector
+# registers the kernel's packed arithmetic uses.
+TARGET_SCRIPT = SCRIPT.replace("print(json.dumps({", """
+from tests.backends._codegen_probe import facts, kernel_module, target
+widths = None
+if nb.cache_info()["compiled"]:
+    graph = f.get_concrete_function(x, x[0]).graph
+    widths = facts(kernel_module(tg.compiled_source(graph)).kernel)["packed_widths"]
+print(json.dumps({"target": target(), "widths": widths,""")
+
+
+def _narrower_target(features: str) -> dict:
+    """Numba's target settings for a CPU without the widest vector unit of `features`: the
+    same features less AVX-512, or x86-64-v2 (SSE4.2, no AVX) when AVX-512 is not there."""
+    feats = features.split(",")
+    if "+avx512f" not in feats:
+        return {"NUMBA_CPU_NAME": "x86-64-v2", "NUMBA_CPU_FEATURES": "+sse4.2"}
+    narrow = [("-" + f[1:]) if f[1:].startswith("avx512") else f for f in feats]
+    return {"NUMBA_CPU_NAME": "x86-64", "NUMBA_CPU_FEATURES": ",".join(narrow)}
+
+
+def test_a_cache_shared_between_cpus_never_loads_code_built_for_another(tmp_path):
+    # One cache directory used by processes compiling for different CPUs (as a network
+    # home or a container image is used by different machines): Numba's index keys
+    # machine code by (target triple, CPU name, CPU features), so each target compiles its
+    # own code next to the others' and later loads only its own; tracegrad's files are
+    # source text, the same for every CPU.
+    generic = {"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": None}
+    host = run_script(tmp_path, TARGET_SCRIPT)
+    assert host["ok"] and host["compiled"] == 1 and host["disk_hits"] == 0
+    narrow = _narrower_target(host["target"]["features"])
+    for env in (generic, narrow):
+        other = run_script(tmp_path, TARGET_SCRIPT, **env)
+        assert other["target"]["cpu"] == env["NUMBA_CPU_NAME"]
+        assert other["ok"] and other["compiled"] == 1 and other["disk_hits"] == 0, other
+        assert not other["warnings"]
+        if env is generic:  # x86-64 baseline: SSE2 only
+            assert set(other["widths"]) <= {"xmm"}, other
+        elif host["target"]["avx512f"]:
+            assert not other["target"]["avx512f"] and "zmm" not in other["widths"], other
+        else:
+            assert not other["target"]["avx2"] and "ymm" not in other["widths"], other
+    for env in ({}, generic, narrow):  # each finds its own code now
+        again = run_script(tmp_path, TARGET_SCRIPT, **env)
+        assert again["ok"] and again["compiled"] == 0 and again["disk_hits"] == 1, (env, again)
+    assert len(kernel_files(tmp_path)) == 1
 
 
 def test_corrupt_module_file_is_rebuilt_with_a_warning(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
+from tests.backends._codegen_probe import PACKED as _PACKED, sin_kernel_facts
 from tracegrad import ops
 
 MAX_ULP = 4
@@ -262,7 +263,6 @@ def test_atan2_signs_zeros_and_infinities_follow_numpy():
 
 _LIBM = ("exp|exp2|expm1|log|log2|log10|log1p|sin|cos|tan|asin|acos|atan|atan2|sinh|cosh|"
          "tanh|asinh|acosh|atanh|erf|pow|sincos")
-_PACKED = re.compile(r"\bv?(mul|add|sub|div|fmadd\d*|fnmadd\d*|fmsub\d*)pd\b")
 
 
 def _helper_module():
@@ -308,33 +308,80 @@ def test_kernels_call_the_helpers_not_libm():
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-14)
 
 
-def _kernel_asm(fn, *args):
-    """The machine code of the kernel `fn` runs for `args` (its module is imported by name)."""
-    import sys
-
-    fn(*args)
-    source = tg.compiled_source(fn.get_concrete_function(*args).graph)
-    found = []
-    for name, module in list(sys.modules.items()):
-        if name.startswith("tg_") and not name.startswith("tg_helpers"):
-            with open(module.__file__) as f:
-                if f.read().endswith(source):
-                    found.append(module)
-    assert found
-    return "\n".join(found[0].kernel.inspect_asm().values())
+# The vectorizer's choices differ by CPU (AVX-512 Intel cores gather the sin table with
+# vgatherqpd; AVX2 AMD cores load it with scalar loads, gathers being slow there), so these
+# tests assert what must hold on every x86-64 vector unit, for the host and for the other
+# kind of unit, compiled in a subprocess with Numba's target set to it (never run).
 
 
-@pytest.mark.parametrize("shape", [(6,), (4, 5), (2, 3, 4)])
-def test_sin_loop_vectorizes_over_collapsed_views(shape, tmp_path, monkeypatch):
+def _features() -> list:
+    import llvmlite.binding as ll
+
+    return ll.get_host_cpu_features().flatten().split(",")
+
+
+def _other_unit():
+    """(label, NUMBA_CPU_NAME, NUMBA_CPU_FEATURES) of the vector unit the host does not have:
+    an AVX2-only AMD core on an AVX-512 host, an AVX-512 Intel core on an AVX2 host."""
+    wide = ("avx512", "amx", "avx10")
+    feats = _features()
+    if "+avx512f" in feats:
+        narrow = [("-" + f[1:]) if f.startswith("+") and f[1:].startswith(wide) else f
+                  for f in feats]
+        return "avx2 (znver3)", "znver3", ",".join(narrow)
+    extra = ["+avx512f", "+avx512dq", "+avx512bw", "+avx512vl", "+avx512cd"]
+    kept = [f for f in feats if f.lstrip("+-") not in {e[1:] for e in extra}]
+    return "avx512 (skylake-avx512)", "skylake-avx512", ",".join(kept + extra)
+
+
+_SHAPES = [(6,), (4, 5), (2, 3, 4)]
+
+
+def _host_label() -> str:
+    return "avx512" if "+avx512f" in _features() else "avx2" if "+avx2" in _features() else "sse"
+
+
+def _assert_vectorized(facts, where):
+    # a vector loop body with packed double arithmetic on wide registers, and no run-time
+    # alias checks: the views of the arguments kept their no-alias facts (with Numba's
+    # reshape they lost them, and this loop did not vectorize at all)
+    assert facts["vector_loop"], f"{where}: the loop was not vectorized ({facts})"
+    assert not facts["alias_checks"], f"{where}: the loop needs run-time alias checks ({facts})"
+    assert {"ymm", "zmm"} & set(facts["packed_widths"]), f"{where}: no packed ymm/zmm ({facts})"
+
+
+@pytest.mark.parametrize("shape", _SHAPES)
+def test_sin_loop_vectorizes_over_collapsed_views_on_the_host(shape, tmp_path, monkeypatch):
     from tracegrad.backends import numba as nb
 
     # compiled here, not loaded from a disk cache (cached machine code has no assembly text)
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     nb.clear_memory_cache()
     # a 2-d or 3-d elementwise loop runs over flat views of the arrays; the views must keep
-    # the arguments' no-alias facts or the vectorizer gives up on the table gathers of sin
+    # the arguments' no-alias facts or the vectorizer gives up on the table reads of sin
+    _assert_vectorized(sin_kernel_facts(shape), f"host ({_host_label()}), shape {shape}")
     f = tg.function(lambda a: tnp.sin(a) * 3.0 + 1.0, backend="numba")
     x = np.linspace(-2.0, 2.0, int(np.prod(shape))).reshape(shape)
-    asm = _kernel_asm(f, x)
-    assert "vgatherqpd" in asm or "vgatherdpd" in asm
     np.testing.assert_allclose(np.asarray(f(x)), np.sin(x) * 3.0 + 1.0, rtol=1e-15)
+
+
+def test_sin_loop_vectorizes_over_collapsed_views_on_the_other_vector_unit(tmp_path):
+    import json
+    import os
+    import subprocess
+
+    label, cpu, features = _other_unit()
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), NUMBA_CPU_NAME=cpu,
+               NUMBA_CPU_FEATURES=features)
+    probe = os.path.join(os.path.dirname(__file__), "_codegen_probe.py")
+    args = ["x".join(map(str, s)) for s in _SHAPES]
+    out = subprocess.run([sys.executable, probe, *args], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["target"]["cpu"] == cpu
+    assert report["target"]["avx512f"] == ("+avx512f" in features.split(","))
+    for shape, facts in zip(_SHAPES, report["kernels"], strict=True):
+        _assert_vectorized(facts, f"target {label}, shape {shape}")
+        if not report["target"]["avx512f"]:
+            assert "zmm" not in facts["packed_widths"], f"{label}: zmm code for an AVX2 target"

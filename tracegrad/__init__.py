@@ -11,7 +11,9 @@ from tracegrad.function import (
 )
 from tracegrad.passes import optimize
 from tracegrad.eager import constant, convert_to_tensor
-from tracegrad.autodiff import grad, hvp, value_and_grad, vjp
+from tracegrad.autodiff import (
+    batch_jacobian, for_loop, grad, hessian, hvp, jacobian, jvp, pfor, value_and_grad, vjp, vmap,
+)
 from tracegrad.transforms.autodiff import (
     RegisterGradient, UnconnectedGradients, gradient_override_map, gradients, hessians,
     stop_gradient,
@@ -28,7 +30,8 @@ __version__ = "0.1.0"
 __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "constant", "convert_to_tensor", "optimize", "compiled_source",
-    "grad", "value_and_grad", "vjp", "hvp", "gradients", "hessians", "stop_gradient",
+    "grad", "value_and_grad", "vjp", "hvp", "jvp", "jacobian", "batch_jacobian", "hessian",
+    "vmap", "pfor", "for_loop", "gradients", "hessians", "stop_gradient",
     "RegisterGradient", "gradient_override_map", "UnconnectedGradients",
     "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
     "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",

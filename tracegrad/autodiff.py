@@ -1,5 +1,6 @@
-"""The functional reverse-mode transforms as users call them: `tg.grad`, `tg.value_and_grad`,
-`tg.vjp`, `tg.hvp`.
+"""The functional transforms as users call them: `tg.grad`, `tg.value_and_grad`, `tg.vjp`,
+`tg.hvp`, `tg.jvp`, `tg.jacobian`, `tg.batch_jacobian`, `tg.hessian`, `tg.vmap`, `tg.pfor`,
+`tg.for_loop`.
 
 Each returns (or, for `vjp`, builds) a function that, called inside traced code, emits its
 ops inline (`tracegrad.transforms.autodiff`), so transforms nest (`grad(grad(f))`) and
@@ -20,6 +21,9 @@ from tracegrad.core.state import state
 from tracegrad.errors import DTypeError
 from tracegrad.function import Function
 from tracegrad.transforms import autodiff as ad
+from tracegrad.transforms import forward as fwd
+from tracegrad.transforms import jacobian as jac
+from tracegrad.transforms import vectorize as vec
 
 
 def _staged(inline: Callable, fn: Callable, what: str, same_args: bool = True) -> Function:
@@ -134,3 +138,136 @@ def hvp(fn: Callable, primals, tangents) -> tuple:
         return ad.hvp_inline(fn, primals, tangents)
 
     return _staged(hvp_fn, fn, "hvp", same_args=False)(tuple(primals), tuple(tangents))
+
+
+def jvp(fn: Callable, primals, tangents) -> tuple:
+    """`(out, tangent_out)`: `fn(*primals)` and its directional derivative along `tangents`
+    (structured like `primals`), the Jacobian-vector product `J t` (forward mode).
+
+    >>> tg.jvp(tnp.sin, (np.array([0.0, 1.0]),), (np.ones(2),))
+    (array([0.        , 0.84147098]), array([1.        , 0.54030231]))
+    """
+    if state.graph is not None:
+        return fwd.jvp_inline(fn, primals, tangents)
+    _check_primals("jvp", primals)
+
+    def jvp_fn(primals, tangents):
+        return fwd.jvp_inline(fn, primals, tangents)
+
+    return _staged(jvp_fn, fn, "jvp", same_args=False)(tuple(primals), tuple(tangents))
+
+
+def jacobian(fn: Callable, argnums=0, *, use_pfor: bool = True, parallel_iterations=None,
+             mode=None) -> Function:
+    """The Jacobian of `fn` w.r.t. the arguments at `argnums`: for an output `y` and an
+    argument `x`, a `y.shape + x.shape` array (structures mirror the outputs, then the
+    arguments; a tuple `argnums` gives tuples).
+
+    Computed by vectorization: in reverse mode (`mode="rev"`) the pullback runs once on a
+    batch of one-hot cotangents (one batched backward pass); in forward mode (`"fwd"`)
+    the Jacobian-vector product runs on a batch of one-hot tangents. `mode=None` picks
+    forward when the arguments have fewer elements than the outputs, else reverse.
+    `use_pfor=False` computes the rows one after the other (same results);
+    `parallel_iterations=k` vectorizes k rows at a time to bound memory.
+
+    >>> tg.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    _check_static(fn, argnums, "jacobian")
+
+    def jacobian_fn(*args, **kwargs):
+        return jac.jacobian_inline(fn, args, kwargs, argnums, use_pfor=use_pfor,
+                                   parallel_iterations=parallel_iterations, mode=mode)
+
+    return _staged(jacobian_fn, fn, "jacobian")
+
+
+def batch_jacobian(fn: Callable, argnum: int = 0, *, use_pfor: bool = True,
+                   parallel_iterations=None) -> Function:
+    """Per-example Jacobians of `fn`, which maps `x` `[b, x...]` to `[b, y...]` with row i
+    depending only on row i of `x`: a `[b, y..., x...]` array, row i the Jacobian of row i
+    (the seed's algorithm: the batched gradient of each output column, vectorized over the
+    columns). Both shapes need rank >= 2 and equal first dims (`ValueError`).
+
+    >>> tg.batch_jacobian(lambda x: x * x)(np.array([[1., 2.], [3., 4.]]))[1]
+    array([[6., 0.],
+           [0., 8.]])
+    """
+    _check_static(fn, argnum, "batch_jacobian")
+
+    def batch_jacobian_fn(*args, **kwargs):
+        return jac.batch_jacobian_inline(fn, args, kwargs, argnum, use_pfor=use_pfor,
+                                         parallel_iterations=parallel_iterations)
+
+    return _staged(batch_jacobian_fn, fn, "batch_jacobian")
+
+
+def hessian(fn: Callable, argnums=0) -> Function:
+    """The Hessian of scalar-valued `fn` w.r.t. the arguments at `argnums`: `x.shape +
+    x.shape` (nested tuples for a tuple `argnums`), the Jacobian of its gradient.
+
+    >>> tg.hessian(lambda x: tnp.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
+    _check_static(fn, argnums, "hessian")
+
+    def hessian_fn(*args, **kwargs):
+        return jac.hessian_inline(fn, args, kwargs, argnums)
+
+    return _staged(hessian_fn, fn, "hessian")
+
+
+def vmap(fn: Callable, in_axes=0, out_axes=0) -> Function:
+    """`fn` mapped over an axis of its arguments, vectorized: `vmap(f)(xs)` equals stacking
+    `f(x)` for each `x` in `xs`, computed by one batched graph (each op through its batch
+    rule), not a loop.
+
+    `in_axes` (an int, None, or a structure matching the arguments' top levels) gives each
+    argument's mapped axis, None for one shared by every example; `out_axes` places the
+    batch in the results (None for a result that does not depend on it). Nests and
+    composes: `vmap(grad(f))` gives per-example gradients.
+
+    >>> tg.vmap(lambda x, w: tnp.dot(w, x), in_axes=(0, None))(np.ones((2, 3)), 2 * np.eye(3))
+    array([[2., 2., 2.],
+           [2., 2., 2.]])
+    """
+
+    def vmap_fn(*args, **kwargs):
+        return vec.vmap_inline(fn, args, kwargs, in_axes, out_axes)
+
+    return _staged(vmap_fn, fn, "vmap")
+
+
+def _staged_loop(inline: Callable, loop_fn: Callable, iters, what: str):
+    if state.graph is not None:
+        return inline(loop_fn, iters)
+
+    def run():
+        return inline(loop_fn, iters)
+
+    run.__name__ = f"{what}_{getattr(loop_fn, '__name__', 'fn')}"
+    return Function(run)()
+
+
+def pfor(loop_fn: Callable, iters: int):
+    """`loop_fn(i)` for every `i` in `range(iters)`, vectorized into one graph: `loop_fn`
+    gets a rank-0 int64 tensor and its results are stacked on a new axis 0. An op that
+    cannot be vectorized raises `UnsupportedOpError` (use `tg.for_loop` instead).
+
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> tg.pfor(lambda i: tnp.take(x, i) * i, 3)
+    array([0., 2., 6.])
+    """
+    return _staged_loop(vec.pfor_inline, loop_fn, iters, "pfor")
+
+
+def for_loop(loop_fn: Callable, iters: int):
+    """The results of `tg.pfor(loop_fn, iters)`, computed one iteration after the other
+    (each iteration traced into the graph, until `tg.fori_loop` gives a real loop).
+
+    >>> tg.for_loop(lambda i: tnp.take(np.array([1.0, 2.0, 3.0]), i) * i, 3)
+    array([0., 2., 6.])
+    """
+    return _staged_loop(vec.for_loop_inline, loop_fn, iters, "for_loop")

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+from tracegrad.core.state import state
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP_DIRS = (_PACKAGE_DIR, os.path.dirname(np.__file__) + os.sep)
 _SKIP_FILES = ("contextlib.py", "functools.py")
@@ -29,7 +31,10 @@ def user_frame():
 
 
 def user_location() -> str:
-    """`"file.py:LINE"` of the user's code that is running, or `"<unknown>"`."""
+    """`"file.py:LINE"` of the user's code that is running, or `"<unknown>"`; while a
+    transform re-emits a traced op (`state.source`), the line that created that op."""
+    if state.source is not None:
+        return state.source
     f = user_frame()
     if f is None:
         return "<unknown>"

@@ -10,6 +10,8 @@ class _State(threading.local):
         self.graph = None  # the FuncGraph new ops go into; None when eager
         self.tapes = []  # the recording tapes (innermost last)
         self.grad_overrides = {}  # primitive name -> registered gradient name
+        self.source = None  # the location new ops are attributed to, when a transform
+        # re-emits the ops of a traced graph (else the user's frame that is running)
 
 
 state = _State()

@@ -1,7 +1,7 @@
 """Rule factories for families of primitives, and op properties as data.
 
-`unary`, `binary`, `compare` install the shared `abstract_eval` and `impl` of an
-elementwise family; each op module then attaches the rules that differ right beneath
+`unary`, `binary`, `compare` install the shared `abstract_eval`, `impl` and batch rule of
+an elementwise family; each op module then attaches the rules that differ right beneath
 the primitive.
 """
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
+from tracegrad.ops._batching import batch_elementwise
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, ShapeError
@@ -101,6 +102,7 @@ def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Pri
         return x
 
     prim.def_impl(impl)
+    batch_elementwise(prim)
     ELEMENTWISE.add(prim)
     UNARY.add(prim)
     return prim
@@ -121,6 +123,7 @@ def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool =
         return TensorType(shape, dtype, x.weak and y.weak)
 
     prim.def_impl(impl)
+    batch_elementwise(prim)
     ELEMENTWISE.add(prim)
     BINARY.add(prim)
     if commutative:

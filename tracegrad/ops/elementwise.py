@@ -16,6 +16,7 @@ from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError
 from tracegrad.ops import shape_ops
+from tracegrad.ops._batching import batch_elementwise
 from tracegrad.ops._families import (
     ELEMENTWISE,
     binary,
@@ -167,6 +168,7 @@ def _integer_pow_impl(x, *, y):
 
 
 ELEMENTWISE.add(integer_pow_p)
+batch_elementwise(integer_pow_p)
 
 
 @integer_pow_p.def_grad
@@ -299,6 +301,7 @@ def _select_abstract_eval(pred, on_true, on_false):
 
 select_p.def_impl(np.where)
 ELEMENTWISE.add(select_p)
+batch_elementwise(select_p)
 
 
 @select_p.def_grad
@@ -328,6 +331,7 @@ def _convert_impl(x, *, new_dtype, weak=False):
 
 
 ELEMENTWISE.add(convert_element_type_p)
+batch_elementwise(convert_element_type_p)
 
 
 @convert_element_type_p.def_grad
@@ -346,4 +350,5 @@ stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.def_abstract_eval(lambda x: x)
 stop_gradient_p.def_impl(lambda x: x)
 ELEMENTWISE.add(stop_gradient_p)
+batch_elementwise(stop_gradient_p)
 stop_gradient_p.def_grad(lambda op, g: [None])

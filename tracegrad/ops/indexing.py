@@ -17,6 +17,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
+from tracegrad.ops._batching import all_at, bdim_at, moveaxis
 from tracegrad.ops._families import needs, same_dtype
 
 
@@ -69,6 +70,88 @@ def _gather_grad(op, g):
     return [scatter_add_p.bind(zeros, indices, g, axis=op.attrs["axis"]), None]
 
 
+@gather_p.def_batch
+def _gather_batch(ctx, args, dims, *, axis):
+    (operand, indices), (d, e) = args, dims
+    if e is None:  # one index set for every iteration: the batch is one more operand dim
+        a = axis + (axis >= d)
+        out = d if d < a else d - 1 + indices.ndim
+        return gather_p.bind(operand, indices, axis=a), out
+    if d is None:  # one operand: the batch is one more index dim
+        return gather_p.bind(operand, indices, axis=axis), axis + e
+    flat, restore = _flattened(ctx, operand, d, indices, e, axis)
+    taken = gather_p.bind(flat, restore.indices, axis=0)  # [B, idx..., pre..., post...]
+    return restore.gathered(taken), 0
+
+
+class _Flat:
+    """How an operand batched on axis 0 with its `axis` merged into the batch maps back."""
+
+    def __init__(self, indices, nb, n_idx, n_pre, shape):
+        self.indices, self.nb, self.n_idx, self.n_pre, self.shape = (
+            indices, nb, n_idx, n_pre, shape)
+
+    def gathered(self, x):
+        """[B, idx..., pre..., post...] -> [B, pre..., idx..., post...]."""
+        i, p = self.n_idx, self.n_pre
+        perm = (0, *range(1 + i, 1 + i + p), *range(1, 1 + i), *range(1 + i + p, x.ndim))
+        return shape_ops.transpose_p.bind(x, permutation=perm)
+
+    def updates(self, x):
+        """[B, pre..., idx..., post...] -> [B, idx..., pre..., post...]."""
+        i, p = self.n_idx, self.n_pre
+        perm = (0, *range(1 + p, 1 + p + i), *range(1, 1 + p), *range(1 + p + i, x.ndim))
+        return shape_ops.transpose_p.bind(x, permutation=perm)
+
+    def operand(self, flat):
+        """[B*N, pre..., post...] -> [B, pre..., N, post...]."""
+        x = shape_ops.reshape_p.bind(flat, new_sizes=self.shape)  # [B, N, pre..., post...]
+        return moveaxis(x, 1, 1 + self.n_pre)
+
+
+def _flattened(ctx, operand, d, indices, e, axis):
+    """`operand` (batched on `d`) as [B*N, pre..., post...] with its `axis` (size N) merged
+    into the batch, and `indices` (batched on `e`) offset into it: each iteration's indices
+    point into its own rows; an out-of-bounds index stays out of bounds."""
+    operand = moveaxis(moveaxis(operand, d, 0), axis + 1, 1)  # [B, N, pre..., post...]
+    shape = tuple(-1 if n is None else n for n in operand.shape)
+    if shape[2:].count(-1) or (shape[0] == -1 and shape[1] == -1):
+        raise ctx.unsupported("gathering with per-iteration indices from an operand with "
+                              "unknown dims")
+    merged = -1 if -1 in shape[:2] else shape[0] * shape[1]
+    flat = shape_ops.reshape_p.bind(operand, new_sizes=(merged, *shape[2:]))
+    indices = moveaxis(indices, e, 0)
+    if indices.dtype != dtypes.int64:
+        indices = ew.convert_element_type_p.bind(indices, new_dtype=dtypes.int64)
+    n = shape_ops.broadcast_like(shape_ops.dim_size_p.bind(operand, axis=1), indices, ())
+    zero = shape_ops.zeros_like(indices)
+    wrapped = ew.select_p.bind(ew.lt_p.bind(indices, zero), ew.add_p.bind(indices, n), indices)
+    bad = ew.or_p.bind(ew.lt_p.bind(wrapped, zero), ew.ge_p.bind(wrapped, n))
+    rows = shape_ops.iota_p.bind(*([shape_ops.dim_size_p.bind(indices, axis=0)]
+                                   if indices.shape[0] is None else []),
+                                 dtype=dtypes.int64, shape=indices.shape[:1], dimension=0)
+    base = shape_ops.broadcast_like(ew.mul_p.bind(rows, shape_ops.broadcast_like(
+        shape_ops.dim_size_p.bind(operand, axis=1), rows, ())), indices, (0,))
+    beyond = shape_ops.broadcast_like(shape_ops.dim_size_p.bind(flat, axis=0), indices, ())
+    flat_indices = ew.select_p.bind(bad, beyond, ew.add_p.bind(wrapped, base))
+    return flat, _Flat(flat_indices, operand.shape[0], indices.ndim - 1, axis,
+                       shape[:2] + shape[2:])
+
+
+def _batch_scatter(prim):
+    def rule(ctx, args, dims, *, axis):
+        (operand, indices, updates), (d, e, u) = args, dims
+        if e is None:  # one index set: the batch is one more operand dim, in front
+            operand, updates = all_at([operand, updates], [d, u], 0)
+            return prim.bind(operand, indices, updates, axis=axis + 1), 0
+        operand, indices, updates = all_at(args, dims, 0)
+        flat, restore = _flattened(ctx, operand, 0, indices, 0, axis)
+        out = prim.bind(flat, restore.indices, restore.updates(updates), axis=0)
+        return restore.operand(out), 0
+
+    prim.def_batch(rule)
+
+
 def _scatter_abstract_eval(op, operand, indices, updates, axis):
     _check_indices(op, operand, indices, axis)
     same_dtype(op, operand, updates)
@@ -102,6 +185,9 @@ def _scatter_add_impl(operand, indices, updates, *, axis):
     return out
 
 
+_batch_scatter(scatter_add_p)
+
+
 @scatter_add_p.def_grad
 def _scatter_add_grad(op, g):
     _, indices, _ = op.inputs
@@ -125,6 +211,9 @@ def _scatter_set_impl(operand, indices, updates, *, axis):
     out = operand.copy()
     out[_index(axis, indices)] = updates
     return out
+
+
+_batch_scatter(scatter_p)
 
 
 @scatter_p.def_grad

@@ -15,6 +15,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
+from tracegrad.ops._batching import batch_axes, moveaxis
 from tracegrad.ops._families import check_kind, needs, same_dtype
 
 # -- dot_general -----------------------------------------------------------------------------
@@ -89,6 +90,32 @@ def _dot_general_grad(op, g):
         _dot_operand_grad(g, lhs, rhs.ndim, rc, rb, lc, lb, lhs_side=False)
         if needs(op, 1) else None,
     ]
+
+
+@dot_general_p.def_batch
+def _dot_general_batch(ctx, args, dims, *, dimension_numbers):
+    # Both batched: the batch becomes a new leading batch dim of the product. One batched:
+    # its batch axis is one more free dim of that operand, and of the product.
+    (lhs, rhs), (ld, rd) = args, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    if ld is not None and rd is not None:
+        lhs, rhs = moveaxis(lhs, ld, 0), moveaxis(rhs, rd, 0)
+        ld = rd = 0
+
+    def shift(axes, d):
+        return tuple(a + (a >= d) for a in axes) if d is not None else axes
+
+    lc, lb, rc, rb = shift(lc, ld), shift(lb, ld), shift(rc, rd), shift(rb, rd)
+    if ld is not None and rd is not None:
+        numbers, out = ((lc, rc), ((0, *lb), (0, *rb))), 0
+    elif ld is not None:
+        numbers = ((lc, rc), (lb, rb))
+        out = len(lb) + sum(1 for a in _free_dims(lhs.ndim, lc, lb) if a < ld)
+    else:
+        numbers = ((lc, rc), (lb, rb))
+        out = (len(lb) + len(_free_dims(lhs.ndim, lc, lb))
+               + sum(1 for a in _free_dims(rhs.ndim, rc, rb) if a < rd))
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=numbers), out
 
 
 def _dot_operand_grad(g, other, ndim, contract, batch, other_contract, other_batch, lhs_side):
@@ -197,6 +224,7 @@ def _cholesky_abstract_eval(a):
 
 
 cholesky_p.def_impl(np.linalg.cholesky)
+batch_axes(cholesky_p, front=True)
 
 
 @cholesky_p.def_grad
@@ -248,6 +276,9 @@ def _triangular_solve_impl(a, b, *, left_side=True, lower=True, transpose_a=Fals
     return out
 
 
+batch_axes(triangular_solve_p, front=True)
+
+
 @triangular_solve_p.def_grad
 def _triangular_solve_grad(op, g):
     # With M = op(a): left, x = M^-1 b, so g_b = M^-T g and g_M = -g_b x^T; right,
@@ -278,6 +309,7 @@ def _solve_abstract_eval(a, b):
 
 
 solve_p.def_impl(np.linalg.solve)
+batch_axes(solve_p, front=True)
 
 
 @solve_p.def_grad
@@ -299,6 +331,7 @@ def _det_abstract_eval(a):
 
 
 det_p.def_impl(np.linalg.det)
+batch_axes(det_p, front=True)
 
 
 @det_p.def_grad
@@ -324,6 +357,9 @@ def _slogdet_abstract_eval(a):
 def _slogdet_impl(a):
     sign, logdet = np.linalg.slogdet(a)
     return np.asarray(sign), np.asarray(logdet)
+
+
+batch_axes(slogdet_p, front=True)
 
 
 @slogdet_p.def_grad

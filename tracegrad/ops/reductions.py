@@ -14,6 +14,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import indexing, shape_ops
+from tracegrad.ops._batching import batch_axes
 from tracegrad.ops._families import REDUCTIONS, check_kind, nondifferentiable
 
 
@@ -46,6 +47,7 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
         def impl(x, *, axes, keepdims=False):
             return np_fn(x, axis=axes, keepdims=keepdims)
 
+    batch_axes(prim, ("axes",), reduces=True)
     REDUCTIONS.add(prim)
     return prim
 
@@ -136,6 +138,7 @@ def arg_reduction(name: str, np_fn) -> Primitive:
     def impl(x, *, axis, keepdims=False, index_dtype=dtypes.int64):
         return np_fn(x, axis=axis, keepdims=keepdims).astype(index_dtype, copy=False)
 
+    batch_axes(prim, ("axis",), reduces=True)
     nondifferentiable(prim)
     return prim
 
@@ -161,6 +164,7 @@ def cumulative(name: str, np_fn) -> Primitive:
             return np.flip(np_fn(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
         return np_fn(x, axis=axis, dtype=x.dtype)
 
+    batch_axes(prim, ("axis",))
     return prim
 
 
@@ -213,6 +217,9 @@ def _sort_impl(x, *, axis):
     return np.sort(x, axis=axis, kind="stable")
 
 
+batch_axes(sort_p, ("axis",))
+
+
 @sort_p.def_grad
 def _sort_grad(op, g):
     # Each sorted position sends its gradient back to where its element came from.
@@ -257,4 +264,5 @@ def _argsort_impl(x, *, axis, index_dtype=dtypes.int64):
     return np.argsort(x, axis=axis, kind="stable").astype(index_dtype, copy=False)
 
 
+batch_axes(argsort_p, ("axis",))
 nondifferentiable(argsort_p)

@@ -20,6 +20,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise
+from tracegrad.ops._batching import batch_axes, bdim_at, moveaxis
 from tracegrad.ops._families import needs, nondifferentiable, same_dtype
 from tracegrad.ops.reductions import reduce_sum_p
 
@@ -117,6 +118,19 @@ def _broadcast_in_dim_grad(op, g):
     return [g] + [None] * len(dyn)
 
 
+@broadcast_in_dim_p.def_batch
+def _broadcast_in_dim_batch(ctx, args, dims, *, shape, broadcast_dimensions):
+    (x, *dyn), (d, *dyn_dims) = args, dims
+    if any(dd is not None for dd in dyn_dims):
+        raise ctx.unsupported("the result's shape differs between iterations")
+    x = moveaxis(x, d, 0)
+    size = x.shape[0]
+    extra = [dim_size_p.bind(x, axis=0)] if size is None else []
+    return broadcast_in_dim_p.bind(
+        x, *extra, *dyn, shape=(size, *shape),
+        broadcast_dimensions=(0, *(b + 1 for b in broadcast_dimensions))), 0
+
+
 # -- reshape ---------------------------------------------------------------------------------
 
 reshape_p = Primitive("reshape")
@@ -171,6 +185,22 @@ def _reshape_grad(op, g):
     return [reshape_p.bind(g, new_sizes=sizes)]
 
 
+@reshape_p.def_batch
+def _reshape_batch(ctx, args, dims, *, new_sizes):
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    size = x.shape[0]
+    if size is None and -1 in new_sizes:  # one -1 at most: infer the per-iteration one here
+        per = x.shape[1:]
+        if None in per:
+            raise ctx.unsupported("reshape with -1 when both the batch size and the "
+                                  "iteration's size are unknown")
+        known = int(np.prod([n for n in new_sizes if n != -1], dtype=np.int64))
+        new_sizes = tuple(int(np.prod(per, dtype=np.int64)) // known if n == -1 else n
+                          for n in new_sizes)
+    return reshape_p.bind(x, new_sizes=(-1 if size is None else size, *new_sizes)), 0
+
+
 # -- transpose -------------------------------------------------------------------------------
 
 transpose_p = Primitive("transpose")
@@ -195,6 +225,12 @@ def _transpose_impl(x, *, permutation):
 def _transpose_grad(op, g):
     inverse = tuple(np.argsort(op.attrs["permutation"]).tolist())
     return [transpose_p.bind(g, permutation=inverse)]
+
+
+@transpose_p.def_batch
+def _transpose_batch(ctx, args, dims, *, permutation):
+    (x,), (d,) = args, dims
+    return transpose_p.bind(x, permutation=(d, *(p + (p >= d) for p in permutation))), 0
 
 
 # -- slice -----------------------------------------------------------------------------------
@@ -234,6 +270,14 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
 @slice_p.def_impl
 def _slice_impl(x, *, start_indices, limit_indices, strides):
     return x[tuple(map(slice, start_indices, limit_indices, strides))]
+
+
+@slice_p.def_batch
+def _slice_batch(ctx, args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    return slice_p.bind(x, start_indices=(*start_indices[:d], 0, *start_indices[d:]),
+                        limit_indices=(*limit_indices[:d], x.shape[d], *limit_indices[d:]),
+                        strides=(*strides[:d], 1, *strides[d:])), d
 
 
 @slice_p.def_grad
@@ -281,6 +325,7 @@ def _rev_impl(x, *, dimensions):
 
 
 rev_p.def_grad(lambda op, g: [rev_p.bind(g, dimensions=op.attrs["dimensions"])])
+batch_axes(rev_p, ("dimensions",))
 
 
 # -- pad -------------------------------------------------------------------------------------
@@ -349,6 +394,22 @@ def _pad_grad(op, g):
     return [gx, g_pad]
 
 
+@pad_p.def_batch
+def _pad_batch(ctx, args, dims, *, padding_config):
+    (x, value), (d, value_dim) = args, dims
+    if d is None:
+        x, d = bdim_at(x, None, 0, value, value_dim), 0
+    config = padding_config[:d] + ((0, 0, 0),) + padding_config[d:]
+    if value_dim is None:
+        return pad_p.bind(x, value, padding_config=config), d
+    # a padding value per iteration: pad with zero, then select it where the padding is
+    padded = pad_p.bind(x, scalar_like(x, 0), padding_config=config)
+    inside = pad_p.bind(full_like(x, True, dtypes.bool_), scalar_like(x, False, dtypes.bool_),
+                        padding_config=config)
+    values = broadcast_like(value, padded, (d,))
+    return elementwise.select_p.bind(inside, padded, values), d
+
+
 # -- concatenate -----------------------------------------------------------------------------
 
 concatenate_p = Primitive("concatenate")
@@ -387,6 +448,9 @@ def _concatenate_abstract_eval(*xs, dimension):
 @concatenate_p.def_impl
 def _concatenate_impl(*xs, dimension):
     return np.concatenate(xs, axis=dimension)
+
+
+batch_axes(concatenate_p, ("dimension",))
 
 
 @concatenate_p.def_grad
@@ -443,6 +507,11 @@ def _iota_impl(*dyn, dtype, shape, dimension):
 nondifferentiable(iota_p)
 
 
+@iota_p.def_batch
+def _iota_batch(ctx, args, dims, **attrs):
+    raise ctx.unsupported("the shape of iota differs between iterations")
+
+
 # -- dim_size --------------------------------------------------------------------------------
 
 dim_size_p = Primitive("dim_size")
@@ -462,6 +531,12 @@ def _dim_size_impl(x, *, axis):
 
 
 nondifferentiable(dim_size_p)
+
+
+@dim_size_p.def_batch
+def _dim_size_batch(ctx, args, dims, *, axis):
+    (x,), (d,) = args, dims
+    return dim_size_p.bind(x, axis=axis + (axis >= d)), None  # the same in every iteration
 
 
 # -- composites every gradient rule needs ----------------------------------------------------

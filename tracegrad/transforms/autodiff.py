@@ -36,7 +36,7 @@ from tracegrad.transforms.backprop import (
 __all__ = [
     "gradients", "hessians", "stop_gradient", "RegisterGradient", "gradient_override_map",
     "UnconnectedGradients", "Linearization", "grad_inline", "value_and_grad_inline",
-    "vjp_inline", "hvp_inline",
+    "vjp_inline", "hvp_inline", "tangent_leaves", "tangent_tensors",
 ]
 
 
@@ -507,29 +507,42 @@ def vjp_inline(fn, primals, has_aux):
     return out_value, vjp_fn
 
 
-def hvp_inline(fn, primals, tangents):
-    """Hessian-vector products of scalar `fn` at `primals` along `tangents` (one per primal,
-    a tuple), by reverse-over-reverse: the gradient of `<grad fn(primals), tangents>`."""
-    primals, tangents = tuple(primals), tuple(tangents)
+def tangent_leaves(what: str, primals: tuple, tangents: tuple) -> list:
+    """The leaves of `tangents`, which must be structured like the (non-empty) `primals`."""
     if not primals:
-        raise ValueError("hvp: needs at least one primal")
+        raise ValueError(f"{what}: needs at least one primal")
     _, p_def = tree.flatten(primals)
     t_leaves, t_def = tree.flatten(tangents)
     if p_def != t_def:
         raise ValueError(
-            f"hvp: tangents structured as {tree.treedef_str(t_def)} do not match primals "
-            f"structured as {tree.treedef_str(p_def)}"
+            f"{what}: tangents structured as {tree.treedef_str(t_def)} do not match primals "
+            f"structured as {tree.treedef_str(p_def)} (at {user_location()})"
         )
+    return t_leaves
+
+
+def tangent_tensors(what: str, lin: Linearization, t_leaves: list) -> list:
+    """The tangents as tensors of the current graph, each checked against its primal."""
+    target = state.graph
+    out = []
+    for t, p in zip(t_leaves, lin.inputs, strict=True):
+        t = target.to_tensor(t)
+        check_gradient(t, p, f"{what}: the tangent (at {user_location()})", "its primal")
+        out.append(t)
+    return out
+
+
+def hvp_inline(fn, primals, tangents):
+    """Hessian-vector products of scalar `fn` at `primals` along `tangents` (one per primal,
+    a tuple), by reverse-over-reverse: the gradient of `<grad fn(primals), tangents>`."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    t_leaves = tangent_leaves("hvp", primals, tangents)
     lin = Linearization(fn, primals, {}, tuple(range(len(primals))), "hvp")
     out = _scalar_output("hvp", lin, lin.result)
     grads = lin.pullback([out])
     target = state.graph
     env = lin._env_of(target)
-    tangent_inputs = []
-    for t, p in zip(t_leaves, lin.inputs, strict=True):
-        t = target.to_tensor(t)
-        check_gradient(t, p, f"hvp: the tangent (at {user_location()})", "its primal")
-        tangent_inputs.append(t)
+    tangent_inputs = tangent_tensors("hvp", lin, t_leaves)
 
     def inner():
         terms = []

@@ -81,13 +81,14 @@ def test_tape_inside_function_watches_captured_variables(backend):
     np.testing.assert_allclose(grads(np.array([3.0, 4.0])), [12.0, 16.0])
 
 
-def test_tape_inside_function_with_jacobian_and_errors(backend):
+@pytest.mark.parametrize("pfor", [False, True], ids=["loop", "pfor"])
+def test_tape_inside_function_with_jacobian_and_errors(backend, pfor):
     @tg.function
     def jac(x):
         with tg.GradientTape() as g:  # not persistent: allowed inside a trace
             g.watch(x)
             y = x * x
-        return g.jacobian(y, x, experimental_use_pfor=False)
+        return g.jacobian(y, x, experimental_use_pfor=pfor)
 
     np.testing.assert_allclose(jac(np.array([1.0, 3.0])), [[2.0, 0.0], [0.0, 6.0]])
 

@@ -137,12 +137,13 @@ def test_densifying_is_recorded_for_higher_order():
                                4.0 * p.numpy() * np.array([[1.0], [0.0], [2.0]]))
 
 
-def test_jacobian_densifies_indexed_slices():
+@pytest.mark.parametrize("pfor", [False, True], ids=["loop", "pfor"])
+def test_jacobian_densifies_indexed_slices(pfor):
     p = tg.constant(np.array([1.0, 2.0, 3.0]))
     with tg.GradientTape(persistent=True) as g:
         g.watch(p)
         y = tnp.take(p, np.array([2, 0]), axis=0)
-    jac = g.jacobian(y, p, experimental_use_pfor=False)
+    jac = g.jacobian(y, p, experimental_use_pfor=pfor)
     np.testing.assert_array_equal(jac.numpy(), [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
 
 

@@ -165,3 +165,39 @@ def test_batched_ops_keep_the_users_lines():
     graph = tg.trace(tg.vmap(f))(np.ones((2, 3)))
     (sin,) = [op for op in graph.operations if op.primitive is ops.sin_p]
     assert sin.source.endswith(f"test_vectorize.py:{f.__code__.co_firstlineno + 1}")
+
+
+@tg.custom_gradient
+def _clipped_sin(x):
+    def grad_fn(dy):
+        return tnp.clip(dy * tnp.cos(x), -0.1, 0.1)
+
+    return tnp.sin(x), grad_fn
+
+
+def test_custom_gradients_are_batched_per_example(backend):
+    x = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+
+    def f(w, v):
+        return tnp.sum(_clipped_sin(w) * v)
+
+    got = tg.vmap(tg.grad(f), in_axes=(0, 0))(x, 3.0 * x + 1.0)
+    want = np.stack([tg.grad(f)(w, 3.0 * w + 1.0) for w in x])
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    assert np.any(np.abs(got) == 0.1)  # the clipping happened per example
+    shared = tg.vmap(tg.grad(f), in_axes=(None, 0))(x[0], x)  # w invariant, v batched
+    np.testing.assert_allclose(shared, np.stack([tg.grad(f)(x[0], v) for v in x]), rtol=1e-15)
+    jac = tg.jacobian(lambda w: _clipped_sin(w) * 3.0)(x[0])
+    np.testing.assert_allclose(jac, np.diag(np.clip(3.0 * np.cos(x[0]), -0.1, 0.1)))
+
+
+def test_calls_of_compiled_functions_recorded_on_a_tape_are_batched():
+    inner = tg.function(lambda a: tnp.tanh(a) * a)
+    x = tg.constant(np.array([0.3, -0.7, 1.1]))
+    with tg.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = inner(x) * 2.0  # one `call` op on the tape
+    assert any(r.primitive.name == "call" for r in g._tape.records)
+    np.testing.assert_allclose(np.asarray(g.jacobian(y, x)),
+                               np.asarray(g.jacobian(y, x, experimental_use_pfor=False)),
+                               rtol=1e-15)

@@ -266,6 +266,10 @@ class FuncGraph:
         self.captures: list[tuple[Any, GraphTensor]] = []
         self._capture_map: dict[int, GraphTensor] = {}
         self._constant_cache: dict[Any, GraphTensor] = {}
+        # Eager tensors read while building are captured (fed at each run) rather than
+        # embedded as constants: a graph built to run once eagerly (a vectorized tape
+        # Jacobian) keeps them connected to the tapes that watch them.
+        self.capture_eager = outer.capture_eager if outer is not None else False
 
     # -- building --------------------------------------------------------------------------
 
@@ -343,6 +347,8 @@ class FuncGraph:
                 "return it from the function instead"
             )
         if isinstance(value, EagerTensor):
+            if self.capture_eager:
+                return self.capture(value, value.type)
             return self.constant(value._value)
         if isinstance(value, Variable):
             return value._read_in_graph(self)

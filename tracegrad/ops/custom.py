@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from tracegrad.core.op import Primitive
+from tracegrad.ops._batching import all_at
 from tracegrad.core.shapes import shape_str, shapes_compatible
 from tracegrad.errors import NotDifferentiableError, ShapeError
 
@@ -62,6 +63,27 @@ def _custom_gradient_grad(op, *out_grads):
     return list(out_grads) + [None] * (len(op.inputs) - len(out_grads))
 
 
+@custom_gradient_p.def_batch
+def _custom_gradient_batch(ctx, args, dims, *, num_results, grad_graph=None,
+                           gradient_mask=()):
+    # Every operand batched on axis 0; the gradient graph batched likewise, so the
+    # gradients it gives are per example (an operand that was invariant gets the sum over
+    # the batch through the gradient of its broadcast).
+    override = ctx.op.grad_override
+    if grad_graph is None and override is not None:
+        raise ctx.unsupported("its gradient is a Python function of one iteration's values")
+    operands = all_at(args, dims, 0)
+    attrs = {"num_results": num_results}
+    if grad_graph is not None:
+        size = operands[0].shape[0]
+        attrs["grad_graph"] = ctx.vectorize_graph(grad_graph, [0] * len(grad_graph.inputs),
+                                                  size)
+        attrs["gradient_mask"] = gradient_mask
+    outs = custom_gradient_p.bind(*operands, **attrs)
+    outs[0].op.grad_override = override
+    return list(outs), [0] * len(outs)
+
+
 # -- call ------------------------------------------------------------------------------------
 
 call_p = Primitive("call", multiple_results=True)
@@ -98,3 +120,8 @@ def _call_impl(*arrays, callee):
 @call_p.def_grad
 def _call_grad(op, *out_grads):
     return op.attrs["callee"].vjp(op, *out_grads)
+
+
+@call_p.def_batch
+def _call_batch(ctx, args, dims, *, callee):
+    return ctx.run(callee.graph, args, dims)

@@ -19,13 +19,14 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, Tensor
+from tracegrad.core.ir import EagerTensor, FuncGraph, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ShapeError, UnsupportedOpError
+from tracegrad.errors import ShapeError
 from tracegrad.ops.indexing import gather_p
 from tracegrad.passes import inline_graph
 from tracegrad.transforms.backprop import backprop, unconnected_mode
+from tracegrad.transforms.jacobian import stacked_rows
 from tracegrad.transforms.indexed_slices import (
     IndexedSlices,
     aggregate_gradients,
@@ -409,18 +410,13 @@ class GradientTape:
         self._end_gradient()
         return tree.unflatten(treedef, grads)
 
-    # -- jacobians (the sequential path; vectorization is a separate transform) ------------
+    # -- jacobians: vectorized (pfor) or one row after the other ---------------------------
 
     def _check_loop(self, what: str, use_pfor: bool) -> None:
         """Errors that come before anything is computed (the tape keeps recording)."""
         if self._tape is None:
             raise RuntimeError(_USED)
-        if use_pfor:
-            raise UnsupportedOpError(
-                f"GradientTape.{what}: vectorization (pfor) is not available yet; pass "
-                "experimental_use_pfor=False to compute it with a sequential loop"
-            )
-        if state.graph is None and not self._persistent:
+        if state.graph is None and not use_pfor and not self._persistent:
             raise RuntimeError(
                 f"GradientTape must be created with persistent=True to compute the {what} "
                 "with eager execution enabled and with experimental_use_pfor set to False."
@@ -438,8 +434,11 @@ class GradientTape:
         >>> g.jacobian(y, x, experimental_use_pfor=False).numpy()
         array([[2., 0.], [0., 4.]])
 
-        Only the sequential loop (`experimental_use_pfor=False`, which needs a persistent
-        tape eagerly) exists yet; the vectorized path raises UnsupportedOpError.
+        With `experimental_use_pfor=True` (the default) the gradient of the target is taken
+        once, on a batch of one-hot output gradients (vectorized; eagerly the batched ops
+        run one by one, recorded on any outer tape); `parallel_iterations=k` batches k rows
+        at a time. With False, one gradient per element of the target (eagerly this needs a
+        persistent tape).
         """
         self._check_loop("jacobian", experimental_use_pfor)
         tape = self._begin_gradient("jacobian")
@@ -447,6 +446,13 @@ class GradientTape:
         flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         shape = tuple(target.shape)
         n = _static_size("jacobian", shape)
+        if experimental_use_pfor and n:
+            resolved = _resolved(tape, flat_sources)
+            out = _vectorized(lambda: _jacobian_rows(
+                "GradientTape.jacobian", tape, target, resolved, shape, None,
+                unconnected_gradients, parallel_iterations))
+            self._end_gradient()
+            return tree.unflatten(treedef, out)
         rows = []
         for i in range(n):
             seed = np.zeros(n, target.dtype)
@@ -485,10 +491,20 @@ class GradientTape:
                 f"({sshape}) to match."
             )
         self._check_loop("batch_jacobian", experimental_use_pfor)
+        m = _static_size("batch_jacobian", tshape[1:])
+        if (experimental_use_pfor and parallel_iterations is not None
+                and parallel_iterations < m and not self._persistent):
+            raise RuntimeError("GradientTape must be created with persistent=True to compute "
+                               "the batch_jacobian with parallel_iterations.")
         tape = self._begin_gradient("batch_jacobian")
         target = self._target(tape, target)
+        if experimental_use_pfor and m:
+            (cols,) = _vectorized(lambda: _jacobian_rows(
+                "GradientTape.batch_jacobian", tape, target, _resolved(tape, [source]),
+                tshape[1:], 0, "zero", parallel_iterations))  # [b, y..., x...]
+            self._end_gradient()
+            return cols
         b = _static_size("batch_jacobian", tshape[:1])
-        m = _static_size("batch_jacobian", tshape[1:])
         columns = []
         for j in range(m):
             seed = np.zeros((b, m), target.dtype)
@@ -512,6 +528,74 @@ def as_output_gradient(g):
     if isinstance(g, (Variable, IndexedSlices)):
         return as_tensor(g)
     return np.asarray(g)
+
+
+def _jacobian_rows(what, tape, target, sources, shape, batch_axis, mode, parallel_iterations):
+    """The Jacobian blocks of `target` w.r.t. `sources` by one vectorized gradient over the
+    rows of an identity of `shape`'s size: `target.shape + source.shape` each (None where
+    unconnected in mode "none"). With `batch_axis` 0 (batch_jacobian) each identity row is
+    broadcast over the target's first dim and the blocks are `[b, y..., x[1:]...]`."""
+    n = math.prod(shape)
+    connected: list = []
+
+    def row(seed):
+        if batch_axis is not None:
+            seed = ops.broadcast_like(seed, target, tuple(range(1, target.ndim)))
+        grads = tape.gradient([target], sources, [seed], mode)
+        connected[:] = [g is not None for g in grads]
+        return [g.__tg_dense__() if isinstance(g, IndexedSlices) else g
+                for g in grads if g is not None]
+
+    rows = iter(stacked_rows(what, row, n, shape, target.dtype, True, parallel_iterations))
+    out = []
+    for present, source in zip(connected, sources, strict=True):
+        if not present:
+            out.append(None)
+            continue
+        r = next(rows)  # [n, *source.shape]
+        if batch_axis is None:
+            out.append(ops.reshape(r, new_sizes=(*shape, *source.shape)))
+            continue
+        r = ops.transpose(r, permutation=(1, 0, *range(2, r.ndim)))  # [b, n, x...]
+        lead = -1 if r.shape[0] is None else r.shape[0]
+        out.append(ops.reshape(r, new_sizes=(lead, *shape, *source.shape[1:])))
+    return out
+
+
+def _resolved(tape, sources) -> list:
+    """Sources with each Variable replaced by the tensor standing for it in the current
+    context (the vectorized gradient is built in a nested graph, where it cannot be found)."""
+    out = []
+    for s in sources:
+        t = tape._source(s) if isinstance(s, Variable) else None
+        out.append(s if t is None else t)
+    return out
+
+
+def _vectorized(build):
+    """`build()` (which emits ops), in the graph being built; eagerly, traced into a graph
+    that captures the eager tensors it reads, whose ops then run one by one on them (so
+    any recording tape sees them, for higher-order gradients)."""
+    if state.graph is not None:
+        return build()
+    graph = FuncGraph("vectorized")
+    graph.capture_eager = True
+    with graph.as_default():
+        flat = build()
+        graph.outputs = [graph.to_tensor(x) for x in flat if x is not None]
+    values = iter(_replay_eagerly(graph))
+    return [None if x is None else next(values) for x in flat]
+
+
+def _replay_eagerly(graph: FuncGraph) -> list:
+    """Run `graph`'s ops one by one eagerly on its captured values; returns its outputs."""
+    env = {id(p): external for external, p in graph.captures}
+    for op in graph.operations:
+        out = op.primitive.bind(*[env[id(t)] for t in op.inputs], **op.attrs)
+        outs = out if op.primitive.multiple_results else (out,)
+        for t, v in zip(op.outputs, outs, strict=True):
+            env[id(t)] = v
+    return [as_tensor(env[id(t)]) for t in graph.outputs]
 
 
 def _static_size(what: str, shape: tuple) -> int:

@@ -50,22 +50,26 @@ class Vectorizer:
     def unsupported(self, why: str) -> UnsupportedOpError:
         """The error for an op of the graph being vectorized that cannot be batched."""
         op = self.op
+        switch = ("experimental_use_pfor=False" if self.what.startswith("GradientTape")
+                  else "use_pfor=False (or tg.for_loop)")
         return UnsupportedOpError(
             f"{self.what}: cannot vectorize {op.primitive.name}: {why} (op created at "
-            f"{op.source}); use use_pfor=False (or tg.for_loop) to run the iterations one by "
-            "one"
+            f"{op.source}); use {switch} to run the iterations one by one"
         )
 
     def run(self, graph: FuncGraph, inputs: Sequence, dims: Sequence) -> tuple[list, list]:
         """Emit `graph`'s ops batched into the current graph: `inputs` (current-graph
-        tensors) feed `graph.inputs`, batched along `dims` (None: invariant). Returns the
-        outputs and their batch dims."""
+        tensors) feed `graph.inputs` — or `graph.all_inputs`, captures included, when there
+        are as many — batched along `dims` (None: invariant). Returns the outputs and their
+        batch dims."""
         target = state.graph
         env: dict[int, tuple] = {}
-        for t, x, d in zip(graph.inputs, inputs, dims, strict=True):
+        fed = graph.inputs if len(inputs) == len(graph.inputs) else graph.all_inputs
+        for t, x, d in zip(fed, inputs, dims, strict=True):
             env[id(t)] = (x, d)
         for external, p in graph.captures:
-            env[id(p)] = (target.to_tensor(external), None)
+            if id(p) not in env:
+                env[id(p)] = (target.to_tensor(external), None)
         saved = state.source
         try:
             for op in graph.operations:

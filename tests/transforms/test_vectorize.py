@@ -11,7 +11,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import ops
-from tracegrad.core.op import Primitive
+from tracegrad.core.op import REGISTRY, Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, UnsupportedOpError
 
@@ -138,12 +138,17 @@ def test_vmap_errors():
         tg.pfor(lambda i: i, -1)
 
 
-nobatch_p = Primitive("test_vectorize_nobatch")
-nobatch_p.def_abstract_eval(lambda x: TensorType(x.shape, x.dtype))
-nobatch_p.def_impl(lambda x: x)
+@pytest.fixture
+def nobatch_p():
+    """A primitive with no batch rule, registered for one test only."""
+    prim = Primitive("test_vectorize_nobatch")
+    prim.def_abstract_eval(lambda x: TensorType(x.shape, x.dtype))
+    prim.def_impl(lambda x: x)
+    yield prim
+    del REGISTRY[prim.name]
 
 
-def test_an_op_without_a_batch_rule_names_itself_and_the_line():
+def test_an_op_without_a_batch_rule_names_itself_and_the_line(nobatch_p):
     def f(x):
         return nobatch_p.bind(x * 2.0)  # THE LINE
 

@@ -6,7 +6,9 @@ transposes, reshapes and broadcasts of their own kind compose into one op, and d
 when they do nothing; `convert_element_type` to the dtype the operand has is dropped;
 `dim_size` reads a known dim as a constant and an unknown one from the producer's operand; a
 `custom_gradient` boundary becomes its results (the gradient it carries is built by then)
-and a `call` of a compiled function becomes the callee's ops.
+and a `call` of a compiled function becomes the callee's ops; a `dot_general` with a
+diagonal operand (an identity's rows, as jacobians start from, times broadcast factors)
+becomes a scaling of the other operand (`passes/diagonal.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -22,7 +24,7 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
-from tracegrad.ops import ELEMENTWISE, custom, reductions, shape_ops
+from tracegrad.ops import ELEMENTWISE, custom, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.passes._rewrite import Rewriter, run_pass
 
@@ -246,3 +248,7 @@ RULES = {
     custom.custom_gradient_p: _custom_gradient,
     custom.call_p: _call,
 }
+
+from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)
+
+RULES[linalg.dot_general_p] = diagonal.rewrite_dot

@@ -166,3 +166,25 @@ def test_a_huge_chain_generates_one_module(cap, monkeypatch):
     source = nb.generate_source(graph)  # a single region this deep overflowed the stack
     assert source.count("@njit(") == 1
     assert outer_loops(source) >= len(graph.operations) // fusion.MAX_FUSED_OPS
+
+
+def _count_calls(source: str, helper: str) -> int:
+    return len(re.findall(rf"\b{helper}\(", source))
+
+
+def test_a_costly_value_broadcast_into_a_larger_loop_is_computed_once():
+    # exp(v) broadcast over 200 rows: stored once, not evaluated for every row (a cheap
+    # value, 2 * v, is still fused into the loop that reads it)
+    def fn(m, v):
+        return m * tnp.exp(v) + m * (2.0 * v)
+
+    m, v = np.random.default_rng(1).standard_normal((200, 30)), np.linspace(-1, 1, 30)
+    source = source_of(fn, m, v)
+    nest = source[source.index("for "):]
+    first_loop, rest = nest.split("\n    for ", 1) if "\n    for " in nest else (nest, "")
+    assert _count_calls(first_loop, "_exp_v") == 1 and "_exp_v" not in rest
+    assert outer_loops(source) == 2  # exp over v, then the [200, 30] loop
+    both_backends(fn, m, v)
+    # unknown sizes: the broadcast may repeat elements, so the exp is still stored
+    both_backends(fn, m, v, input_signature=[tg.TensorSpec([None, None]),
+                                             tg.TensorSpec([None])])

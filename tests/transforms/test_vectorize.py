@@ -206,3 +206,13 @@ def test_calls_of_compiled_functions_recorded_on_a_tape_are_batched():
     np.testing.assert_allclose(np.asarray(g.jacobian(y, x)),
                                np.asarray(g.jacobian(y, x, experimental_use_pfor=False)),
                                rtol=1e-15)
+
+
+def test_matrix_times_batched_vector_is_batch_major_without_transposes():
+    graph = tg.optimize(tg.trace(tg.vmap(lambda x: tnp.tanh(W @ x)))(np.ones((7, 3))))
+    assert not [op for op in graph.operations if op.primitive is ops.transpose_p]
+    (dot,) = [op for op in graph.operations if op.primitive is ops.dot_general_p]
+    assert dot.outputs[0].shape == (7, 4)
+    x = RNG.normal(size=(7, 3))
+    np.testing.assert_allclose(tg.vmap(lambda x: tnp.tanh(W @ x))(x), np.tanh(x @ W.T),
+                               rtol=1e-14)

@@ -2,7 +2,8 @@
 
 - `kinds[id(t)]`: how tensor `t` is held (see codegen.py): `virtual` (evaluated inside
   its consumers' loops), `root` (stored by an elementwise loop), `scalar`, `const_array`,
-  or `block` (the output of an op with a block of its own);
+  or `block` (the output of an op with a block of its own); a costly value broadcast into
+  a larger loop is a root (computed once, not once per copy);
 - `region_size[id(t)]`: how many fused ops evaluating `t` takes; no region exceeds
   `MAX_FUSED_OPS` (the operands of the op that would exceed it become roots);
 - `schedule()`: a topological order of the ops that puts independent loops over the same
@@ -23,6 +24,27 @@ MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
 LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
 # How far ahead `schedule` looks for siblings of a loop (in operations).
 _LOOKAHEAD = 256
+# Elementwise ops worth storing rather than recomputing for each copy of a broadcast, and
+# the region size from which any region is.
+_EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos",
+              "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+              "logistic", "erf", "pow", "atan2", "div", "mod", "floor_div"}
+_COSTLY_REGION = 6
+
+
+def _enlarges(before, after) -> bool:
+    """Whether a broadcast from shape `before` to `after` repeats elements."""
+    n = 1
+    for d in before:
+        if d is None:
+            return True
+        n *= d
+    m = 1
+    for d in after:
+        if d is None:
+            return True
+        m *= d
+    return m > n
 
 
 
@@ -51,7 +73,35 @@ class Fusion:
                 else:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
+        self._store_before_broadcasts()
         self._cap_regions()
+
+    def _store_before_broadcasts(self):
+        """Store the operand of a broadcast that enlarges the iteration space when its fused
+        region is costly (a transcendental or a division, or `_COSTLY_REGION` ops):
+        evaluated inside the larger loop it would be recomputed for every broadcast copy."""
+        for op in self.plan.graph.operations:
+            if op.primitive.name != "broadcast_in_dim":
+                continue
+            x, y = op.inputs[0], op.outputs[0]
+            if self.kinds.get(id(x)) != "virtual" or not _enlarges(x.shape, y.shape):
+                continue
+            if self._costly(x):
+                self.kinds[id(x)] = "root"
+
+    def _costly(self, t) -> bool:
+        seen: set = set()
+        stack = [t]
+        while stack:
+            x = stack.pop()
+            op = x.op
+            if op is None or id(op) in seen or self.kinds.get(id(x)) != "virtual":
+                continue
+            seen.add(id(op))
+            if op.primitive.name in _EXPENSIVE or len(seen) >= _COSTLY_REGION:
+                return True
+            stack.extend(op.inputs)
+        return False
 
     def _cap_regions(self):
         """Store the virtual operands of an op whose fused region would exceed

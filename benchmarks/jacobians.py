@@ -1,0 +1,202 @@
+"""Jacobians, per-example Jacobians and Hessians: tracegrad against NumPy hand formulas,
+JAX and PyTorch (torch.func), in one run.
+
+    python benchmarks/jacobians.py [--only w4,w5,w6] [--json FILE]
+
+- W4: the 256x256 Jacobian of `tanh(W @ x + b)`;
+- W5: per-example Jacobians of `tanh(W2 @ tanh(W1 @ x_i))`, x [1024, 16], hidden 32;
+- W6: the 100x100 Hessian of `sum(log1p(exp(A @ x))) + 0.5 |x|^2`, A 200x100.
+
+float64, CPU, one thread for every library (set before they load). Steady-state times are
+the median of 9 batches of calls after a warm-up; the first call (trace + transform + compile,
+tracegrad with an empty kernel cache) is timed separately. Ratios are `library time /
+tracegrad time`: above 1 means tracegrad is faster. Not a test: nothing here asserts but
+that every library computes the same values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                      "intra_op_parallelism_threads=1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import _optional, _version, first_call  # noqa: E402
+
+import tracegrad as tg  # noqa: E402
+import tracegrad.numpy as tnp  # noqa: E402
+
+jax = _optional("jax")
+torch = _optional("torch")
+if jax is not None:
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+if torch is not None:
+    torch.set_num_threads(1)
+
+
+def median_time(fn, *, batch_seconds=0.03, batches=9) -> float:
+    """Seconds per call: the median over `batches` batch averages, after a warm-up call."""
+    import time
+
+    fn()
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if time.perf_counter() - t >= batch_seconds or n >= 1 << 16:
+            break
+        n *= 2
+    samples = []
+    for _ in range(batches):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t) / n)
+    return float(np.median(samples))
+
+
+def _problem(name, rng):
+    if name == "w4":
+        n = 256
+        return [rng.standard_normal((n, n)) / np.sqrt(n), rng.standard_normal(n),
+                rng.standard_normal(n) * 0.1]
+    if name == "w5":
+        return [rng.standard_normal((32, 16)) / 4, rng.standard_normal((16, 32)) / 6,
+                rng.standard_normal((1024, 16))]
+    return [rng.standard_normal((200, 100)) / 10, rng.standard_normal(100)]
+
+
+# -- the functions, once per library ------------------------------------------------------------
+
+
+def w4(np_):
+    def layer(w, x, b):
+        return np_.tanh(w @ x + b)
+    return layer
+
+
+def w5(np_):
+    def net(w1, w2, x):
+        return np_.tanh(w2 @ np_.tanh(w1 @ x))
+    return net
+
+
+def w6(np_):
+    def loss(a, x):
+        return np_.sum(np_.log1p(np_.exp(a @ x))) + 0.5 * np_.sum(x * x)
+    return loss
+
+
+def numpy_hand(name):
+    if name == "w4":
+        def jac(w, x, b):
+            return (1.0 - np.tanh(w @ x + b) ** 2)[:, None] * w
+        return jac
+    if name == "w5":
+        def per_example(w1, w2, x):
+            h = np.tanh(x @ w1.T)                        # [b, 32]
+            y = np.tanh(h @ w2.T)                        # [b, 16]
+            inner = (1.0 - h * h)[:, :, None] * w1       # [b, 32, 16]
+            return (1.0 - y * y)[:, :, None] * np.matmul(w2, inner)
+        return per_example
+
+    def hess(a, x):
+        s = 1.0 / (1.0 + np.exp(-(a @ x)))
+        return (a.T * (s * (1.0 - s))) @ a + np.eye(x.size)
+    return hess
+
+
+def tracegrad_fn(name):
+    if name == "w4":
+        return tg.jacobian(w4(tnp), argnums=1)
+    if name == "w5":
+        return tg.function(lambda w1, w2, x: tg.vmap(tg.jacobian(
+            lambda v: w5(tnp)(w1, w2, v)))(x))
+    return tg.hessian(w6(tnp), argnums=1)
+
+
+def jax_fn(name):
+    if name == "w4":
+        return jax.jit(jax.jacrev(w4(jnp), argnums=1))
+    if name == "w5":
+        return jax.jit(lambda w1, w2, x: jax.vmap(jax.jacrev(
+            lambda v: w5(jnp)(w1, w2, v)))(x))
+    return jax.jit(jax.hessian(w6(jnp), argnums=1))
+
+
+def torch_fn(name):
+    from torch.func import hessian, jacrev, vmap
+
+    if name == "w4":
+        return jacrev(w4(torch), argnums=1)
+    if name == "w5":
+        return lambda w1, w2, x: vmap(jacrev(lambda v: w5(torch)(w1, w2, v)))(x)
+    return hessian(w6(torch), argnums=1)
+
+
+LABELS = {"w4": "W4 jacobian 256x256 of tanh(W x + b)",
+          "w5": "W5 per-example jacobians [1024,16,16]",
+          "w6": "W6 hessian 100x100 (log1p-exp + ridge)"}
+
+
+def measure(name, rng):
+    args = _problem(name, rng)
+    want = numpy_hand(name)(*args)
+    ours = tracegrad_fn(name)
+    compile_s = {"tracegrad": first_call(lambda: ours(*args))}
+    np.testing.assert_allclose(ours(*args), want, rtol=1e-10, atol=1e-12)
+    times = {"tracegrad": median_time(lambda: ours(*args))}
+    times["numpy (hand)"] = median_time(lambda: numpy_hand(name)(*args))
+    if jax is not None:
+        f = jax_fn(name)
+        ja = [jnp.asarray(a) for a in args]
+        compile_s["jax"] = first_call(lambda: jax.block_until_ready(f(*ja)))
+        np.testing.assert_allclose(np.asarray(f(*ja)), want, rtol=1e-10, atol=1e-12)
+        times["jax"] = median_time(lambda: jax.block_until_ready(f(*ja)))
+    if torch is not None:
+        f = torch_fn(name)
+        ta = [torch.from_numpy(a) for a in args]
+        np.testing.assert_allclose(f(*ta).numpy(), want, rtol=1e-10, atol=1e-12)
+        times["torch.func"] = median_time(lambda: f(*ta))
+    return times, compile_s
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="w4,w5,w6")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__,
+                "tracegrad": tg.__version__}
+    for mod in (jax, torch):
+        if mod is not None:
+            versions[mod.__name__] = _version(mod.__name__)
+    print("versions:", ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print("median times per call; (ratio) = library time / tracegrad time (> 1: faster)")
+    rng = np.random.default_rng(0)
+    results = []
+    for name in [w for w in args.only.split(",") if w]:
+        times, compile_s = measure(name, rng)
+        base = times["tracegrad"]
+        cells = " | ".join(f"{k} {v * 1e3:8.3f} ms ({v / base:5.2f}x)" for k, v in times.items())
+        print(f"{LABELS[name]:40s} | {cells}", flush=True)
+        print(f"{'':40s} | first call: " + ", ".join(
+            f"{k} {v:.2f} s" for k, v in compile_s.items()), flush=True)
+        results.append({"workload": name, "seconds": times, "first_call_seconds": compile_s})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"versions": versions, "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

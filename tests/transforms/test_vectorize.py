@@ -216,3 +216,14 @@ def test_matrix_times_batched_vector_is_batch_major_without_transposes():
     x = RNG.normal(size=(7, 3))
     np.testing.assert_allclose(tg.vmap(lambda x: tnp.tanh(W @ x))(x), np.tanh(x @ W.T),
                                rtol=1e-14)
+
+
+def test_the_vectorize_doc_examples_run():
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "vectorize.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(doc), "exec"), {})  # noqa: S102

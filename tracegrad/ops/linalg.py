@@ -101,7 +101,7 @@ def _dot_general_batch(ctx, args, dims, *, dimension_numbers):
     if ld is None and not _free_dims(rhs.ndim - 1, rc, rb) and lhs.ndim - len(lc) - len(lb):
         # the batch is rhs's only free dim: with the operands swapped it comes right after
         # the dot's batch dims, ahead of lhs's free dims (batch-major results, no transpose)
-        rc, lc = tuple(c + (c >= rd) for c in rc), lc
+        rc = tuple(c + (c >= rd) for c in rc)
         rb = tuple(b + (b >= rd) for b in rb)
         out = dot_general_p.bind(rhs, lhs, dimension_numbers=((rc, lc), (rb, lb)))
         return out, len(lb)

@@ -96,3 +96,21 @@ def test_relu_derivative_is_zero_at_zero_and_nan_propagates():
     np.testing.assert_array_equal(nn.relu(x), [0.0, 0.0, 2.0, np.nan, 0.0])
     g = tg.grad(lambda v: tnp.sum(nn.relu(v)))(np.array([-1.0, 0.0, 2.0]))
     np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
+
+
+def test_softplus_and_log_sigmoid_have_exact_higher_derivatives_at_zero_and_far_out():
+    import tracegrad as tg
+    import tracegrad.numpy as tnp
+    from tracegrad import nn
+
+    x = np.array([0.0, -0.0, 1e-300, 30.0, -30.0, 800.0, -800.0])
+    np.testing.assert_allclose(nn.softplus(x), np.logaddexp(x, 0.0), rtol=1e-15)
+    from scipy.special import expit
+
+    s = expit(x)
+    np.testing.assert_allclose(tg.grad(lambda v: tnp.sum(nn.softplus(v)))(x), s, rtol=1e-15)
+    hessian = tg.hessian(lambda v: tnp.sum(nn.softplus(v)))(x)
+    np.testing.assert_allclose(np.diag(hessian), s * expit(-x), rtol=1e-13, atol=1e-300)
+    assert np.all(np.isfinite(hessian))
+    h0 = tg.hessian(lambda v: tnp.sum(nn.log_sigmoid(v)))(np.zeros(2))
+    np.testing.assert_allclose(h0, -0.25 * np.eye(2))

@@ -44,6 +44,24 @@ def test_eager_tape_example_values():
     assert grads.group(1).split() == grads.group(2).split()
 
 
+def test_per_example_grads_match_the_loop_and_are_faster():
+    out = run("per_example_grads.py")
+    errors = [float(e) for e in re.findall(r"max \|vmap - loop\| = (\S+)", out)]
+    assert len(errors) == 4 and max(errors) < 1e-12
+    assert "they equal the gradient of the summed loss" in out
+    vmap_ms, loop_ms = map(float, re.search(
+        r"vmap\(grad\) (\S+) ms, Python loop of grad (\S+) ms", out).groups())
+    assert vmap_ms < loop_ms
+
+
+def test_newton_converges_quadratically_to_the_numpy_solution():
+    out = run("newton.py")
+    norms = [float(v) for v in re.findall(r"^step \d+ .* \|grad\| (\S+)$", out, re.M)]
+    assert norms[-1] < 1e-10 and len(norms) <= 8
+    assert norms[-1] < norms[-2] ** 1.5  # quadratic convergence
+    assert float(re.search(r"max \|w - w_numpy\| = (\S+),", out).group(1)) < 1e-12
+
+
 @pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
 def test_other_examples_run(name):
     assert run(name)

@@ -18,6 +18,7 @@ from tracegrad.transforms.autodiff import (
     RegisterGradient, UnconnectedGradients, gradient_override_map, gradients, hessians,
     stop_gradient,
 )
+from tracegrad.transforms.control_flow import cond, fori_loop, scan, while_loop
 from tracegrad.transforms.custom import custom_gradient, grad_pass_through, recompute_grad
 from tracegrad.transforms.eager_api import (
     gradients_function, implicit_grad, implicit_val_and_grad, make_vjp, val_and_grad_function,
@@ -31,7 +32,7 @@ __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "constant", "convert_to_tensor", "optimize", "compiled_source",
     "grad", "value_and_grad", "vjp", "hvp", "jvp", "jacobian", "batch_jacobian", "hessian",
-    "vmap", "pfor", "for_loop", "gradients", "hessians", "stop_gradient",
+    "vmap", "pfor", "for_loop", "cond", "while_loop", "fori_loop", "scan", "gradients", "hessians", "stop_gradient",
     "RegisterGradient", "gradient_override_map", "UnconnectedGradients",
     "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
     "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",

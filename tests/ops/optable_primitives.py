@@ -439,3 +439,29 @@ _CALLEE = CompiledCall(_CALLEE_GRAPH, compile_graph(_CALLEE_GRAPH, "numpy"),
                        lambda g: compile_graph(g, "numpy"))
 case("call[exp*2]", lambda x: call_p.bind(x, callee=_CALLEE)[0], lambda x: np.exp(x) * 2.0,
      rand((3,)), grad_argnums=(0,), primitive="call")
+
+
+def _branches(x):
+    return tg.cond(tnp.sum(x) > 0, lambda v: tnp.sin(v) * v, lambda v: tnp.exp(v) - v,
+                   operands=(x,))
+
+
+def _branches_ref(x):
+    return np.sin(x) * x if np.sum(x) > 0 else np.exp(x) - x
+
+
+for _name, _x in (("true", rand((3,), F64, 0.1, 2.0)), ("false", rand((3,), F64, -2.0, -0.1))):
+    case(f"cond[{_name}]", _branches, _branches_ref, _x, grad_argnums=(0,), primitive="cond")
+
+
+def _euler(x):
+    return tg.fori_loop(0, 5, lambda i, v: v + 0.1 * tnp.sin(v), x)
+
+
+def _euler_ref(x):
+    for _ in range(5):
+        x = x + 0.1 * np.sin(x)
+    return x
+
+
+case("while[fori_loop]", _euler, _euler_ref, rand((2, 3)), primitive="while")

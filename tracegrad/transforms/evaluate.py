@@ -5,12 +5,15 @@ This is the living definition every other backend is tested against (`backend="n
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import runtime_error
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError
+from tracegrad.ops import control_flow
 
 
 def _has_unknown_dims(op) -> bool:
@@ -111,3 +114,19 @@ def compile_graph(graph: FuncGraph) -> Interpreter:
 def evaluate(graph: FuncGraph, *arrays) -> list[np.ndarray]:
     """Run `graph` once on `arrays` (one per input and capture placeholder)."""
     return Interpreter(graph)([np.asarray(a) for a in arrays])
+
+
+_INTERPRETERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def run_subgraph(graph: FuncGraph, arrays) -> list[np.ndarray]:
+    """Run a sub-graph (a branch, a loop body) on `arrays`; its interpreter is kept as long
+    as the graph lives."""
+    interp = _INTERPRETERS.get(graph)
+    if interp is None:
+        interp = _INTERPRETERS[graph] = Interpreter(graph)
+    return interp([np.asarray(a) for a in arrays])
+
+
+control_flow.install(run=run_subgraph)
+

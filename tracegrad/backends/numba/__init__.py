@@ -14,6 +14,7 @@ from __future__ import annotations
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.plan import Plan
+from tracegrad.backends.numba.segments import CONTROL, SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 
@@ -53,13 +54,33 @@ def _lower(graph: FuncGraph) -> FuncGraph:
     return graph
 
 
+class _Source:
+    """A kernel's generated source, not compiled."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+
 def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
-    """The Python source of the module the Numba backend compiles for `graph`."""
-    return CodeGen(Plan(_lower(graph)), parallel).generate()
+    """The Python source of the module the Numba backend compiles for `graph` (for a graph
+    with control flow, the modules of its straight-line runs and of its sub-graphs)."""
+    graph = _lower(graph)
+    if has_control_flow(graph):
+        return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
+                                 parallel).source
+    return CodeGen(Plan(graph), parallel).generate()
 
 
 def compile_graph(graph: FuncGraph, parallel: bool = False):
-    """The executor of `graph`: `run(list of arrays) -> list of arrays` (fresh arrays)."""
+    """The executor of `graph`: `run(list of arrays) -> list of arrays` (fresh arrays).
+    Graphs with control flow are compiled between their control-flow ops (segments.py)."""
+    graph = _lower(graph)
+    if has_control_flow(graph):
+        return SegmentedExecutor(graph, lambda g: _compile_kernel(g, parallel), parallel)
+    return _compile_kernel(graph, parallel)
+
+
+def _compile_kernel(graph: FuncGraph, parallel: bool):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
@@ -93,4 +114,5 @@ def supported_primitives() -> set:
     from tracegrad.backends.numba import blocks, codegen, scalars
 
     virtual = {name[3:] for name in vars(codegen.CodeGen) if name.startswith("_v_")}
-    return set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"} | set(LOWERED)
+    return (set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"}
+            | set(LOWERED) | set(CONTROL))

@@ -1,0 +1,210 @@
+"""tg.cond, tg.while_loop, tg.fori_loop, tg.scan: eager and traced values on both backends,
+the cond gradient (the seed's rule), batching (a select for a batched predicate, masked
+lanes for a batched loop condition), closures, errors, and the IR forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tracegrad.core.verify import verify
+from tracegrad.errors import NotDifferentiableError
+
+RNG = np.random.default_rng(2)
+W = np.array([0.5, -1.5, 2.0])
+
+
+def piecewise(x):
+    return tg.cond(tnp.sum(x) > 0, lambda v: tnp.sin(v) * W, lambda v: v * v, operands=(x,))
+
+
+def piecewise_np(x):
+    return np.sin(x) * W if np.sum(x) > 0 else x * x
+
+
+def euler(x, steps=50):
+    return tg.fori_loop(0, steps, lambda i, v: v + 0.01 * tnp.sin(v), x)
+
+
+def euler_np(x, steps=50):
+    for _ in range(steps):
+        x = x + 0.01 * np.sin(x)
+    return x
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_cond_values_eager_and_traced(sign, backend):
+    x = sign * np.array([0.3, 0.2, 0.9])
+    np.testing.assert_allclose(tg.function(piecewise)(x), piecewise_np(x), rtol=1e-15)
+    np.testing.assert_allclose(piecewise(x), piecewise_np(x), rtol=1e-15)  # NumPy, eagerly
+    np.testing.assert_allclose(np.asarray(piecewise(tg.constant(x))), piecewise_np(x))
+
+
+def test_only_the_taken_branch_runs(backend):
+    # an out-of-bounds gather raises IndexError where it runs: the untaken branch must not
+    g = tg.function(lambda x, i: tg.cond(i < 3, lambda: tnp.take(x, i), lambda: x[0] * 0.0))
+    assert g(np.arange(3.0), np.int64(2)) == 2.0
+    assert g(np.arange(3.0), np.int64(7)) == 0.0
+    with pytest.raises(IndexError):
+        tg.function(lambda x, i: tnp.take(x, i))(np.arange(3.0), np.int64(7))
+
+
+def test_cond_gradient_is_the_taken_branchs(backend):
+    for x in (np.array([0.3, 0.2, 0.9]), np.array([-0.3, 0.2, -0.9])):
+        g = tg.grad(lambda v: tnp.sum(piecewise(v)))(x)
+        want = np.cos(x) * W if np.sum(x) > 0 else 2 * x
+        np.testing.assert_allclose(g, want, rtol=1e-14)
+        h = tg.hessian(lambda v: tnp.sum(piecewise(v)))(x)
+        np.testing.assert_allclose(h, np.diag(-np.sin(x) * W if np.sum(x) > 0 else 2.0 + 0 * x),
+                                   rtol=1e-14, atol=1e-15)
+
+
+def test_cond_gradient_reaches_closed_over_values_with_zeros_where_unused():
+    y = np.array([2.0, 3.0])
+
+    def f(x, y):
+        return tnp.sum(tg.cond(x[0] > 0, lambda: x * y, lambda: x + 1.0))
+
+    gx, gy = tg.grad(f, argnums=(0, 1))(np.array([1.0, 1.0]), y)
+    np.testing.assert_array_equal(gx, y)
+    np.testing.assert_array_equal(gy, [1.0, 1.0])
+    gx, gy = tg.grad(f, argnums=(0, 1))(np.array([-1.0, 1.0]), y)
+    np.testing.assert_array_equal(gx, [1.0, 1.0])
+    np.testing.assert_array_equal(gy, [0.0, 0.0])
+
+
+def test_cond_under_a_tape_eagerly_and_traced():
+    x = tg.constant([0.3, 0.2, 0.9])
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tnp.sum(piecewise(x))
+    np.testing.assert_allclose(np.asarray(t.gradient(y, x)), np.cos(x.numpy()) * W)
+
+    @tg.function
+    def traced(x):
+        with tg.GradientTape() as t:
+            t.watch(x)
+            y = tnp.sum(piecewise(x))
+        return t.gradient(y, x)
+
+    np.testing.assert_allclose(traced(-x.numpy()), -2 * x.numpy())
+
+
+def test_vmap_of_cond_with_a_batched_predicate_selects(backend):
+    xs = RNG.normal(size=(6, 3))
+    np.testing.assert_allclose(tg.vmap(piecewise)(xs),
+                               np.stack([piecewise_np(x) for x in xs]), rtol=1e-15)
+    per_example = tg.vmap(tg.grad(lambda v: tnp.sum(piecewise(v))))(xs)
+    np.testing.assert_allclose(per_example, np.stack(
+        [np.cos(x) * W if x.sum() > 0 else 2 * x for x in xs]), rtol=1e-14)
+    graph = tg.trace(tg.vmap(piecewise))(xs)
+    assert not [op for op in graph.operations if op.primitive.name == "cond"]  # a select
+
+
+def test_vmap_of_cond_with_a_shared_predicate_keeps_the_cond(backend):
+    xs = RNG.normal(size=(4, 3))
+    f = tg.vmap(lambda x, flag: tg.cond(flag > 0, lambda: x * 2.0, lambda: -x),
+                in_axes=(0, None))
+    np.testing.assert_array_equal(f(xs, 1.0), 2 * xs)
+    np.testing.assert_array_equal(f(xs, -1.0), -xs)
+    assert [op for op in tg.trace(f)(xs, 1.0).operations if op.primitive.name == "cond"]
+
+
+def test_while_fori_and_scan_values(backend):
+    x = RNG.normal(size=5)
+    np.testing.assert_allclose(tg.function(euler)(x), euler_np(x), rtol=1e-13)
+    n, s = tg.function(lambda x: tg.while_loop(lambda i, s: tnp.sum(s) < 100.0,
+                                               lambda i, s: (i + 1, s * 2.0),
+                                               (0, tnp.abs(x) + 1.0)))(x)
+    k, v = 0, np.abs(x) + 1.0
+    while v.sum() < 100.0:
+        k, v = k + 1, v * 2.0
+    assert n == k
+    np.testing.assert_allclose(s, v)
+    carry, ys = tg.function(lambda xs: tg.scan(lambda c, x: (c + x, c * x), 0.0, xs))(x)
+    cs = np.concatenate([[0.0], np.cumsum(x)[:-1]])
+    np.testing.assert_allclose(carry, x.sum(), rtol=1e-14)
+    np.testing.assert_allclose(ys, cs * x, rtol=1e-14)
+    rc, rys = tg.scan(lambda c, x: (c + x, c * x), 0.0, x, reverse=True)
+    rcs = np.concatenate([np.cumsum(x[::-1])[:-1][::-1], [0.0]])
+    np.testing.assert_allclose(rys, rcs * x, rtol=1e-14)
+    traced = tg.function(lambda xs: tg.scan(lambda c, x: (c + x, c * x), 0.0, xs,
+                                            reverse=True))(x)
+    np.testing.assert_allclose(traced[1], rys, rtol=1e-14)
+
+
+def test_maximum_iterations_and_dynamic_trip_counts(backend):
+    f = tg.function(lambda n: tg.while_loop(lambda i: i < n, lambda i: i + 1, (0,),
+                                            maximum_iterations=7))
+    assert f(np.int64(3))[0] == 3 and f(np.int64(100))[0] == 7
+    g = tg.function(lambda lo, hi, x: tg.fori_loop(lo, hi, lambda i, v: v + i, x))
+    assert g(np.int64(2), np.int64(5), 0) == 2 + 3 + 4
+    assert g(np.int64(5), np.int64(2), 0) == 0
+    assert g.tracing_count == 1
+
+
+def test_vmap_of_a_loop_with_a_batched_condition_masks_finished_lanes(backend):
+    def newton_sqrt(a):
+        return tg.while_loop(lambda x, k: (tnp.abs(x * x - a) > 1e-12 * a) & (k < 60),
+                             lambda x, k: (0.5 * (x + a / x), k + 1), (a, 0))
+
+    a = np.array([2.0, 9.0, 1.0, 1e6])
+    x, k = tg.vmap(newton_sqrt)(a)
+    np.testing.assert_allclose(x, np.sqrt(a), rtol=1e-12)
+    np.testing.assert_array_equal(k, [newton_sqrt(v)[1] for v in a])  # each lane's own count
+    xs = RNG.normal(size=(3, 2))
+    np.testing.assert_allclose(tg.vmap(euler)(xs), euler_np(xs), rtol=1e-13)
+
+
+def test_loops_differentiate_eagerly_and_say_so_when_traced():
+    x = tg.constant(RNG.normal(size=3))
+    with tg.GradientTape() as t:
+        t.watch(x)
+        y = tnp.sum(euler(x, steps=10))
+    h = 1e-6
+    e = np.eye(3)
+    fd = [(euler_np(x.numpy() + h * e[i], 10).sum() - euler_np(x.numpy() - h * e[i], 10).sum())
+          / (2 * h) for i in range(3)]
+    np.testing.assert_allclose(np.asarray(t.gradient(y, x)), fd, rtol=1e-8)
+    with pytest.raises(NotDifferentiableError, match="while .*not available yet"):
+        tg.grad(lambda v: tnp.sum(euler(v)))(x.numpy())
+
+
+def test_branch_mismatches_are_clear_errors():
+    with pytest.raises(TypeError, match=r"true_fn returned \(\*, \*\) .* false_fn returned "
+                                        r"\*") as e:
+        tg.function(lambda x: tg.cond(x[0] > 0, lambda: (x, x), lambda: x))(np.ones(2))
+    assert "test_control_flow.py" in str(e.value)
+    with pytest.raises(TypeError, match="f64\\[2\\].*f64\\[3\\]|f64\\[3\\].*f64\\[2\\]"):
+        tg.function(lambda x: tg.cond(x[0] > 0, lambda: x, lambda: x[:2]))(np.ones(3))
+    with pytest.raises(TypeError, match="body_fn must return"):
+        tg.function(lambda x: tg.while_loop(lambda v: v[0] < 3, lambda v: (v, v), (x,)))(
+            np.ones(2))
+    with pytest.raises(tg.errors.ShapeError, match="predicate must be a scalar"):
+        tg.function(lambda x: tg.cond(x > 0, lambda: x, lambda: -x))(np.ones(2))
+    # a weak Python scalar takes the other branch's dtype
+    out = tg.function(lambda x: tg.cond(x[0] > 0, lambda: x[0], lambda: 0.0))(
+        np.ones(2, np.float32))
+    assert out.dtype == np.float32
+
+
+def test_sub_graphs_print_parse_serialize_and_verify():
+    def f(x, n):
+        y = piecewise(x)
+        return tg.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s * 1.5 + y), (0, x))
+
+    g = tg.trace(f)(tg.TensorSpec([3]), tg.TensorSpec([], "int64"))
+    verify(g)
+    text = str(g)
+    assert "cond %" in text and "while %" in text and "body_graph=func @body_fn" in text
+    assert str(tg.FuncGraph.parse(text)) == text
+    assert str(tg.FuncGraph.from_json(g.to_json())) == text
+    assert "cluster" in g.to_dot()
+
+
+def test_compiled_source_shows_every_segment():
+    source = tg.compiled_source(tg.trace(lambda x: euler(piecewise(x)))(np.ones(3)))
+    assert "cond (created at" in source and "while (created at" in source
+    assert source.count("def kernel(") >= 4  # before/after, two branches, cond, body

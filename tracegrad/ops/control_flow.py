@@ -1,0 +1,229 @@
+"""Control-flow primitives whose attributes hold sub-graphs: `cond` and `while`.
+
+Sub-graphs are closed: every value a branch or a loop reads from outside is an operand of
+the op (`tg.cond` / `tg.while_loop` turn closures into operands when they trace), so rules
+see all data flow through operands.
+
+- `cond(pred, *args, branches=(false_graph, true_graph))`: the outputs of
+  `branches[int(pred)]` applied to `args`; both branches take `args`' types and give the
+  same result types.
+- `while(*consts, *init, cond_graph=c, body_graph=b, num_consts=k, maximum_iterations=m)`:
+  `carry = init; while c(*consts, *carry) and (m is None or i < m): carry = b(*consts,
+  *carry)`; the final carry. `c` returns a bool scalar, `b` the carry's types.
+
+The reference `impl`s run sub-graphs with the interpreter, and the gradient rules build
+sub-graph gradients with the reverse-mode routine, that the transforms layer installs
+(`install`), so that ops need not import it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.core.op import Primitive
+from tracegrad.core.types import TensorType
+from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError, TracegradError
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops._batching import bdim_at, moveaxis
+from tracegrad.ops.reductions import reduce_sum_p
+from tracegrad.ops.shape_ops import broadcast_like
+
+_HOOKS: dict = {}
+
+
+def install(**hooks) -> None:
+    """Install the transforms the rules need: `run(graph, arrays) -> arrays` (the reference
+    interpreter), `vjp_graph(graph) -> graph` (inputs: the graph's, then one cotangent per
+    float output; outputs: one gradient per float input, zeros where unconnected),
+    `inline(graph, tensors) -> tensors` (a closed graph's ops copied into the graph being
+    built) and `build_graph(name, input_types, fn) -> graph` (`fn` traced into a new
+    closed graph)."""
+    _HOOKS.update(hooks)
+
+
+def run_graph(graph, arrays) -> list:
+    return _HOOKS["run"](graph, list(arrays))
+
+
+def _fits(t: TensorType, want: TensorType) -> bool:
+    return t.dtype == want.dtype and len(t.shape) == len(want.shape) and all(
+        a is None or b is None or a == b for a, b in zip(t.shape, want.shape))
+
+
+def _check_inputs(name: str, what: str, graph, types) -> None:
+    params = graph.inputs
+    if len(params) != len(types) or not all(
+            _fits(t, p.type) for t, p in zip(types, params)):
+        got = ", ".join(str(t) for t in types)
+        want = ", ".join(str(p.type) for p in params)
+        raise ShapeError(f"{name}: {what} takes ({want}) but is given ({got})")
+    if graph.captures:
+        raise TracegradError(f"{name}: {what} must read outer values through operands, "
+                             "not captures")
+
+
+def _check_pred(name: str, pred: TensorType) -> None:
+    if pred.shape != () or pred.dtype != dtypes.bool_:
+        raise DTypeError(f"{name}: the predicate must be a bool scalar, got {pred}")
+
+
+# -- cond ------------------------------------------------------------------------------------
+
+cond_p = Primitive("cond", multiple_results=True)
+
+
+@cond_p.def_abstract_eval
+def _cond_abstract_eval(pred, *args, branches):
+    _check_pred("cond", pred)
+    if len(branches) != 2:
+        raise ShapeError(f"cond: needs two branches (false, true), got {len(branches)}")
+    false_graph, true_graph = branches
+    for what, g in (("the false branch", false_graph), ("the true branch", true_graph)):
+        _check_inputs("cond", what, g, args)
+    outs_f = [t.type for t in false_graph.outputs]
+    outs_t = [t.type for t in true_graph.outputs]
+    if outs_f != outs_t:
+        raise ShapeError(
+            "cond: the branches give different types: false "
+            f"({', '.join(map(str, outs_f))}), true ({', '.join(map(str, outs_t))})")
+    return outs_t
+
+
+@cond_p.def_impl
+def _cond_impl(pred, *args, branches):
+    return tuple(run_graph(branches[int(bool(pred))], args))
+
+
+@cond_p.def_grad
+def _cond_grad(op, *out_grads):
+    # The seed's cond gradient: each branch's outputs differentiated w.r.t. its inputs
+    # (zeros for inputs it does not use), chosen by the same predicate.
+    pred, *args = op.inputs
+    false_graph, true_graph = op.attrs["branches"]
+    grads = [g for g, t in zip(out_grads, op.outputs, strict=True)
+             if dtypes.is_differentiable(t.dtype)]
+    if not grads:
+        return [None] * len(op.inputs)
+    branches = (_HOOKS["vjp_graph"](false_graph), _HOOKS["vjp_graph"](true_graph))
+    outs = iter(cond_p.bind(pred, *args, *grads, branches=branches))
+    return [None] + [next(outs) if dtypes.is_differentiable(a.dtype) else None for a in args]
+
+
+@cond_p.def_batch
+def _cond_batch(ctx, args, dims, *, branches):
+    (pred, *xs), (pd, *xds) = args, dims
+    if pd is not None:
+        # a predicate per iteration: both branches run on the whole batch, then a select
+        outs = [ctx.run(g, xs, xds) for g in branches]
+        like, like_dim = pred, pd
+        pred = moveaxis(pred, pd, 0)
+        result = []
+        for (f, fd), (t, td) in zip(zip(*outs[0]), zip(*outs[1]), strict=True):
+            f, t = bdim_at(f, fd, 0, like, like_dim), bdim_at(t, td, 0, like, like_dim)
+            mask = broadcast_like(pred, t, (0,))
+            result.append(ew.select_p.bind(mask, t, f))
+        return result, [0] * len(result)
+    xs = [moveaxis(x, d, 0) if d is not None else x for x, d in zip(xs, xds, strict=True)]
+    xds = [None if d is None else 0 for d in xds]
+    size = next(x.shape[0] for x, d in zip(xs, xds, strict=True) if d is not None)
+    batched = tuple(ctx.vectorize_graph(g, xds, size) for g in branches)
+    outs = cond_p.bind(pred, *xs, branches=batched)
+    return list(outs), [0] * len(outs)
+
+
+# -- while -----------------------------------------------------------------------------------
+
+while_p = Primitive("while", multiple_results=True)
+
+
+@while_p.def_abstract_eval
+def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iterations=None):
+    if not 0 <= num_consts <= len(args):
+        raise ShapeError(f"while: num_consts={num_consts} for {len(args)} operands")
+    carry = list(args[num_consts:])
+    _check_inputs("while", "the condition", cond_graph, args)
+    _check_inputs("while", "the body", body_graph, args)
+    (c,) = cond_graph.outputs if len(cond_graph.outputs) == 1 else (None,)
+    if c is None:
+        raise ShapeError("while: the condition must give one bool scalar")
+    _check_pred("while", c.type)
+    outs = [t.type for t in body_graph.outputs]
+    if len(outs) != len(carry) or not all(_fits(o, t) for o, t in zip(outs, carry)):
+        raise ShapeError(
+            "while: the body gives (" + ", ".join(map(str, outs)) + ") for a carry of ("
+            + ", ".join(map(str, carry)) + ")")
+    if maximum_iterations is not None and (
+            not isinstance(maximum_iterations, int) or maximum_iterations < 0):
+        raise ShapeError(f"while: maximum_iterations must be None or an int >= 0, got "
+                         f"{maximum_iterations!r}")
+    return [TensorType(t.shape, t.dtype, o.weak and t.weak) for o, t in zip(outs, carry)]
+
+
+@while_p.def_impl
+def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=None):
+    consts, carry = list(args[:num_consts]), list(args[num_consts:])
+    i = 0
+    while maximum_iterations is None or i < maximum_iterations:
+        (go,) = run_graph(cond_graph, consts + carry)
+        if not bool(go):
+            break
+        carry = [np.asarray(c) for c in run_graph(body_graph, consts + carry)]
+        i += 1
+    return tuple(carry)
+
+
+@while_p.def_grad
+def _while_grad(op, *out_grads):
+    raise NotDifferentiableError(
+        f"while (created at {op.source}): reverse-mode differentiation through "
+        "tg.while_loop, tg.fori_loop and tg.scan inside traced code is not available yet; "
+        "differentiate eagerly with a GradientTape (the loop then runs in Python), or "
+        "keep the loop out of the differentiated function")
+
+
+@while_p.def_batch
+def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
+                 maximum_iterations=None):
+    # Every carry batched on axis 0 (a carry may become batched in the body); the loop
+    # runs while any lane's condition holds, and a lane whose condition fails keeps its
+    # carry (the body's result is selected away).
+    consts, carry = args[:num_consts], args[num_consts:]
+    cdims = dims[:num_consts]
+    like, like_dim = next((a, d) for a, d in zip(args, dims, strict=True) if d is not None)
+    consts = [moveaxis(c, d, 0) if d is not None else c for c, d in zip(consts, cdims,
+                                                                          strict=True)]
+    cdims = [None if d is None else 0 for d in cdims]
+    carry = [bdim_at(c, d, 0, like, like_dim)
+             for c, d in zip(carry, dims[num_consts:], strict=True)]
+    size = carry[0].shape[0] if carry else like.shape[like_dim]
+    in_dims = cdims + [0] * len(carry)
+    lane_cond = ctx.vectorize_graph(cond_graph, in_dims, size)  # -> bool[B]
+    lane_body = ctx.vectorize_graph(body_graph, in_dims, size)
+    types = [t.type for t in lane_cond.inputs]
+    any_cond = _HOOKS["build_graph"]("cond_any", types, lambda *v: _any(run_inline(
+        lane_cond, v)[0]))
+    masked = _HOOKS["build_graph"]("body_masked", types, lambda *v: _masked_step(
+        lane_cond, lane_body, v, num_consts))
+    outs = while_p.bind(*consts, *carry, cond_graph=any_cond, body_graph=masked,
+                        num_consts=num_consts, maximum_iterations=maximum_iterations)
+    return list(outs), [0] * len(outs)
+
+
+def run_inline(graph, values) -> list:
+    return _HOOKS["inline"](graph, list(values))
+
+
+def _any(lanes):
+    """Whether any element of bool vector `lanes` is true (False for an empty batch)."""
+    count = reduce_sum_p.bind(ew.convert_element_type_p.bind(lanes, new_dtype=dtypes.int64),
+                              axes=(0,))
+    return ew.gt_p.bind(count, ew.sub_p.bind(count, count))
+
+
+def _masked_step(lane_cond, lane_body, values, num_consts):
+    (active,) = run_inline(lane_cond, values)
+    new = run_inline(lane_body, values)
+    old = list(values[num_consts:])
+    return [ew.select_p.bind(broadcast_like(active, n, (0,)), n, o)
+            for n, o in zip(new, old, strict=True)]

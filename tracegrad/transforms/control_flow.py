@@ -1,0 +1,394 @@
+"""`tg.cond`, `tg.while_loop`, `tg.fori_loop`, `tg.scan`: traced into `cond` / `while` ops
+with sub-graphs, or, eagerly, run as Python control flow (a recording tape sees the ops of
+the branch or iterations that ran).
+
+Tracing a branch, condition or body traces the Python function once into a `FuncGraph`
+nested in the graph being built; the values it closes over (tensors of enclosing traces,
+Variables) become operands of the op and inputs of the sub-graph (closure conversion), so
+the sub-graphs are closed and every rule sees all data flow through operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tracegrad import ops
+from tracegrad.core import dtypes, tree
+from tracegrad.core.ir import FuncGraph, Tensor
+from tracegrad.core.source import user_location
+from tracegrad.core.state import state
+from tracegrad.core.types import TensorType
+from tracegrad.core.variables import Variable
+from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.ops import control_flow
+from tracegrad.ops.control_flow import cond_p, while_p
+from tracegrad.passes import inline_graph
+from tracegrad.transforms.backprop import backprop
+
+__all__ = ["cond", "while_loop", "fori_loop", "scan"]
+
+
+# -- tracing sub-graphs ------------------------------------------------------------------------
+
+
+def _trace(fn: Callable, arg_types: list, arg_def, name: str):
+    """`fn` traced into a graph nested in the current one, with inputs of `arg_types`
+    (structured by `arg_def`); returns the graph (outputs set) and the output structure."""
+    graph = FuncGraph(name, outer=state.graph)
+    with graph.as_default():
+        placeholders = [graph.add_input(t) for t in arg_types]
+        result = fn(*tree.unflatten(arg_def, placeholders))
+        leaves, out_def = tree.flatten(result)
+        graph.outputs = [graph.to_tensor(y) for y in leaves]
+    return graph, out_def
+
+
+def _close(graphs: list) -> list:
+    """Turn the captures of `graphs` into inputs appended after their own (one for every
+    value any of them captures, in one order); returns the captured external values."""
+    externals, seen = [], {}
+    for g in graphs:
+        for external, _ in g.captures:
+            if id(external) not in seen:
+                seen[id(external)] = len(externals)
+                externals.append(external)
+    for g in graphs:
+        mine = {id(e): p for e, p in g.captures}
+        g.captures = []
+        g._capture_map = {}
+        for external in externals:
+            p = mine.get(id(external))
+            if p is None:
+                g.add_input(_type_of(external))
+            else:
+                p.index = len(g.inputs)
+                g.inputs.append(p)
+    return externals
+
+
+def _type_of(value) -> TensorType:
+    if isinstance(value, Variable):
+        return TensorType(value.shape, value.dtype)
+    return value.type
+
+
+def _operand(value):
+    return state.graph.to_tensor(value)
+
+
+def _structure(out_def, graph) -> str:
+    types = ", ".join(str(t.type) for t in graph.outputs)
+    return f"{tree.treedef_str(out_def)} of ({types})"
+
+
+def _predicate(what: str, pred):
+    p = _operand(pred)
+    if p.shape != ():
+        raise ShapeError(f"{what}: the predicate must be a scalar, got {p.type} "
+                         f"(at {user_location()})")
+    if p.dtype != dtypes.bool_:
+        if not (dtypes.is_int(p.dtype) or dtypes.is_float(p.dtype)):
+            raise DTypeError(f"{what}: the predicate must be bool or numeric, got {p.type} "
+                             f"(at {user_location()})")
+        p = ops.ne(p, ops.zeros_like(p))
+    return p
+
+
+def vjp_graph(graph: FuncGraph) -> FuncGraph:
+    """The gradient graph of closed `graph`: inputs `graph`'s, then one cotangent per float
+    output; outputs the gradient of each float input (zeros where unconnected)."""
+    g = FuncGraph(f"{graph.name}_grad", outer=state.graph)
+    with g.as_default():
+        ins = [g.add_input(t.type, t.name) for t in graph.inputs]
+        outs = inline_graph(graph, g, ins)
+        ys = [y for y in outs if dtypes.is_differentiable(y.dtype)]
+        cts = [g.add_input(y.type.strong(), f"ct{k}") for k, y in enumerate(ys)]
+        xs = [x for x in ins if dtypes.is_differentiable(x.dtype)]
+        g.outputs = backprop(list(g.operations), ys, xs, cts, unconnected_gradients="zero")
+    return g
+
+
+def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
+    """`fn(*inputs)` (a tensor or a list of them) traced into a new graph with inputs of
+    `types`, nested in the current one."""
+    g = FuncGraph(name, outer=state.graph)
+    with g.as_default():
+        out = fn(*[g.add_input(t) for t in types])
+        g.outputs = [g.to_tensor(y) for y in (out if isinstance(out, (list, tuple)) else [out])]
+    return g
+
+
+control_flow.install(vjp_graph=vjp_graph, build_graph=build_graph,
+                     inline=lambda graph, values: inline_graph(graph, state.graph, values))
+
+
+# -- cond --------------------------------------------------------------------------------------
+
+
+def cond(pred, true_fn: Callable, false_fn: Callable, operands=()):
+    """`true_fn(*operands)` if `pred` else `false_fn(*operands)`.
+
+    Both functions must return the same structure of the same shapes and dtypes (a weak
+    Python scalar takes the other branch's dtype). Traced, both are traced and the result
+    is one `cond` op that runs only the chosen branch; eagerly, `pred` is read and only the
+    chosen function runs. Differentiable (each branch's gradient, zeros for what a branch
+    does not use) and vectorizable (a batched predicate selects between both branches).
+
+    >>> tg.cond(x > 0, lambda v: v * 2.0, lambda v: -v, operands=(x,))
+    """
+    operands = tuple(operands) if isinstance(operands, (tuple, list)) else (operands,)
+    if state.graph is None:
+        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+    p = _predicate("tg.cond", pred)
+    leaves, arg_def = tree.flatten(operands)
+    args = [_operand(x) for x in leaves]
+    types = [a.type for a in args]
+    true_graph, true_def = _trace(true_fn, types, arg_def, "true_fn")
+    false_graph, false_def = _trace(false_fn, types, arg_def, "false_fn")
+    if true_def != false_def or len(true_graph.outputs) != len(false_graph.outputs):
+        raise _mismatch(true_def, true_graph, false_def, false_graph)
+    _reconcile(true_def, true_graph, false_def, false_graph)
+    externals = _close([false_graph, true_graph])
+    outs = cond_p.bind(p, *args, *[_operand(e) for e in externals],
+                       branches=(false_graph, true_graph))
+    return tree.unflatten(true_def, outs)
+
+
+def _mismatch(true_def, true_graph, false_def, false_graph):
+    return TypeError(
+        "tg.cond: true_fn and false_fn must return the same structure, shapes and dtypes; "
+        f"true_fn returned {_structure(true_def, true_graph)}, false_fn returned "
+        f"{_structure(false_def, false_graph)} (at {user_location()})")
+
+
+def _reconcile(true_def, true_graph, false_def, false_graph) -> None:
+    """Make both branches give the same types: a weak result takes the other's dtype."""
+    for k, (a, b) in enumerate(zip(true_graph.outputs, false_graph.outputs, strict=True)):
+        if a.type == b.type:
+            continue
+        if a.shape != b.shape:
+            raise _mismatch(true_def, true_graph, false_def, false_graph)
+        if a.dtype == b.dtype or a.type.weak or b.type.weak:
+            dtype = b.dtype if a.type.weak and not b.type.weak else a.dtype
+            for g in (true_graph, false_graph):
+                t = g.outputs[k]
+                if t.type != TensorType(t.shape, dtype):
+                    with g.as_default():
+                        g.outputs[k] = ops.convert_element_type(t, new_dtype=dtype)
+            continue
+        raise _mismatch(true_def, true_graph, false_def, false_graph)
+
+
+# -- while_loop, fori_loop, scan -----------------------------------------------------------
+
+
+def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iterations=None):
+    """`loop_vars = body_fn(*loop_vars)` while `cond_fn(*loop_vars)` (and fewer than
+    `maximum_iterations` iterations ran); returns the final `loop_vars` (a tuple or list,
+    as given). `body_fn` returns a structure like `loop_vars`, of the same shapes and
+    dtypes (weak Python scalars take the carry's dtype).
+
+    Traced, one `while` op whose condition and body are traced once; eagerly, a Python loop.
+
+    >>> tg.while_loop(lambda i, s: i < 10, lambda i, s: (i + 1, s * 2.0), (0, 1.0))
+    """
+    if not isinstance(loop_vars, (tuple, list)):
+        raise TypeError(f"tg.while_loop: loop_vars must be a tuple or list, got "
+                        f"{type(loop_vars).__name__} (at {user_location()})")
+    if maximum_iterations is not None and (
+            not isinstance(maximum_iterations, (int, np.integer)) or maximum_iterations < 0):
+        raise ValueError(f"tg.while_loop: maximum_iterations must be None or an int >= 0, "
+                         f"got {maximum_iterations!r} (at {user_location()})")
+    if len(loop_vars) == 1:  # a body of one loop variable may return it bare
+        inner = body_fn
+
+        def body_fn(*v):
+            out = inner(*v)
+            return out if isinstance(out, (tuple, list)) else type(loop_vars)([out])
+
+    if state.graph is None:
+        values, i = loop_vars, 0
+        while (maximum_iterations is None or i < maximum_iterations) and bool(
+                cond_fn(*values)):
+            values = _same_structure(loop_vars, body_fn(*values))
+            i += 1
+        return values
+    leaves, var_def = tree.flatten(loop_vars)
+    init = [_operand(x) for x in leaves]
+    types = [t.type.strong() if t.type.weak and _concrete_weak(x) else t.type
+             for t, x in zip(init, leaves, strict=True)]
+    init = [ops.convert_element_type(t, new_dtype=ty.dtype) if t.type != ty else t
+            for t, ty in zip(init, types, strict=True)]
+    cond_graph, _ = _trace(lambda *v: _bool_result(cond_fn(*v)), types, var_def, "cond_fn")
+    body_graph, body_def = _trace(body_fn, types, var_def, "body_fn")
+    _check_body(body_graph, body_def, var_def, types)
+    consts = _close([cond_graph, body_graph])
+    for g in (cond_graph, body_graph):  # the consts come first: (*consts, *carry)
+        n = len(g.inputs) - len(consts)
+        g.inputs = g.inputs[n:] + g.inputs[:n]
+        for k, t in enumerate(g.inputs):
+            t.index = k
+    outs = while_p.bind(*[_operand(c) for c in consts], *init, cond_graph=cond_graph,
+                        body_graph=body_graph, num_consts=len(consts),
+                        maximum_iterations=None if maximum_iterations is None
+                        else int(maximum_iterations))
+    return tree.unflatten(var_def, outs)
+
+
+def _concrete_weak(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def _bool_result(value):
+    return _predicate("tg.while_loop: cond_fn", value)
+
+
+def _same_structure(loop_vars, new):
+    if tree.flatten(new)[1] != tree.flatten(loop_vars)[1]:
+        raise TypeError(
+            f"tg.while_loop: body_fn returned {tree.treedef_str(tree.flatten(new)[1])}, "
+            f"loop_vars are {tree.treedef_str(tree.flatten(loop_vars)[1])} "
+            f"(at {user_location()})")
+    return new
+
+
+def _check_body(body_graph, body_def, var_def, types) -> None:
+    got = [t.type for t in body_graph.outputs]
+    if body_def != var_def or len(got) != len(types):
+        raise TypeError(
+            f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
+            f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
+            f"returned {_structure(body_def, body_graph)} (at {user_location()})")
+    for k, (t, want) in enumerate(zip(got, types, strict=True)):
+        if t == want:
+            continue
+        if t.shape == want.shape and (t.dtype == want.dtype or t.weak):
+            with body_graph.as_default():
+                body_graph.outputs[k] = ops.convert_element_type(
+                    body_graph.outputs[k], new_dtype=want.dtype, weak=want.weak)
+            continue
+        raise TypeError(
+            f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
+            f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
+            f"returned {_structure(body_def, body_graph)} (at {user_location()})")
+
+
+def fori_loop(lower, upper, body_fn: Callable, init):
+    """`carry = body_fn(i, carry)` for `i` in `range(lower, upper)`; returns the final
+    carry (structured like `init`). Traced, a `while` op counting `i` (the bounds may be
+    traced integers); eagerly with concrete bounds, a Python loop.
+
+    >>> tg.fori_loop(0, 10, lambda i, x: x + 0.01 * tnp.sin(x), x0)
+    """
+    if state.graph is None:
+        carry = init
+        for i in range(int(lower), int(upper)):
+            carry = body_fn(_index_value(i, lower, upper), carry)
+        return carry
+
+    def cond_fn(i, hi, carry):
+        return i < hi
+
+    def body(i, hi, carry):
+        return i + 1, hi, body_fn(i, carry)
+
+    lo, hi = _operand(lower), _operand(upper)
+    for name, b in (("lower", lo), ("upper", hi)):
+        if b.shape != () or not dtypes.is_int(b.dtype):
+            raise DTypeError(f"tg.fori_loop: {name} must be an integer scalar, got {b.type} "
+                             f"(at {user_location()})")
+    dtype = np.result_type(lo.dtype, hi.dtype) if not (lo.type.weak and hi.type.weak) \
+        else np.dtype(np.int64)
+    lo = ops.convert_element_type(lo, new_dtype=dtype) if lo.type != TensorType((), dtype) \
+        else lo
+    hi = ops.convert_element_type(hi, new_dtype=dtype) if hi.type != TensorType((), dtype) \
+        else hi
+    _, _, carry = while_loop(cond_fn, body, (lo, hi, init))
+    return carry
+
+
+def _index_value(i, lower, upper):
+    """The loop index given to an eager body: a NumPy int of the bounds' dtype."""
+    dtype = np.result_type(*[np.asarray(b).dtype for b in (lower, upper)
+                             if not isinstance(b, (bool, int))] or [np.int64])
+    return dtype.type(i)
+
+
+def scan(fn: Callable, init, xs, length=None, reverse=False):
+    """`carry, y = fn(carry, x)` for each `x` along axis 0 of `xs` (a structure of arrays,
+    or None with `length`); returns `(carry, ys)` with the `y`s stacked on a new axis 0.
+    `reverse=True` walks `xs` from the end (the `y`s keep the order of the `x`s).
+
+    >>> tg.scan(lambda c, x: (c + x, c * x), 0.0, np.arange(4.0))
+    """
+    x_leaves, x_def = tree.flatten(xs)
+    n = _scan_length(x_leaves, length)
+    if state.graph is None:
+        return _scan_eagerly(fn, init, x_leaves, x_def, n, reverse)
+    graph = state.graph
+    xs_t = [graph.to_tensor(x) for x in x_leaves]
+    # the ys' types: fn traced once on one slice, aside (its ops are not kept)
+    probe = FuncGraph("scan_probe", outer=graph)
+    with probe.as_default():
+        c0 = [probe.add_input(graph.to_tensor(c).type) for c in tree.flatten(init)[0]]
+        x0 = [probe.add_input(TensorType(x.shape[1:], x.dtype)) for x in xs_t]
+        _, y = fn(tree.unflatten(tree.flatten(init)[1], c0), tree.unflatten(x_def, x0))
+        y_leaves, y_def = tree.flatten(y)
+        y_types = [probe.to_tensor(v).type for v in y_leaves]
+    buffers = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)),
+                                    shape=(n, *t.shape), broadcast_dimensions=())
+               for t in y_types]
+
+    def body(i, state_):
+        carry, ys = state_
+        k = (n - 1 - i) if reverse else i
+        x = tree.unflatten(x_def, [ops.gather(x, k, axis=0) for x in xs_t])
+        carry, y = fn(carry, x)
+        ys = [ops.scatter(buf, ops.reshape(k, new_sizes=(1,)),
+                          ops.reshape(graph_value, new_sizes=(1, *graph_value.shape)), axis=0)
+              for buf, graph_value in zip(ys, [_as_tensor(v) for v in tree.flatten(y)[0]],
+                                          strict=True)]
+        return carry, ys
+
+    carry, ys = fori_loop(0, n, body, (init, buffers))
+    return carry, tree.unflatten(y_def, ys)
+
+
+def _as_tensor(v):
+    return state.graph.to_tensor(v)
+
+
+def _scan_length(x_leaves, length) -> int:
+    sizes = {x.shape[0] for x in x_leaves if np.ndim(x) and x.shape[0] is not None}
+    if length is not None:
+        sizes.add(int(length))
+    if len(sizes) != 1:
+        raise ValueError(f"tg.scan: xs have leading sizes {sorted(sizes)} and length is "
+                         f"{length!r}; they must agree on one known size "
+                         f"(at {user_location()})")
+    return sizes.pop()
+
+
+def _scan_eagerly(fn, init, x_leaves, x_def, n, reverse):
+    carry, ys = init, []
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    for k in order:
+        x = tree.unflatten(x_def, [x[k] for x in x_leaves])
+        carry, y = fn(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys:
+        return carry, None
+    leaves = [tree.flatten(y)[0] for y in ys]
+    y_def = tree.flatten(ys[0])[1]
+    stacked = [ops.concatenate(*[ops.reshape(_eager(v), new_sizes=(1, *np.shape(v)))
+                                 for v in column], dimension=0)
+               for column in zip(*leaves, strict=True)]
+    return carry, tree.unflatten(y_def, stacked)
+
+
+def _eager(v):
+    return v if isinstance(v, (Tensor, np.ndarray)) else np.asarray(v)

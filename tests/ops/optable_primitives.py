@@ -464,4 +464,4 @@ def _euler_ref(x):
     return x
 
 
-case("while[fori_loop]", _euler, _euler_ref, rand((2, 3)), primitive="while")
+case("while[fori_loop]", _euler, _euler_ref, rand((2, 3)), grad_argnums=(0,), primitive="while")

@@ -28,8 +28,6 @@ NO_FD_ROW = {
     "custom_gradient": "its gradient is the user's function "
                        "(tests/transforms/test_custom_gradient.py)",
     "call": "its gradient is its callee's (tests/transforms/test_tape_function.py)",
-    "while": "reverse mode through a traced loop is not available yet: its rule raises "
-             "NotDifferentiableError (tests/transforms/test_control_flow.py)",
 }
 
 STEP = 1e-4  # central differences with one Richardson step: error O(STEP^4)

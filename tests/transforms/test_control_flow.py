@@ -10,7 +10,6 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad.core.verify import verify
-from tracegrad.errors import NotDifferentiableError
 
 RNG = np.random.default_rng(2)
 W = np.array([0.5, -1.5, 2.0])
@@ -158,18 +157,56 @@ def test_vmap_of_a_loop_with_a_batched_condition_masks_finished_lanes(backend):
     np.testing.assert_allclose(tg.vmap(euler)(xs), euler_np(xs), rtol=1e-13)
 
 
-def test_loops_differentiate_eagerly_and_say_so_when_traced():
-    x = tg.constant(RNG.normal(size=3))
+def _fd_gradient(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def test_loop_gradients_eagerly_and_traced_match_finite_differences(backend):
+    x0 = RNG.normal(size=3)
+    x = tg.constant(x0)
     with tg.GradientTape() as t:
         t.watch(x)
         y = tnp.sum(euler(x, steps=10))
-    h = 1e-6
-    e = np.eye(3)
-    fd = [(euler_np(x.numpy() + h * e[i], 10).sum() - euler_np(x.numpy() - h * e[i], 10).sum())
-          / (2 * h) for i in range(3)]
+    fd = _fd_gradient(lambda v: euler_np(v, 10).sum(), x0)
     np.testing.assert_allclose(np.asarray(t.gradient(y, x)), fd, rtol=1e-8)
-    with pytest.raises(NotDifferentiableError, match="while .*not available yet"):
-        tg.grad(lambda v: tnp.sum(euler(v)))(x.numpy())
+    np.testing.assert_allclose(tg.grad(lambda v: tnp.sum(euler(v, 10)))(x0), fd, rtol=1e-8)
+
+
+def test_gradients_w_r_t_closed_over_parameters_and_the_initial_state(backend):
+    def final(x, a):
+        return tnp.sum(tg.fori_loop(0, 20, lambda i, v: v + a * tnp.sin(v), x))
+
+    def final_np(x, a):
+        for _ in range(20):
+            x = x + a * np.sin(x)
+        return x.sum()
+
+    x, a = RNG.normal(size=3), 0.05
+    gx, ga = tg.grad(final, argnums=(0, 1))(x, a)
+    np.testing.assert_allclose(gx, _fd_gradient(lambda v: final_np(v, a), x), rtol=1e-8)
+    np.testing.assert_allclose(ga, (final_np(x, a + 1e-6) - final_np(x, a - 1e-6)) / 2e-6,
+                               rtol=1e-7)
+
+
+def test_a_dynamic_trip_count_is_differentiated_and_batched(backend):
+    def newton_sqrt(a):  # how many iterations run depends on a
+        x, _ = tg.while_loop(lambda x, k: tnp.abs(x * x - a) > 1e-10 * a,
+                             lambda x, k: (0.5 * (x + a / x), k + 1), (a, 0))
+        return x
+
+    np.testing.assert_allclose(tg.grad(newton_sqrt)(9.0), 1 / 6, rtol=1e-9)
+    a = np.array([4.0, 9.0, 100.0, 2.0])
+    np.testing.assert_allclose(tg.vmap(tg.grad(newton_sqrt))(a), 0.5 / np.sqrt(a), rtol=1e-9)
+
+
+def test_second_derivatives_through_a_loop():
+    x = RNG.normal(size=3)
+    h = tg.hessian(lambda v: tnp.sum(euler(v, 5)))(x)
+    grad = lambda v: _fd_gradient(lambda u: euler_np(u, 5).sum(), v, 1e-5)  # noqa: E731
+    np.testing.assert_allclose(h, _fd_gradient(grad, x, 1e-4), rtol=1e-5, atol=1e-6)
+    _, jt = tg.jvp(lambda v: euler(v, 5), (x,), (np.ones(3),))  # forward mode, transposed
+    fd = (euler_np(x + 1e-6, 5) - euler_np(x - 1e-6, 5)) / 2e-6
+    np.testing.assert_allclose(jt, fd, rtol=1e-8)
 
 
 def test_branch_mismatches_are_clear_errors():

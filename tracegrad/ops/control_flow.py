@@ -27,7 +27,8 @@ from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError, Tra
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import bdim_at, moveaxis
 from tracegrad.ops.reductions import reduce_sum_p
-from tracegrad.ops.shape_ops import broadcast_like
+from tracegrad.ops.indexing import gather_p
+from tracegrad.ops.shape_ops import broadcast_like, scalar_like, zeros_like
 
 _HOOKS: dict = {}
 
@@ -138,7 +139,8 @@ while_p = Primitive("while", multiple_results=True)
 
 
 @while_p.def_abstract_eval
-def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iterations=None):
+def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iterations=None,
+                         keep_history=False):
     if not 0 <= num_consts <= len(args):
         raise ShapeError(f"while: num_consts={num_consts} for {len(args)} operands")
     carry = list(args[num_consts:])
@@ -157,37 +159,109 @@ def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iter
             not isinstance(maximum_iterations, int) or maximum_iterations < 0):
         raise ShapeError(f"while: maximum_iterations must be None or an int >= 0, got "
                          f"{maximum_iterations!r}")
-    return [TensorType(t.shape, t.dtype, o.weak and t.weak) for o, t in zip(outs, carry)]
+    result = [TensorType(t.shape, t.dtype, o.weak and t.weak) for o, t in zip(outs, carry)]
+    if keep_history:  # the iteration count, and each carry at the start of each iteration
+        result += [TensorType((), dtypes.int64)]
+        result += [TensorType((None, *t.shape), t.dtype, t.weak) for t in carry]
+    return result
 
 
 @while_p.def_impl
-def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=None):
-    consts, carry = list(args[:num_consts]), list(args[num_consts:])
+def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=None,
+                keep_history=False):
+    consts, carry = list(args[:num_consts]), [np.asarray(c) for c in args[num_consts:]]
+    history: list = []
     i = 0
     while maximum_iterations is None or i < maximum_iterations:
         (go,) = run_graph(cond_graph, consts + carry)
         if not bool(go):
             break
+        if keep_history:
+            history.append(carry)
         carry = [np.asarray(c) for c in run_graph(body_graph, consts + carry)]
         i += 1
-    return tuple(carry)
+    if not keep_history:
+        return tuple(carry)
+    return (*carry, np.asarray(i, np.int64), *stack_history(history, carry))
+
+
+def stack_history(history: list, carry: list) -> list:
+    """The carries recorded at each iteration, one `[n, ...]` array per carry."""
+    if not history:
+        return [np.zeros((0, *c.shape), c.dtype) for c in carry]
+    return [np.stack(column) for column in zip(*history, strict=True)]
 
 
 @while_p.def_grad
 def _while_grad(op, *out_grads):
-    raise NotDifferentiableError(
-        f"while (created at {op.source}): reverse-mode differentiation through "
-        "tg.while_loop, tg.fori_loop and tg.scan inside traced code is not available yet; "
-        "differentiate eagerly with a GradientTape (the loop then runs in Python), or "
-        "keep the loop out of the differentiated function")
+    # Reverse mode with a dynamic trip count: the loop is run again keeping each
+    # iteration's carry (a growing history, as a tape would), then a second loop walks
+    # the history backwards through the body's gradient graph, carrying the cotangents of
+    # the carry and summing those of the consts.
+    attrs = op.attrs
+    k, m = attrs["num_consts"], len(op.outputs)
+    ct_history = []
+    if attrs.get("keep_history"):  # the history's cotangents join the carry's on the way
+        m = (m - 1) // 2
+        ct_history = [g for g in out_grads[m + 1:]]
+    consts, init = list(op.inputs[:k]), list(op.inputs[k:])
+    float_consts = [i for i, c in enumerate(consts) if dtypes.is_differentiable(c.dtype)]
+    float_carry = [i for i, c in enumerate(init) if dtypes.is_differentiable(c.dtype)]
+    if not float_carry:
+        return [None] * len(op.inputs)
+    replay = while_p.bind(*consts, *init, cond_graph=attrs["cond_graph"],
+                          body_graph=attrs["body_graph"], num_consts=k,
+                          maximum_iterations=attrs.get("maximum_iterations"),
+                          keep_history=True)
+    count, history = replay[m], list(replay[m + 1:])
+    vjp_body = _HOOKS["vjp_graph"](attrs["body_graph"])
+    cts = [out_grads[i] for i in float_carry]
+    accs = [zeros_like(consts[i]) for i in float_consts]
+
+    ct_history = [ct_history[i] for i in float_carry] if ct_history else []
+    fixed = [*consts, *history, *ct_history]  # the backward loop's consts
+
+    def back_cond(*v):
+        step = v[len(fixed)]
+        return ew.gt_p.bind(step, scalar_like(step, 0))
+
+    def back_body(*v):
+        cs, hist = list(v[:k]), list(v[k:k + len(history)])
+        ct_hist = list(v[k + len(history):len(fixed)])
+        step, rest = v[len(fixed)], list(v[len(fixed) + 1:])
+        ct, acc = rest[:len(cts)], rest[len(cts):]
+        step = ew.sub_p.bind(step, scalar_like(step, 1))
+        carry_at = [gather_p.bind(h, step, axis=0) for h in hist]
+        grads = run_inline(vjp_body, cs + carry_at + ct)
+        g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
+        g_carry = [ew.add_p.bind(g, gather_p.bind(h, step, axis=0))
+                   for g, h in zip(g_carry, ct_hist)] if ct_hist else g_carry
+        return [step, *g_carry, *[ew.add_p.bind(a, g) for a, g in zip(acc, g_consts,
+                                                                    strict=True)]]
+
+    carry_types = [t.type for t in [count, *cts, *accs]]
+    types = [c.type for c in fixed] + carry_types
+    back = while_p.bind(*fixed, count, *cts, *accs,
+                        cond_graph=_HOOKS["build_graph"]("while_grad_cond", types, back_cond),
+                        body_graph=_HOOKS["build_graph"]("while_grad_body", types, back_body),
+                        num_consts=len(fixed))
+    g_init, g_consts = back[1:1 + len(cts)], back[1 + len(cts):]
+    grads = [None] * len(op.inputs)
+    for i, g in zip(float_consts, g_consts, strict=True):
+        grads[i] = g
+    for i, g in zip(float_carry, g_init, strict=True):
+        grads[k + i] = g
+    return grads
 
 
 @while_p.def_batch
 def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
-                 maximum_iterations=None):
+                 maximum_iterations=None, keep_history=False):
     # Every carry batched on axis 0 (a carry may become batched in the body); the loop
     # runs while any lane's condition holds, and a lane whose condition fails keeps its
-    # carry (the body's result is selected away).
+    # carry (the body's result is selected away). With the history kept, each lane also
+    # counts its own iterations; the history, one entry per iteration of the whole batch,
+    # is batched on axis 1 (a lane's first `count` entries are its own iterations).
     consts, carry = args[:num_consts], args[num_consts:]
     cdims = dims[:num_consts]
     like, like_dim = next((a, d) for a, d in zip(args, dims, strict=True) if d is not None)
@@ -201,13 +275,23 @@ def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
     lane_cond = ctx.vectorize_graph(cond_graph, in_dims, size)  # -> bool[B]
     lane_body = ctx.vectorize_graph(body_graph, in_dims, size)
     types = [t.type for t in lane_cond.inputs]
+    m = len(carry)
+    if keep_history:
+        counts = bdim_at(scalar_like(like, 0, dtypes.int64), None, 0, like, like_dim)
+        carry = carry + [counts]
+        types = types + [counts.type]
     any_cond = _HOOKS["build_graph"]("cond_any", types, lambda *v: _any(run_inline(
-        lane_cond, v)[0]))
+        lane_cond, v[:len(v) - keep_history])[0]))
     masked = _HOOKS["build_graph"]("body_masked", types, lambda *v: _masked_step(
-        lane_cond, lane_body, v, num_consts))
-    outs = while_p.bind(*consts, *carry, cond_graph=any_cond, body_graph=masked,
-                        num_consts=num_consts, maximum_iterations=maximum_iterations)
-    return list(outs), [0] * len(outs)
+        lane_cond, lane_body, v, num_consts, keep_history))
+    outs = list(while_p.bind(*consts, *carry, cond_graph=any_cond, body_graph=masked,
+                             num_consts=num_consts, maximum_iterations=maximum_iterations,
+                             keep_history=keep_history))
+    if not keep_history:
+        return outs, [0] * len(outs)
+    finals, counts = outs[:m], outs[m]
+    histories = outs[m + 2:m + 2 + m]  # the counts' own history is not needed
+    return [*finals, counts, *histories], [0] * m + [0] + [1] * m
 
 
 def run_inline(graph, values) -> list:
@@ -221,9 +305,15 @@ def _any(lanes):
     return ew.gt_p.bind(count, ew.sub_p.bind(count, count))
 
 
-def _masked_step(lane_cond, lane_body, values, num_consts):
+def _masked_step(lane_cond, lane_body, values, num_consts, counting=False):
+    values = list(values)
+    counts = values.pop() if counting else None
     (active,) = run_inline(lane_cond, values)
     new = run_inline(lane_body, values)
-    old = list(values[num_consts:])
-    return [ew.select_p.bind(broadcast_like(active, n, (0,)), n, o)
-            for n, o in zip(new, old, strict=True)]
+    old = values[num_consts:]
+    out = [ew.select_p.bind(broadcast_like(active, n, (0,)), n, o)
+           for n, o in zip(new, old, strict=True)]
+    if counting:
+        out.append(ew.add_p.bind(counts, ew.convert_element_type_p.bind(
+            active, new_dtype=dtypes.int64)))
+    return out

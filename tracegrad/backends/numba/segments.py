@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core.ir import FuncGraph
+from tracegrad.ops.control_flow import stack_history
 from tracegrad.passes import optimize
 
 CONTROL = ("cond", "while")
@@ -113,6 +114,7 @@ class _Control:
             self.body = owner.sub(attrs["body_graph"])
             self.num_consts = attrs["num_consts"]
             self.maximum_iterations = attrs.get("maximum_iterations")
+            self.keep_history = attrs.get("keep_history", False)
             parts = [("condition", self.cond), ("body", self.body)]
         self.source = "\n\n".join(
             f"# {op.primitive.name} (created at {op.source}): {what}\n{sub.source}"
@@ -125,11 +127,15 @@ class _Control:
             outs = self.branches[int(bool(pred))](rest)
         else:
             consts, carry = args[:self.num_consts], args[self.num_consts:]
-            i, limit = 0, self.maximum_iterations
+            i, limit, history = 0, self.maximum_iterations, []
             while (limit is None or i < limit) and bool(self.cond(consts + carry)[0]):
+                if self.keep_history:
+                    history.append([np.asarray(c) for c in carry])
                 carry = self.body(consts + carry)
                 i += 1
             outs = [np.array(c) for c in carry]
+            if self.keep_history:
+                outs += [np.asarray(i, np.int64), *stack_history(history, outs)]
         env.update(zip(self.writes, outs, strict=True))
 
 

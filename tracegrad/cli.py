@@ -5,8 +5,11 @@ tracegrad dump model.py:loss --arg f64[3] --arg f64[3] --transform grad
 tracegrad dump mypkg.models:predict --arg f32[None,8] --static depth=2 --format dot -o g.dot
 ```
 
-Uses the public API only. Bad input exits with status 2 and one line on stderr
-(`tracegrad dump: error: ...`), never a traceback (`--traceback` shows it).
+Uses the public API only. A transform places the ops it makes itself, and its errors, at the
+line that applied it (the first frame outside tracegrad and NumPy), which for the dump is the
+caller of `main()`, in no file of the user's; so those ops are labelled with the
+transform's name (`<jacobian>`) and that place is dropped from error messages. Bad input exits with status 2 and one line on
+stderr (`tracegrad dump: error: ...`), never a traceback (`--traceback` shows it).
 """
 
 from __future__ import annotations
@@ -304,8 +307,22 @@ def _unflatten(tree, leaves: list):
     return _map(lambda _: next(it), tree)
 
 
+def _check_ranks(transform: str, specs, params, nums, rank: int, fix: str) -> None:
+    """A CLIError naming the first argument at `nums` whose spec has rank below `rank`."""
+    for i in nums:
+        if len(specs[i].shape) < rank:
+            raise CLIError(f"--transform {transform} needs {params[i]} of rank >= {rank}, got "
+                           f"--arg {specs[i].to_type()}: {fix}")
+
+
 def build_graph(fn, specs, transform, argnums):
-    """The FuncGraph to dump: `fn` itself, or its `transform`, traced on `specs`."""
+    """The FuncGraph to dump: `fn` itself, or its `transform`, traced on `specs`.
+
+    `jacobian`, `hessian`, `grad` and `value_and_grad` differentiate the `argnums` arguments
+    (default 0); `batch_jacobian` the one `argnums` argument, a batch `[b, x...]`; `vmap` maps
+    axis 0 of the `argnums` arguments (default all); `vjp` and `jvp` take cotangent /
+    tangent inputs after the arguments (the graphs' inputs, see docs/cli.md).
+    """
     name = _name(fn)
     params = _param_names(fn, len(specs))
     if transform is None:
@@ -318,10 +335,15 @@ def build_graph(fn, specs, transform, argnums):
         nums = argnums or (0,)
         if len(nums) != 1:
             raise CLIError("--transform batch_jacobian takes one --argnums")
+        _check_ranks("batch_jacobian", specs, params, nums, 2,
+                     "give it the batch dim first, [b, x...]")
         return tg.trace(t(fn, argnum=nums[0]))(*specs)
     if transform == "vmap":
-        in_axes = tuple(0 if argnums is None or i in argnums else None
-                        for i in range(len(specs)))
+        mapped = argnums if argnums is not None else tuple(range(len(specs)))
+        _check_ranks("vmap", specs, params, mapped, 1,
+                     "give it the batch dim first (vmap maps axis 0), or leave it out of "
+                     "--argnums")
+        in_axes = tuple(0 if i in mapped else None for i in range(len(specs)))
         return tg.trace(t(fn, in_axes=in_axes))(*specs)
     nums = argnums if argnums is not None else tuple(range(len(specs)))
 
@@ -355,6 +377,17 @@ def build_graph(fn, specs, transform, argnums):
 
     fn_ = _renamed(jvp_graph, f"jvp_{name}", params + [f"tangent_{params[i]}" for i in nums])
     return tg.trace(fn_)(*specs, *[specs[i] for i in nums])
+
+
+def label_ops(graph, where: str, label: str) -> None:
+    """Replace the source `where` of `graph`'s ops (and its sub-graphs') by `label`."""
+    for op in graph.operations:
+        if op.source == where:
+            op.source = label
+        for value in op.attrs.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, tg.FuncGraph):
+                    label_ops(sub, where, label)
 
 
 def _step(what: str, fn, *args):
@@ -403,12 +436,30 @@ def dump(options) -> str:
     fn = bind_statics(load_function(options.target), statics, len(specs))
     what = f"{options.transform} of {_name(fn)}" if options.transform else _name(fn)
     graph = _step(f"tracing {what}", build_graph, fn, specs, options.transform, argnums)
+    if options.transform:
+        label_ops(graph, user_location(), f"<{options.transform}>")
     return render(graph, options.stage, options.format, options.locations)
+
+
+def user_location() -> str:
+    """The line tracegrad attributes ops to while `main` runs: its caller's, the first frame
+    outside tracegrad and NumPy (and functools / contextlib wrappers)."""
+    import os
+
+    import numpy
+
+    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (tg, numpy))
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(skip + ("<frozen",)) or
+                             f.f_code.co_filename.endswith(("contextlib.py", "functools.py"))):
+        f = f.f_back
+    return "<unknown>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, or 2 on bad input)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    not_the_users = f" (at {user_location()})"
     parser = _build_parser()
     show_traceback = "--traceback" in argv
     try:
@@ -430,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exception(e.__cause__, file=sys.stderr)
-        print(f"{PROG}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        message = " ".join(str(e).split()).replace(not_the_users, "")
+        print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2
     return 0

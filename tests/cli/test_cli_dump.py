@@ -3,7 +3,6 @@
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.cli import main
+from tracegrad.cli import TRANSFORMS, main
 from tracegrad.core.ir import FuncGraph
 from tracegrad.transforms.evaluate import evaluate
 
@@ -22,10 +21,6 @@ import tracegrad.numpy as tnp
 
 def loss(x, y):
     return tnp.sum(tnp.sin(x) * y)
-
-
-def rowwise(x, y):
-    return tnp.sin(x) * y
 
 
 def scaled(x, factor, mode="sum"):
@@ -253,50 +248,7 @@ def test_transform_vjp(model, capsys):
     _check_transform(capsys, "vjp", ["model.py:pair", "--arg", "f64[3]"], check_structured)
 
 
-def test_transform_jvp(model, capsys):
-    def check(g):
-        tx = np.array([1.0, 0.0, -1.0])
-        out, tangent = evaluate(g, X, Y, tx)
-        assert out == pytest.approx(np.sum(np.sin(X) * Y), rel=1e-14)
-        assert tangent == pytest.approx(np.sum(np.cos(X) * Y * tx), rel=1e-14)
-
-    _check_transform(capsys, "jvp", [*LOSS, "--argnums", "0"], check)
-
-
-def test_transform_jacobian_and_hessian(model, capsys):
-    def check_jacobian(g):
-        np.testing.assert_allclose(evaluate(g, X, Y)[0], np.diag(np.cos(X) * Y), rtol=1e-14)
-
-    _check_transform(capsys, "jacobian", ["model.py:rowwise", "--arg", "f64[3]", "--arg",
-                                          "f64[3]"], check_jacobian)
-
-    def check_hessian(g):
-        np.testing.assert_allclose(evaluate(g, X, Y)[0], np.diag(-np.sin(X) * Y), rtol=1e-14)
-
-    _check_transform(capsys, "hessian", LOSS, check_hessian)
-
-
-def test_transform_batch_jacobian_and_vmap(model, capsys):
-    xb = np.array([[0.1, 0.2, 0.3], [1.0, -1.0, 2.0]])
-    yb = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0]])
-
-    def check_batch_jacobian(g):
-        got = evaluate(g, xb, yb)[0]
-        want = np.stack([np.diag(np.cos(r) * s) for r, s in zip(xb, yb)])
-        np.testing.assert_allclose(got, want, rtol=1e-14)
-
-    _check_transform(capsys, "batch_jacobian", ["model.py:rowwise", "--arg", "f64[2,3]",
-                                                "--arg", "f64[2,3]"], check_batch_jacobian)
-
-    def check_vmap(g):
-        np.testing.assert_allclose(evaluate(g, xb, yb)[0], np.sum(np.sin(xb) * yb, axis=1),
-                                   rtol=1e-14)
-
-    _check_transform(capsys, "vmap", ["model.py:loss", "--arg", "f64[2,3]", "--arg",
-                                      "f64[2,3]"], check_vmap)
-
-
-@pytest.mark.parametrize("name", ["grad", "vjp", "jvp", "vmap"])
+@pytest.mark.parametrize("name", TRANSFORMS)
 def test_missing_transform_is_one_clear_line(model, capsys, monkeypatch, name):
     monkeypatch.delattr(tg, name, raising=False)
     assert error(capsys, "dump", *LOSS, "--transform", name) == (

@@ -21,7 +21,9 @@ from tracegrad.core.shapes import shape_str
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, ShapeError
-from tracegrad.transforms.autodiff import Linearization, normalize_argnums
+from tracegrad.transforms.autodiff import (
+    Linearization, normalize_argnums, value_and_grad_inline,
+)
 from tracegrad.transforms.forward import jvp_inline
 from tracegrad.transforms.vectorize import vmap_inline
 
@@ -225,9 +227,7 @@ def check_batch_shapes(target, source) -> None:
 
 def hessian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, what="hessian"):
     """The Hessian of scalar `fn`: the Jacobian of its gradient, emitted inline."""
-    from tracegrad.transforms.autodiff import grad_inline
-
     def gradient(*a, **k):
-        return grad_inline(fn, a, k, argnums, False)
+        return value_and_grad_inline(fn, a, k, argnums, False, what, want_value=False)
 
     return jacobian_inline(gradient, args, kwargs, argnums, mode="rev", what=what)

@@ -15,7 +15,7 @@ import numpy as np
 
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops.control_flow import stack_history
-from tracegrad.passes import optimize
+from tracegrad.passes import inline_graph, optimize
 
 CONTROL = ("cond", "while")
 
@@ -110,12 +110,13 @@ class _Control:
             self.branches = [owner.sub(g) for g in attrs["branches"]]
             parts = [("false branch", self.branches[0]), ("true branch", self.branches[1])]
         else:
-            self.cond = owner.sub(attrs["cond_graph"])
-            self.body = owner.sub(attrs["body_graph"])
             self.num_consts = attrs["num_consts"]
+            self.cond = owner.sub(attrs["cond_graph"])
+            self.step = owner.sub(_step_graph(attrs["cond_graph"], attrs["body_graph"],
+                                              self.num_consts))
             self.maximum_iterations = attrs.get("maximum_iterations")
             self.keep_history = attrs.get("keep_history", False)
-            parts = [("condition", self.cond), ("body", self.body)]
+            parts = [("condition", self.cond), ("body, then the condition", self.step)]
         self.source = "\n\n".join(
             f"# {op.primitive.name} (created at {op.source}): {what}\n{sub.source}"
             for what, sub in parts)
@@ -128,15 +129,27 @@ class _Control:
         else:
             consts, carry = args[:self.num_consts], args[self.num_consts:]
             i, limit, history = 0, self.maximum_iterations, []
-            while (limit is None or i < limit) and bool(self.cond(consts + carry)[0]):
+            go = bool(self.cond(consts + carry)[0])
+            while go and (limit is None or i < limit):
                 if self.keep_history:
                     history.append([np.asarray(c) for c in carry])
-                carry = self.body(consts + carry)
+                *carry, go = self.step(consts + carry)  # one kernel call an iteration
+                go = bool(go)
                 i += 1
             outs = [np.array(c) for c in carry]
             if self.keep_history:
                 outs += [np.asarray(i, np.int64), *stack_history(history, outs)]
         env.update(zip(self.writes, outs, strict=True))
+
+
+def _step_graph(cond_graph: FuncGraph, body_graph: FuncGraph, num_consts: int) -> FuncGraph:
+    """One iteration as one graph: the body's new carry, then the condition on it."""
+    g = FuncGraph(f"{body_graph.name}_then_{cond_graph.name}")
+    ins = [g.add_input(t.type, t.name) for t in body_graph.inputs]
+    carry = inline_graph(body_graph, g, ins)
+    (go,) = inline_graph(cond_graph, g, ins[:num_consts] + carry)
+    g.outputs = [*carry, go]
+    return g
 
 
 def compile_graph_any(graph: FuncGraph, compile_kernel, parallel: bool = False):

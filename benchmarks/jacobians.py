@@ -29,7 +29,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _optional, _version, first_call  # noqa: E402
+from run import _optional, _version, first_call, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -41,28 +41,6 @@ if jax is not None:
     import jax.numpy as jnp
 if torch is not None:
     torch.set_num_threads(1)
-
-
-def median_time(fn, *, batch_seconds=0.03, batches=9) -> float:
-    """Seconds per call: the median over `batches` batch averages, after a warm-up call."""
-    import time
-
-    fn()
-    n = 1
-    while True:
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - t >= batch_seconds or n >= 1 << 16:
-            break
-        n *= 2
-    samples = []
-    for _ in range(batches):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - t) / n)
-    return float(np.median(samples))
 
 
 def _problem(name, rng):

@@ -52,25 +52,37 @@ def _version(name: str) -> str:
         return "?"
 
 
-def best_time(fn, *, min_time=0.2, batches=5) -> float:
-    """Seconds per call: the best batch average after a warm-up call."""
+def _calls_per_batch(fn, seconds: float) -> int:
+    """After a warm-up call, how many calls (a power of two) fill a batch of `seconds`."""
     fn()
     n = 1
-    while True:
+    while n < 1 << 20:
         t = time.perf_counter()
         for _ in range(n):
             fn()
-        elapsed = time.perf_counter() - t
-        if elapsed >= min_time / batches or n >= 1 << 20:
+        if time.perf_counter() - t >= seconds:
             break
         n *= 2
-    best = elapsed / n
-    for _ in range(batches - 1):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t) / n)
-    return best
+    return n
+
+
+def _per_call(fn, n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+
+def best_time(fn, *, min_time=0.2, batches=5) -> float:
+    """Seconds per call: the best batch average after a warm-up call."""
+    n = _calls_per_batch(fn, min_time / batches)
+    return min(_per_call(fn, n) for _ in range(batches))
+
+
+def median_time(fn, *, batch_seconds=0.03, batches=9) -> float:
+    """Seconds per call: the median of `batches` batch averages after a warm-up call."""
+    n = _calls_per_batch(fn, batch_seconds)
+    return float(np.median([_per_call(fn, n) for _ in range(batches)]))
 
 
 def first_call(fn) -> float:

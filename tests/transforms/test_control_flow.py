@@ -245,3 +245,15 @@ def test_compiled_source_shows_every_segment():
     source = tg.compiled_source(tg.trace(lambda x: euler(piecewise(x)))(np.ones(3)))
     assert "cond (created at" in source and "while (created at" in source
     assert source.count("def kernel(") >= 4  # before/after, two branches, cond, body
+
+
+def test_a_predicate_known_while_tracing_traces_only_the_chosen_branch():
+    def f(x, flag):
+        return tg.cond(flag, lambda: x * 2.0, lambda: x[:1])  # the other branch's shape differs
+
+    g = tg.trace(f, static_argnums=(1,))(np.ones(3), True)
+    assert not [op for op in g.operations if op.primitive.name == "cond"]
+    np.testing.assert_array_equal(tg.function(f, static_argnums=(1,))(np.ones(3), False), [1.0])
+    v = tg.Variable(True)  # a Variable is read at run time: a real cond
+    h = tg.trace(lambda x: tg.cond(v, lambda: x * 2.0, lambda: -x))(np.ones(3))
+    assert [op for op in h.operations if op.primitive.name == "cond"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import FuncGraph, Tensor
+from tracegrad.core.ir import FuncGraph, GraphTensor, Tensor
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
@@ -139,7 +139,9 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()):
     >>> tg.cond(x > 0, lambda v: v * 2.0, lambda v: -v, operands=(x,))
     """
     operands = tuple(operands) if isinstance(operands, (tuple, list)) else (operands,)
-    if state.graph is None:
+    if state.graph is None or not isinstance(pred, (GraphTensor, Variable)):
+        # a predicate known now (eagerly, or a Python / NumPy value while tracing): only the
+        # chosen function runs or is traced
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     p = _predicate("tg.cond", pred)
     leaves, arg_def = tree.flatten(operands)

@@ -26,5 +26,16 @@ def backend(request):
 
 
 @pytest.fixture
+def numpy_backend():
+    """Run the test with `tg.config.backend` set to the numpy backend (the reference)."""
+    saved = tg.config.backend
+    tg.config.backend = "numpy"
+    try:
+        yield
+    finally:
+        tg.config.backend = saved
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -198,6 +198,9 @@ def _reshape_batch(ctx, args, dims, *, new_sizes):
         known = int(np.prod([n for n in new_sizes if n != -1], dtype=np.int64))
         new_sizes = tuple(int(np.prod(per, dtype=np.int64)) // known if n == -1 else n
                           for n in new_sizes)
+    if size is None and 0 in new_sizes:  # empty iterations: a -1 cannot count them
+        return broadcast_in_dim_p.bind(scalar_like(x, 0), dim_size_p.bind(x, axis=0),
+                                       shape=(None, *new_sizes), broadcast_dimensions=()), 0
     return reshape_p.bind(x, new_sizes=(-1 if size is None else size, *new_sizes)), 0
 
 

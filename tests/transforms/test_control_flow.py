@@ -257,3 +257,50 @@ def test_a_predicate_known_while_tracing_traces_only_the_chosen_branch():
     v = tg.Variable(True)  # a Variable is read at run time: a real cond
     h = tg.trace(lambda x: tg.cond(v, lambda: x * 2.0, lambda: -x))(np.ones(3))
     assert [op for op in h.operations if op.primitive.name == "cond"]
+
+
+def _nested(x, a):
+    """A scan whose step holds a cond and a fori_loop, inside a while."""
+    def step(c, xi):
+        c = tg.cond(xi > 0, lambda: c * a + xi, lambda: c - a * xi * xi)
+        c = tg.fori_loop(0, 3, lambda i, v: v + 0.1 * tnp.sin(v), c)
+        return c, c * xi
+
+    def body(k, s):
+        carry, ys = tg.scan(step, s, x)
+        return k + 1, carry + tnp.sum(ys) * 0.01
+
+    return tg.while_loop(lambda k, s: k < 2, body, (0, 0.5))[1]
+
+
+def _nested_np(x, a):
+    s = 0.5
+    for _ in range(2):
+        c, ys = s, []
+        for xi in x:
+            c = c * a + xi if xi > 0 else c - a * xi * xi
+            for _ in range(3):
+                c = c + 0.1 * np.sin(c)
+            ys.append(c * xi)
+        s = c + np.sum(ys) * 0.01
+    return s
+
+
+def test_nested_control_flow_values_gradients_and_batches(backend):
+    x, a = np.array([0.4, -0.3, 0.8, -1.1]), 0.7
+    np.testing.assert_allclose(tg.function(_nested)(x, a), _nested_np(x, a), rtol=1e-13)
+    np.testing.assert_allclose(_nested(x, a), _nested_np(x, a), rtol=1e-13)  # eagerly
+    gx, ga = tg.grad(_nested, argnums=(0, 1))(x, a)
+    np.testing.assert_allclose(gx, _fd_gradient(lambda v: _nested_np(v, a), x), rtol=1e-6)
+    np.testing.assert_allclose(ga, (_nested_np(x, a + 1e-6) - _nested_np(x, a - 1e-6)) / 2e-6,
+                               rtol=1e-6)
+    xs = np.stack([x, -x, x * 0.5])
+    np.testing.assert_allclose(tg.vmap(_nested, in_axes=(0, None))(xs, a),
+                               [_nested_np(v, a) for v in xs], rtol=1e-13)
+    jac = tg.jacobian(lambda v: tnp.stack([_nested(v, a), _nested(v * 2.0, a)]))(x)
+    np.testing.assert_allclose(jac[0], gx, rtol=1e-12)
+    t = tg.constant(x)
+    with tg.GradientTape() as tape:
+        tape.watch(t)
+        y = _nested(t, a)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, t)), gx, rtol=1e-12)

@@ -304,3 +304,33 @@ def test_nested_control_flow_values_gradients_and_batches(backend):
         tape.watch(t)
         y = _nested(t, a)
     np.testing.assert_allclose(np.asarray(tape.gradient(y, t)), gx, rtol=1e-12)
+
+
+def test_lanes_a_batched_branch_or_loop_discards_cannot_raise(backend):
+    x = np.arange(4.0)
+
+    def walk(i0, n):  # a finished lane's body would read x[4]
+        return tg.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + tnp.take(x, i)),
+                             (i0, 0.0))[1]
+
+    np.testing.assert_array_equal(tg.vmap(walk, in_axes=(0, None))(np.array([2, 0, 4]), 4),
+                                  [walk(i, 4) for i in (2, 0, 4)])
+    pick = tg.vmap(lambda i: tg.cond(i < 4, lambda: tnp.take(x, i), lambda: -1.0))
+    np.testing.assert_array_equal(pick(np.array([1, 7, 3])), [1.0, -1.0, 3.0])
+    # an index a lane really uses still raises
+    with pytest.raises(IndexError):
+        tg.vmap(lambda i: tg.cond(i < 9, lambda: tnp.take(x, i), lambda: -1.0))(
+            np.array([1, 7]))
+    with pytest.raises(IndexError):
+        tg.vmap(lambda i: tnp.take(x, i))(np.array([1, 7]))
+
+
+def test_fori_loop_counts_in_the_bounds_dtype():
+    seen = []
+
+    def body(i, v):
+        seen.append(i.dtype)
+        return v + 1.0
+
+    tg.function(lambda n: tg.fori_loop(0, n, body, 0.0))(np.int32(3))
+    assert seen == [np.dtype(np.int32)]

@@ -115,10 +115,14 @@ def _cond_grad(op, *out_grads):
 def _cond_batch(ctx, args, dims, *, branches):
     (pred, *xs), (pd, *xds) = args, dims
     if pd is not None:
-        # a predicate per iteration: both branches run on the whole batch, then a select
-        outs = [ctx.run(g, xs, xds) for g in branches]
+        # a predicate per iteration: both branches run on the whole batch (each masked to
+        # the lanes that take it), then a select
         like, like_dim = pred, pd
         pred = moveaxis(pred, pd, 0)
+        outs = []
+        for g, lanes in zip(branches, (ew.not_p.bind(pred), pred), strict=True):
+            with ctx.masked(lanes):
+                outs.append(ctx.run(g, xs, xds))
         result = []
         for (f, fd), (t, td) in zip(zip(*outs[0]), zip(*outs[1]), strict=True):
             f, t = bdim_at(f, fd, 0, like, like_dim), bdim_at(t, td, 0, like, like_dim)
@@ -273,7 +277,6 @@ def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
     size = carry[0].shape[0] if carry else like.shape[like_dim]
     in_dims = cdims + [0] * len(carry)
     lane_cond = ctx.vectorize_graph(cond_graph, in_dims, size)  # -> bool[B]
-    lane_body = ctx.vectorize_graph(body_graph, in_dims, size)
     types = [t.type for t in lane_cond.inputs]
     m = len(carry)
     if keep_history:
@@ -283,7 +286,7 @@ def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
     any_cond = _HOOKS["build_graph"]("cond_any", types, lambda *v: _any(run_inline(
         lane_cond, v[:len(v) - keep_history])[0]))
     masked = _HOOKS["build_graph"]("body_masked", types, lambda *v: _masked_step(
-        lane_cond, lane_body, v, num_consts, keep_history))
+        ctx, lane_cond, body_graph, in_dims, v, num_consts, keep_history))
     outs = list(while_p.bind(*consts, *carry, cond_graph=any_cond, body_graph=masked,
                              num_consts=num_consts, maximum_iterations=maximum_iterations,
                              keep_history=keep_history))
@@ -305,11 +308,15 @@ def _any(lanes):
     return ew.gt_p.bind(count, ew.sub_p.bind(count, count))
 
 
-def _masked_step(lane_cond, lane_body, values, num_consts, counting=False):
+def _masked_step(ctx, lane_cond, body_graph, in_dims, values, num_consts, counting=False):
+    """One iteration of a batched loop: the body on every lane, kept where the condition
+    holds (finished lanes keep their carry; their body values are masked out)."""
     values = list(values)
     counts = values.pop() if counting else None
     (active,) = run_inline(lane_cond, values)
-    new = run_inline(lane_body, values)
+    with ctx.masked(active, fresh=True):
+        new, new_dims = ctx.run(body_graph, values, in_dims)
+    new = [bdim_at(n, d, 0, active, 0) for n, d in zip(new, new_dims, strict=True)]
     old = values[num_consts:]
     out = [ew.select_p.bind(broadcast_like(active, n, (0,)), n, o)
            for n, o in zip(new, old, strict=True)]

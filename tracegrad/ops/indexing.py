@@ -17,7 +17,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
-from tracegrad.ops._batching import all_at, bdim_at, moveaxis
+from tracegrad.ops._batching import all_at, moveaxis
 from tracegrad.ops._families import needs, same_dtype
 
 
@@ -77,6 +77,7 @@ def _gather_batch(ctx, args, dims, *, axis):
         a = axis + (axis >= d)
         out = d if d < a else d - 1 + indices.ndim
         return gather_p.bind(operand, indices, axis=a), out
+    indices = ctx.safe_indices(indices, e)
     if d is None:  # one operand: the batch is one more index dim
         return gather_p.bind(operand, indices, axis=axis), axis + e
     flat, restore = _flattened(ctx, operand, d, indices, e, axis)
@@ -145,6 +146,7 @@ def _batch_scatter(prim):
             operand, updates = all_at([operand, updates], [d, u], 0)
             return prim.bind(operand, indices, updates, axis=axis + 1), 0
         operand, indices, updates = all_at(args, dims, 0)
+        indices = ctx.safe_indices(indices, 0)
         flat, restore = _flattened(ctx, operand, 0, indices, 0, axis)
         out = prim.bind(flat, restore.indices, restore.updates(updates), axis=0)
         return restore.operand(out), 0

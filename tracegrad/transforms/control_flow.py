@@ -301,8 +301,8 @@ def fori_loop(lower, upper, body_fn: Callable, init):
         if b.shape != () or not dtypes.is_int(b.dtype):
             raise DTypeError(f"tg.fori_loop: {name} must be an integer scalar, got {b.type} "
                              f"(at {user_location()})")
-    dtype = np.result_type(lo.dtype, hi.dtype) if not (lo.type.weak and hi.type.weak) \
-        else np.dtype(np.int64)
+    strong = [b.dtype for b in (lo, hi) if not b.type.weak]  # a weak Python int adapts
+    dtype = np.result_type(*strong) if strong else np.dtype(np.int64)
     lo = ops.convert_element_type(lo, new_dtype=dtype) if lo.type != TensorType((), dtype) \
         else lo
     hi = ops.convert_element_type(hi, new_dtype=dtype) if hi.type != TensorType((), dtype) \

@@ -14,6 +14,7 @@ emit into the current graph); `tracegrad.autodiff` stages them for concrete inpu
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -46,6 +47,29 @@ class Vectorizer:
     def __init__(self, what: str):
         self.what = what
         self.op = None
+        self.mask = None  # bool [B] (batch on axis 0): the lanes whose results are kept
+
+    @contextlib.contextmanager
+    def masked(self, active, *, fresh: bool = False):
+        """Within the block, only the lanes where `active` holds keep their results (both
+        branches of a batched cond run, a batched loop's body runs on finished lanes too):
+        rules that can fail on a value (gathers, scatters) make the other lanes' values
+        safe. `fresh`: ignore the enclosing mask (a new sub-graph cannot read it)."""
+        saved = self.mask
+        if saved is not None and not fresh and active is not None:
+            active = ops.and_(state.graph.to_tensor(saved), active)
+        self.mask = active if active is not None or fresh else saved
+        try:
+            yield
+        finally:
+            self.mask = saved
+
+    def safe_indices(self, indices, axis: int):
+        """`indices` (batched on `axis`) with the masked-out lanes' indices replaced by 0."""
+        if self.mask is None:
+            return indices
+        keep = ops.broadcast_like(self.mask, indices, (axis,))
+        return ops.select(keep, indices, ops.zeros_like(indices))
 
     def unsupported(self, why: str) -> UnsupportedOpError:
         """The error for an op of the graph being vectorized that cannot be batched."""
@@ -93,7 +117,7 @@ class Vectorizer:
         are `graph`'s batched on axis 0 where `dims` says 0 (None: unchanged), its outputs
         batched on axis 0 (invariant ones broadcast)."""
         g = FuncGraph(f"{graph.name}_batched", outer=state.graph)
-        with g.as_default():
+        with g.as_default(), self.masked(None, fresh=True):
             inputs = [g.add_input(batched_type(t.type, size) if d is not None else t.type,
                                   t.name) for t, d in zip(graph.inputs, dims, strict=True)]
             outs, out_dims = self.run(graph, inputs, dims)

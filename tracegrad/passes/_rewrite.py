@@ -76,6 +76,14 @@ class Rewriter:
         self._copied = new
         return new
 
+    def subgraph(self, graph: FuncGraph) -> FuncGraph:
+        """`graph`, held by an op of the target, rewritten by the same pass (a fresh rule
+        state); its captures of rewritten tensors are remapped."""
+        sub = Rewriter(graph, self.make_rule, parent=self)
+        new = sub.finish()
+        self.rule_changed = self.rule_changed or sub.changed
+        return new
+
     # -- driving -----------------------------------------------------------------------------
 
     def read(self, t: GraphTensor) -> GraphTensor:
@@ -137,10 +145,7 @@ class Rewriter:
 
     def _attr(self, value):
         if isinstance(value, FuncGraph):
-            sub = Rewriter(value, self.make_rule, parent=self)
-            graph = sub.finish()
-            self.rule_changed = self.rule_changed or sub.changed
-            return graph
+            return self.subgraph(value)
         if type(value) is tuple and any(isinstance(v, (FuncGraph, tuple)) for v in value):
             return tuple(self._attr(v) for v in value)
         return value

@@ -16,8 +16,6 @@ that every library computes the same values.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
@@ -29,7 +27,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _optional, _version, first_call, median_time  # noqa: E402
+from run import _optional, first_call, median_report, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -150,30 +148,8 @@ def measure(name, rng):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="w4,w5,w6")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args(argv)
-    versions = {"python": sys.version.split()[0], "numpy": np.__version__,
-                "tracegrad": tg.__version__}
-    for mod in (jax, torch):
-        if mod is not None:
-            versions[mod.__name__] = _version(mod.__name__)
-    print("versions:", ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print("median times per call; (ratio) = library time / tracegrad time (> 1: faster)")
-    rng = np.random.default_rng(0)
-    results = []
-    for name in [w for w in args.only.split(",") if w]:
-        times, compile_s = measure(name, rng)
-        base = times["tracegrad"]
-        cells = " | ".join(f"{k} {v * 1e3:8.3f} ms ({v / base:5.2f}x)" for k, v in times.items())
-        print(f"{LABELS[name]:40s} | {cells}", flush=True)
-        print(f"{'':40s} | first call: " + ", ".join(
-            f"{k} {v:.2f} s" for k, v in compile_s.items()), flush=True)
-        results.append({"workload": name, "seconds": times, "first_call_seconds": compile_s})
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"versions": versions, "results": results}, f, indent=2)
+    median_report(argv, description=__doc__.splitlines()[0], default="w4,w5,w6",
+                  labels=LABELS, measure=measure, libraries=(jax, torch))
 
 
 if __name__ == "__main__":

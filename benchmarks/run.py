@@ -85,6 +85,38 @@ def median_time(fn, *, batch_seconds=0.03, batches=9) -> float:
     return float(np.median([_per_call(fn, n) for _ in range(batches)]))
 
 
+def median_report(argv, *, description: str, default: str, labels: dict, measure,
+                  libraries) -> None:
+    """The command line of a benchmark script timed by medians: `--only NAMES` (from
+    `labels`, `default` when not given) and `--json FILE`; `measure(name, rng)` gives
+    `(times, first-call times)` per library, printed as ratios to tracegrad."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--only", default=default)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__,
+                "tracegrad": tg.__version__}
+    for mod in libraries:
+        if mod is not None:
+            versions[mod.__name__] = _version(mod.__name__)
+    print("versions:", ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print("median times per call; (ratio) = library time / tracegrad time (> 1: faster)")
+    width = max(len(v) for v in labels.values())
+    rng = np.random.default_rng(0)
+    results = []
+    for name in [w for w in args.only.split(",") if w]:
+        times, compile_s = measure(name, rng)
+        base = times["tracegrad"]
+        cells = " | ".join(f"{k} {v * 1e3:8.3f} ms ({v / base:5.2f}x)" for k, v in times.items())
+        print(f"{labels[name]:{width}s} | {cells}", flush=True)
+        print(f"{'':{width}s} | first call: " + ", ".join(
+            f"{k} {v:.2f} s" for k, v in compile_s.items()), flush=True)
+        results.append({"workload": name, "seconds": times, "first_call_seconds": compile_s})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"versions": versions, "results": results}, f, indent=2)
+
+
 def first_call(fn) -> float:
     t = time.perf_counter()
     fn()

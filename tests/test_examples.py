@@ -89,3 +89,26 @@ def test_function_doc_examples_run():
     for i, block in enumerate(_python_blocks(doc)):
         exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
     assert namespace["step"].tracing_count == 1
+
+
+def test_ode_sensitivity_derivatives_match_finite_differences():
+    out = run("ode_sensitivity.py")
+    assert "1 while op" in out
+    errors = [float(e) for e in re.findall(r"rel err (\S+)", out)]
+    assert len(errors) == 2 and max(errors) < 1e-7
+    assert float(re.search(r"max \|J - FD\| = (\S+);", out).group(1)) < 1e-8
+    exact = re.search(r"relative differences dE/dx0 (\S+), dE/dc (\S+), Jacobian (\S+)$", out,
+                      re.M).groups()
+    assert max(map(float, exact)) < 1e-12
+
+
+def test_control_flow_doc_examples_run_and_print_the_ir_shown(capsys):
+    doc = ROOT / "docs" / "control_flow.md"
+    blocks = _python_blocks(doc)
+    assert blocks
+    namespace = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
+    shown = re.search(r"^```\n(func @damp.*?)^```", doc.read_text(),
+                      flags=re.DOTALL | re.MULTILINE).group(1)
+    assert capsys.readouterr().out == shown

@@ -19,26 +19,14 @@ from __future__ import annotations
 import os
 import sys
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                      "intra_op_parallelism_threads=1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from one_thread import jax, jnp, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _optional, first_call, median_report, median_time  # noqa: E402
+from run import first_call, median_report, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
-
-jax = _optional("jax")
-torch = _optional("torch")
-if jax is not None:
-    jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-if torch is not None:
-    torch.set_num_threads(1)
 
 
 def _problem(name, rng):

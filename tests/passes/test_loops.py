@@ -429,14 +429,12 @@ def test_the_gradients_replay_loop_drops_the_carries_nobody_reads():
     check(g, out)
 
 
-def test_a_scans_gradient_keeps_no_history_of_its_output_buffer():
+def test_a_scans_gradient_keeps_no_history_of_its_outputs():
     g = tg.trace(tg.grad(scan_product))(tg.TensorSpec([4]))
-    buffer_history = TensorType.parse("f64[?,4]")
-    assert buffer_history in [t.type for op in whiles(g) for t in op.outputs]
     out = passes.optimize(g)
-    assert buffer_history not in [t.type for op in whiles(out) for t in op.outputs]
+    assert len(whiles(out)) == 2  # the replay and the backward loop: no forward scan left
     replay = whiles(out)[0]
-    assert carries(replay) == [I64, TensorType.parse("f64[]")]
+    assert carries(replay) == [I64, TensorType.parse("f64[]")]  # the index and c, no y
     check(g, out)
 
 

@@ -469,7 +469,7 @@ def _concatenate_grad(op, g):
             grads.append(None)
         elif size == 0:
             grads.append(zeros_like(x))
-        elif g.shape[d] is not None:
+        elif g.shape[d] is not None and None not in sizes:
             grads.append(slice_along(g, d, sum(before), sum(before) + size))
         elif None not in after and (size is not None or None not in before):
             start = sum(before) if None not in before else -(sum(after) + size)

@@ -217,6 +217,12 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iteratio
             values = _same_structure(loop_vars, body_fn(*values))
             i += 1
         return values
+    outs, var_def = _traced_while(cond_fn, body_fn, loop_vars, maximum_iterations)
+    return tree.unflatten(var_def, outs[:tree.num_leaves(var_def)])
+
+
+def _traced_while(cond_fn, body_fn, loop_vars, maximum_iterations, keep_history=False):
+    """The `while` op of a traced `while_loop`: its results (flat) and the carry's structure."""
     leaves, var_def = tree.flatten(loop_vars)
     init = [_operand(x) for x in leaves]
     types = [t.type.strong() if t.type.weak and _concrete_weak(x) else t.type
@@ -235,8 +241,9 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iteratio
     outs = while_p.bind(*[_operand(c) for c in consts], *init, cond_graph=cond_graph,
                         body_graph=body_graph, num_consts=len(consts),
                         maximum_iterations=None if maximum_iterations is None
-                        else int(maximum_iterations))
-    return tree.unflatten(var_def, outs)
+                        else int(maximum_iterations),
+                        **({"keep_history": True} if keep_history else {}))
+    return list(outs), var_def
 
 
 def _concrete_weak(x) -> bool:
@@ -339,22 +346,35 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
         _, y = fn(tree.unflatten(tree.flatten(init)[1], c0), tree.unflatten(x_def, x0))
         y_leaves, y_def = tree.flatten(y)
         y_types = [probe.to_tensor(v).type for v in y_leaves]
-    buffers = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)),
-                                    shape=(n, *t.shape), broadcast_dimensions=())
-               for t in y_types]
+    if n == 0:
+        return init, tree.unflatten(y_def, [graph.constant(np.zeros((0, *t.shape), t.dtype))
+                                            for t in y_types])
+    # the ys come from the loop's history of a carry holding the last y (no buffer copied
+    # at every step): history[1:] then the final value, in iteration order
+    last = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)), shape=t.shape,
+                                 broadcast_dimensions=()) for t in y_types]
 
-    def body(i, state_):
-        carry, ys = state_
+    def cond_fn(i, carry, y):
+        return i < n
+
+    def body(i, carry, y):
         k = (n - 1 - i) if reverse else i
         x = tree.unflatten(x_def, [ops.gather(x, k, axis=0) for x in xs_t])
         carry, y = fn(carry, x)
-        ys = [ops.scatter(buf, ops.reshape(k, new_sizes=(1,)),
-                          ops.reshape(graph_value, new_sizes=(1, *graph_value.shape)), axis=0)
-              for buf, graph_value in zip(ys, [_as_tensor(v) for v in tree.flatten(y)[0]],
-                                          strict=True)]
-        return carry, ys
+        return i + 1, carry, [_as_tensor(v) for v in tree.flatten(y)[0]]
 
-    carry, ys = fori_loop(0, n, body, (init, buffers))
+    outs, var_def = _traced_while(cond_fn, body, (0, init, last), None, keep_history=True)
+    m = tree.num_leaves(var_def)
+    carry = tree.unflatten(var_def, outs[:m])[1]
+    k = len(y_types)
+    finals, histories = outs[m - k:m], outs[m + 1 + m - k:]
+    ys = []
+    for h, y, t in zip(histories, finals, y_types, strict=True):
+        rest = ops.slice(h, start_indices=(1,) + (0,) * len(t.shape),
+                         limit_indices=(None, *t.shape), strides=(1,) * (len(t.shape) + 1))
+        stacked = ops.concatenate(rest, ops.reshape(y, new_sizes=(1, *t.shape)), dimension=0)
+        stacked = ops.reshape(stacked, new_sizes=(n, *t.shape))
+        ys.append(ops.rev(stacked, dimensions=(0,)) if reverse else stacked)
     return carry, tree.unflatten(y_def, ys)
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
 from run import first_call, median_report, median_time  # noqa: E402
@@ -181,17 +181,10 @@ def measure(name, rng):
     if hand is not None:
         _same(hand(*args), want)
         times["numpy (hand)"] = median_time(lambda: hand(*args))
-    if jax is not None:
-        f = jax_fn(name)
-        ja = [jnp.asarray(a) for a in args]
-        compile_s["jax"] = first_call(lambda: jax.block_until_ready(f(*ja)))
-        _same(f(*ja), want)
-        times["jax"] = median_time(lambda: jax.block_until_ready(f(*ja)))
-    if torch is not None:
-        f = torch_fn(name)
-        ta = [torch.from_numpy(a) for a in args]
-        _same(f(*ta), want)
-        times["torch (eager)"] = median_time(lambda: f(*ta))
+    time_peers(args, times, compile_s, lambda got: _same(got, want),
+               jax_fn=jax_fn(name) if jax is not None else None,
+               torch_fn=torch_fn(name) if torch is not None else None,
+               torch_label="torch (eager)")
     return times, compile_s
 
 

@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
 from run import first_call, median_report, median_time  # noqa: E402
@@ -121,17 +121,10 @@ def measure(name, rng):
     np.testing.assert_allclose(ours(*args), want, rtol=1e-10, atol=1e-12)
     times = {"tracegrad": median_time(lambda: ours(*args))}
     times["numpy (hand)"] = median_time(lambda: numpy_hand(name)(*args))
-    if jax is not None:
-        f = jax_fn(name)
-        ja = [jnp.asarray(a) for a in args]
-        compile_s["jax"] = first_call(lambda: jax.block_until_ready(f(*ja)))
-        np.testing.assert_allclose(np.asarray(f(*ja)), want, rtol=1e-10, atol=1e-12)
-        times["jax"] = median_time(lambda: jax.block_until_ready(f(*ja)))
-    if torch is not None:
-        f = torch_fn(name)
-        ta = [torch.from_numpy(a) for a in args]
-        np.testing.assert_allclose(f(*ta).numpy(), want, rtol=1e-10, atol=1e-12)
-        times["torch.func"] = median_time(lambda: f(*ta))
+    time_peers(args, times, compile_s, lambda got: np.testing.assert_allclose(
+        np.asarray(got), want, rtol=1e-10, atol=1e-12),
+        jax_fn=jax_fn(name) if jax is not None else None,
+        torch_fn=torch_fn(name) if torch is not None else None, torch_label="torch.func")
     return times, compile_s
 
 

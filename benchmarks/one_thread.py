@@ -1,6 +1,6 @@
 """The peers of the one-thread benchmark scripts (jacobians.py, control_flow.py), loaded after
 every library is limited to one thread: `jax` (x64) and `jnp`, `torch`, or None where not
-installed. Import it before NumPy."""
+installed, and `time_peers`. Import it before NumPy."""
 
 import os
 
@@ -9,7 +9,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                       "intra_op_parallelism_threads=1")
 
-from run import _optional  # noqa: E402
+from run import _optional, first_call, median_time  # noqa: E402
 
 jax = _optional("jax")
 torch = _optional("torch")
@@ -19,3 +19,20 @@ if jax is not None:
     import jax.numpy as jnp
 if torch is not None:
     torch.set_num_threads(1)
+
+
+def time_peers(args, times: dict, first: dict, same, *, jax_fn=None, torch_fn=None,
+               torch_label="torch") -> None:
+    """Time JAX's jitted `jax_fn` and PyTorch's `torch_fn` (where installed) on `args`, after
+    `same(result)` checked each gives tracegrad's values; medians go to `times`, JAX's first
+    call to `first`."""
+    if jax is not None and jax_fn is not None:
+        f = jax_fn
+        ja = [jnp.asarray(a) for a in args]
+        first["jax"] = first_call(lambda: jax.block_until_ready(f(*ja)))
+        same(f(*ja))
+        times["jax"] = median_time(lambda: jax.block_until_ready(f(*ja)))
+    if torch is not None and torch_fn is not None:
+        ta = [torch.from_numpy(a) for a in args]
+        same(torch_fn(*ta))
+        times[torch_label] = median_time(lambda: torch_fn(*ta))

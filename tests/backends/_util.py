@@ -80,3 +80,22 @@ def assert_close_backends(got, want, graph=None):
             ulp = np.abs(g.astype(np.float64) - w) / np.maximum(np.spacing(np.abs(w)), 1e-45)
             close = (ulp <= 4) | np.isclose(g, w, rtol=1e-5, atol=0) | (g == w)
             assert close.all(), f"{what}: {g[~close]} vs {w[~close]}"
+
+
+def check_rows_in_groups(cases, check) -> None:
+    """`check(cases)` (one compiled graph for the group); when it fails, each row alone, so
+    the failure names the rows that fail."""
+    import pytest
+
+    try:
+        check(cases)
+    except Exception:
+        failures = []
+        for c in cases:
+            try:
+                check([c])
+            except Exception as e:  # noqa: BLE001 - collected and reported below
+                failures.append(f"{c.name}: {type(e).__name__}: {str(e)[:400]}")
+        if not failures:
+            raise
+        pytest.fail("\n".join(failures))

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tests.backends._util import assert_close_backends
-from tests.ops.optable import CASES
+from tests.backends._util import assert_close_backends, check_rows_in_groups
+from tests.ops.optable import CASES, sample_rows
 from tracegrad.core import tree
 from tracegrad.transforms.evaluate import Interpreter
 
@@ -27,20 +27,7 @@ GROUP_SIZE = 48
 FULL = os.environ.get("TRACEGRAD_NUMBA_OPTABLE") == "full"
 
 
-def _sample(cases):
-    per_primitive: dict = {}
-    rows = []
-    for k, c in enumerate(cases):
-        if c.primitive is not None:
-            per_primitive[c.primitive] = per_primitive.get(c.primitive, 0) + 1
-            if per_primitive[c.primitive] <= 3:
-                rows.append(c)
-        elif k % 16 == 0:
-            rows.append(c)
-    return rows
-
-
-ROWS = CASES if FULL else _sample(CASES)
+ROWS = CASES if FULL else sample_rows(CASES)
 GROUPS = [ROWS[i:i + GROUP_SIZE] for i in range(0, len(ROWS), GROUP_SIZE)]
 
 
@@ -73,16 +60,4 @@ def _check(cases):
 @pytest.mark.parametrize("group", range(len(GROUPS)),
                          ids=[f"{g[0].name}..{g[-1].name}" for g in GROUPS])
 def test_numba_matches_numpy_backend(group):
-    cases = GROUPS[group]
-    try:
-        _check(cases)
-    except Exception:
-        failures = []
-        for c in cases:
-            try:
-                _check([c])
-            except Exception as e:  # noqa: BLE001 - collected and reported below
-                failures.append(f"{c.name}: {type(e).__name__}: {str(e)[:400]}")
-        if not failures:
-            raise
-        pytest.fail("\n".join(failures))
+    check_rows_in_groups(GROUPS[group], _check)

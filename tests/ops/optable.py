@@ -114,4 +114,19 @@ def shape_id(shape) -> str:
     return "x".join(map(str, shape)) if shape else "s"
 
 
+def sample_rows(cases) -> list:
+    """The rows the numba backend checks by default (CI): up to three rows per primitive
+    and every 16th other row."""
+    per_primitive: dict = {}
+    rows = []
+    for k, c in enumerate(cases):
+        if c.primitive is not None:
+            per_primitive[c.primitive] = per_primitive.get(c.primitive, 0) + 1
+            if per_primitive[c.primitive] <= 3:
+                rows.append(c)
+        elif k % 16 == 0:
+            rows.append(c)
+    return rows
+
+
 from tests.ops import optable_arrays, optable_numpy, optable_primitives  # noqa: F401

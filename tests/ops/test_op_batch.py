@@ -29,9 +29,8 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tests.backends._util import assert_close_backends
-from tests.backends.test_numba_optable import _sample
-from tests.ops.optable import CASES, rand
+from tests.backends._util import assert_close_backends, check_rows_in_groups
+from tests.ops.optable import CASES, rand, sample_rows
 from tracegrad import ops
 from tracegrad.backends import numba as nb
 from tracegrad.core import tree
@@ -261,7 +260,7 @@ def test_batch_rules_with_an_invariant_argument_on_the_last_axis_match_loop(case
 
 # -- the numba backend on batched graphs ----------------------------------------------------------
 
-NUMBA_ROWS = [c for c in _sample(CASES) if c.args]
+NUMBA_ROWS = [c for c in sample_rows(CASES) if c.args]
 NUMBA_GROUPS = [NUMBA_ROWS[i:i + NUMBA_GROUP_SIZE]
                 for i in range(0, len(NUMBA_ROWS), NUMBA_GROUP_SIZE)]
 
@@ -289,19 +288,7 @@ def _check_numba(cases):
 @pytest.mark.parametrize("group", range(len(NUMBA_GROUPS)),
                          ids=[f"{g[0].name}..{g[-1].name}" for g in NUMBA_GROUPS])
 def test_numba_matches_numpy_backend_on_batched_rows(group):
-    cases = NUMBA_GROUPS[group]
-    try:
-        _check_numba(cases)
-    except Exception:
-        failures = []
-        for c in cases:
-            try:
-                _check_numba([c])
-            except Exception as e:  # noqa: BLE001 - collected and reported below
-                failures.append(f"{c.name}: {type(e).__name__}: {str(e)[:400]}")
-        if not failures:
-            raise
-        pytest.fail("\n".join(failures))
+    check_rows_in_groups(NUMBA_GROUPS[group], _check_numba)
 
 
 # -- completeness ---------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive, constant_p
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError, TracegradError
+from tracegrad.errors import DTypeError, ShapeError, TracegradError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import bdim_at, moveaxis
 from tracegrad.ops.reductions import reduce_sum_p

@@ -208,32 +208,36 @@ def stack_history(history: list, carry: list) -> list:
 @while_p.def_grad
 def _while_grad(op, *out_grads):
     # Reverse mode with a dynamic trip count: the loop is run again keeping each
-    # iteration's carry (a growing history, as a tape would), then a second loop walks
+    # iteration's carry (a growing history, as a tape would; a loop that kept it already
+    # is not run again), then a second loop walks
     # the history backwards through the body's gradient graph, carrying the cotangents of
     # the carry and summing those of the consts.
     attrs = op.attrs
     k, m = attrs["num_consts"], len(op.outputs)
-    ct_history = []
+    ct_history = {}
     if attrs.get("keep_history"):  # the history's cotangents join the carry's on the way
         m = (m - 1) // 2
-        ct_history = [g for g in out_grads[m + 1:]]
-        if all(g is None or _is_zeros(g) for g in ct_history):
-            ct_history = []  # nothing reads the history: no cotangent to join
+        ct_history = {i: g for i, g in enumerate(out_grads[m + 1:])
+                      if g is not None and not _is_zeros(g)}
     consts, init = list(op.inputs[:k]), list(op.inputs[k:])
     float_consts = [i for i, c in enumerate(consts) if dtypes.is_differentiable(c.dtype)]
     float_carry = [i for i, c in enumerate(init) if dtypes.is_differentiable(c.dtype)]
     if not float_carry:
         return [None] * len(op.inputs)
-    replay = while_p.bind(*consts, *init, cond_graph=attrs["cond_graph"],
-                          body_graph=attrs["body_graph"], num_consts=k,
-                          maximum_iterations=attrs.get("maximum_iterations"),
-                          keep_history=True)
+    if attrs.get("keep_history"):  # the loop kept its history already
+        replay = op.outputs
+    else:
+        replay = while_p.bind(*consts, *init, cond_graph=attrs["cond_graph"],
+                              body_graph=attrs["body_graph"], num_consts=k,
+                              maximum_iterations=attrs.get("maximum_iterations"),
+                              keep_history=True)
     count, history = replay[m], list(replay[m + 1:])
     vjp_body = _HOOKS["vjp_graph"](attrs["body_graph"])
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 
-    ct_history = [ct_history[i] for i in float_carry] if ct_history else []
+    joined = [j for j, i in enumerate(float_carry) if i in ct_history]  # carry cts that join
+    ct_history = [ct_history[float_carry[j]] for j in joined]
     fixed = [*consts, *history, *ct_history]  # the backward loop's consts
 
     def back_cond(*v):
@@ -249,8 +253,8 @@ def _while_grad(op, *out_grads):
         carry_at = [gather_p.bind(h, step, axis=0) for h in hist]
         grads = run_inline(vjp_body, cs + carry_at + ct)
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
-        g_carry = [ew.add_p.bind(g, gather_p.bind(h, step, axis=0))
-                   for g, h in zip(g_carry, ct_hist)] if ct_hist else g_carry
+        for j, h in zip(joined, ct_hist, strict=True):
+            g_carry[j] = ew.add_p.bind(g_carry[j], gather_p.bind(h, step, axis=0))
         return [step, *g_carry, *[ew.add_p.bind(a, g) for a, g in zip(acc, g_consts,
                                                                     strict=True)]]
 

@@ -370,10 +370,10 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     finals, histories = outs[m - k:m], outs[m + 1 + m - k:]
     ys = []
     for h, y, t in zip(histories, finals, y_types, strict=True):
+        h = ops.reshape(h, new_sizes=(n, *t.shape))  # the loop ran n times
         rest = ops.slice(h, start_indices=(1,) + (0,) * len(t.shape),
-                         limit_indices=(None, *t.shape), strides=(1,) * (len(t.shape) + 1))
+                         limit_indices=(n, *t.shape), strides=(1,) * (len(t.shape) + 1))
         stacked = ops.concatenate(rest, ops.reshape(y, new_sizes=(1, *t.shape)), dimension=0)
-        stacked = ops.reshape(stacked, new_sizes=(n, *t.shape))
         ys.append(ops.rev(stacked, dimensions=(0,)) if reverse else stacked)
     return carry, tree.unflatten(y_def, ys)
 

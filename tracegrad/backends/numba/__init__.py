@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
+from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import CONTROL, SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
@@ -66,9 +67,19 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
     with control flow, the modules of its straight-line runs and of its sub-graphs)."""
     graph = _lower(graph)
     if has_control_flow(graph):
-        return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
-                                 parallel).source
+        try:
+            return _generate(graph, parallel)[1].generate()
+        except Segment:
+            return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
+                                     parallel).source
     return CodeGen(Plan(graph), parallel).generate()
+
+
+def _generate(graph: FuncGraph, parallel: bool):
+    plan = Plan(graph)
+    if has_control_flow(graph):
+        check_outer(plan)
+    return plan, CodeGen(plan, parallel)
 
 
 def compile_graph(graph: FuncGraph, parallel: bool = False):
@@ -76,7 +87,10 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
     Graphs with control flow are compiled between their control-flow ops (segments.py)."""
     graph = _lower(graph)
     if has_control_flow(graph):
-        return SegmentedExecutor(graph, lambda g: _compile_kernel(g, parallel), parallel)
+        try:  # branches and loops inside the kernel (control.py)
+            return _compile_kernel(graph, parallel)
+        except Segment:
+            return SegmentedExecutor(graph, lambda g: _compile_kernel(g, parallel), parallel)
     return _compile_kernel(graph, parallel)
 
 
@@ -85,8 +99,7 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
     from tracegrad.backends.numba.executor import Executor
 
     graph = _lower(graph)
-    plan = Plan(graph)
-    cg = CodeGen(plan, parallel)
+    plan, cg = _generate(graph, parallel)
     source = cg.generate()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
     return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises)

@@ -22,7 +22,14 @@ compile time grows faster than linearly with a loop body's size).
 
 from __future__ import annotations
 
-from tracegrad.backends.numba import blocks, blocks_linalg, blocks_reduce, fusion, helpers
+from tracegrad.backends.numba import (
+    blocks,
+    blocks_linalg,
+    blocks_reduce,
+    control,
+    fusion,
+    helpers,
+)
 from tracegrad.backends.numba.plan import (
     AttrSlot,
     Plan,
@@ -36,7 +43,7 @@ from tracegrad.ops import ELEMENTWISE
 
 ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
 # each registers its emitters in blocks.BLOCKS
-BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce)
+BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 
 ENTRY = "kernel"
 
@@ -119,17 +126,22 @@ class Nest:
 class CodeGen:
     """Generates the module source for `plan.graph` (see the module docstring)."""
 
-    def __init__(self, plan: Plan, parallel: bool = False):
+    def __init__(self, plan: Plan, parallel: bool = False, module=None, entry: str = ENTRY):
         self.plan = plan
         self.graph = plan.graph
         self.parallel = parallel
+        # the generated module this function is part of: its other functions (the kernels
+        # of sub-graphs), the helpers it imports and the raise tags, shared by them all
+        self.module = module if module is not None else control.Module()
+        self.entry = entry
+        self.sub = module is not None  # a sub-graph's kernel, called by the entry
         self.lines: list[str] = []
-        self.helpers: dict = {}
+        self.helpers: dict = self.module.helpers
         self.refs: dict = {}
         self.counter = 0
         self.open_nest: Nest | None = None
         self.const_arrays: list = []  # ndarrays passed as kernel arguments
-        self.raises: list = []  # tag -> op
+        self.raises: list = self.module.raises  # tag -> op
         self.kinds: dict = {}  # see fusion.py
         self.region_size: dict = {}
         self.locals_loaded: dict = {}
@@ -359,6 +371,22 @@ class CodeGen:
         if self.plan.is_output(t):
             nest.post[0].append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
 
+    def const_array(self, value) -> str:
+        """The name of a new constant array argument holding `value`."""
+        self.const_arrays.append(value)
+        return f"c{len(self.const_arrays) - 1}"
+
+    def operand_array(self, t) -> str:
+        """An array holding `t` (a rank-0 local is put in a new 0-d array)."""
+        ref = self.refs[id(t)]
+        if ref.kind == "arr":
+            return ref.name
+        if ref.kind != "scal":
+            raise AssertionError(f"{self.plan.ir_names[id(t)]} is not stored")
+        name = self.fresh("z")
+        self.emit(f"{name} = np.empty((), dtype={NB_TYPE[t.dtype]})\n{name}[()] = {ref.name}")
+        return name
+
     def array(self, t) -> str:
         ref = self.refs[id(t)]
         if ref.kind != "arr":
@@ -467,6 +495,12 @@ class CodeGen:
     # -- the whole function --------------------------------------------------------------------
 
     def generate(self) -> str:
+        """The module's source: its sub-graph kernels, then the entry function."""
+        function = self.function()
+        return self._head() + "\n".join(self.module.functions + [function])
+
+    def function(self) -> str:
+        """This graph's function (decorator and definition)."""
         plan, graph = self.plan, self.graph
         plan_fusion = fusion.Fusion(plan)
         self.kinds, self.region_size = plan_fusion.kinds, plan_fusion.region_size
@@ -519,7 +553,7 @@ class CodeGen:
         if self.uses_F:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
-        return self._module(params)
+        return self._function(params)
 
     def _write_outputs(self):
         for k, t in enumerate(self.graph.outputs):
@@ -538,29 +572,49 @@ class CodeGen:
             self.lines.append(f"# return {self.plan.ir_names[id(t)]} (copy)")
             self.add_nest(nest)
 
-    def _module(self, params) -> str:
-        plan = self.plan
+    def _head(self) -> list[str]:
         head = [
-            f"# tracegrad numba kernel for: {plan.header}",
-            "# One @njit entry function; each IR op's line is a comment above its code.",
+            f"# tracegrad numba kernel for: {self.plan.header}",
+            "# One @njit entry function; each IR op's line is a comment above its code."
+            if not self.module.functions else
+            "# The @njit entry function `kernel`, after the kernels of its sub-graphs (branches"
+            "\n# and loops) it calls; each IR op's line is a comment above its code.",
             "import math",
             "",
             "import numpy as np",
             "from numba import njit, prange",
         ]
         names = dict(self.helpers)
-        if any("_cview(" in line for line in self.lines):
+        if self.module.uses_cview:
             names["_cview"] = None
         if names:
             head.append(f"from {helpers.MODULE} import {', '.join(sorted(names))}")
-        loads = [f"n{c} = I[{c}]" for c in range(len(plan.class_members))]
+        return "\n".join(head) + "\n\n\n"
+
+    def _function(self, params) -> str:
+        plan = self.plan
+        loads = [f"n{c} = {self._class_value(c)}" for c in range(len(plan.class_members))]
         loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
         body = loads + self.lines + ["return None"]
+        if any("_cview(" in line for line in self.lines):
+            self.module.uses_cview = True
         par = ", parallel=True" if self.parallel else ""
-        src = head + ["", "", f'@njit(cache=True, error_model="numpy", nogil=True{par})',
-                f"def {ENTRY}({', '.join(params)}):"]
+        src = [f'@njit(cache=True, error_model="numpy", nogil=True{par})',
+               f"def {self.entry}({', '.join(params)}):"]
+        if self.sub:
+            src.insert(0, f"# {plan.header}")
         src += ["    " + line if line else "" for line in body]
         return "\n".join(src) + "\n"
+
+    def _class_value(self, c: int) -> str:
+        """Where dim class `c`'s value comes from: the int vector, or in a sub-graph's
+        kernel, the shape of an input it belongs to (its callers' arrays set its sizes)."""
+        if self.sub:
+            t, ax = self.plan.class_members[c]
+            k = self.plan.input_index.get(id(t))
+            if k is not None:
+                return f"a{k}.shape[{ax}]"
+        return f"I[{c}]"
 
 
 def _product(dims) -> str:

@@ -34,7 +34,7 @@ FUSIBLE = {p.name for p in ELEMENTWISE} | REMAPS | GENERATORS
 
 # Consumers that need their operand as a real (C-contiguous) array.
 NEEDS_ARRAY = {"dot_general", "cholesky", "triangular_solve", "solve", "det", "slogdet",
-               "reshape"}
+               "reshape", "cond", "while"}
 
 # Ops whose result is a view of an operand's array (not a fresh buffer).
 VIEWS = {"reshape"}
@@ -103,6 +103,7 @@ class Plan:
     def __init__(self, graph: FuncGraph):
         self.graph = graph
         self.tensors = list(graph.all_inputs)
+        self.input_index = {id(t): k for k, t in enumerate(graph.all_inputs)}
         for op in graph.operations:
             self.tensors.extend(op.outputs)
         self.static = all(None not in t.type.shape for t in self.tensors)
@@ -247,7 +248,8 @@ class Plan:
         return shapes
 
     def int_values(self, shapes) -> np.ndarray:
-        return np.array([fn(self, shapes) for fn in self.int_slots], dtype=np.int64)
+        # a None: a size only the kernel knows (a loop's history), set in the kernel
+        return np.array([fn(self, shapes) or 0 for fn in self.int_slots], dtype=np.int64)
 
 
 def _reads_data(t) -> bool:
@@ -406,6 +408,14 @@ def _unify_op(op, unify):
         left = a.get("left_side", True)
         unify(m, r - 1, b, r - 2 if left else r - 1)
         _unify_same(unify, outs[0], b)
+    elif name == "while":  # the final carry, and each carry's history, have its shape
+        carry = ins[a["num_consts"]:]
+        m = len(carry)
+        for k, x in enumerate(carry):
+            _unify_same(unify, x, outs[k])
+            if len(outs) > m:
+                for i in range(len(x.shape)):
+                    unify(x, i, outs[m + 1 + k], i + 1)
     elif name in ("det", "slogdet"):
         m = ins[0]
         r = len(m.shape)

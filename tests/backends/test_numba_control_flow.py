@@ -1,0 +1,164 @@
+"""Control flow compiled inside the Numba kernel (control.py): values and gradients against
+the numpy backend and finite differences, loop histories that outgrow their first buffer,
+`maximum_iterations`, nesting, errors raised in a loop body, and the graphs that fall back
+to kernels between control-flow ops (segments.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tracegrad.backends.numba import SegmentedExecutor, compile_graph
+from tracegrad.backends.numba.control import HISTORY_ROWS
+from tracegrad.passes import optimize
+
+
+def _executor(fn, *args):
+    return compile_graph(optimize(tg.trace(fn)(*args)))
+
+
+def _both(fn, *args):
+    got = tg.function(fn, backend="numba")(*args)
+    want = tg.function(fn, backend="numpy")(*args)
+    return got, want
+
+
+def _fd(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        d = np.zeros_like(x)
+        d.flat[i] = eps
+        g.flat[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def damped(x, n):
+    """A loop whose trip count is data: shrink until the norm is below 1/n."""
+    def body(k, v):
+        return k + 1, v * 0.95 + 0.01 * tnp.sin(v)
+    return tg.while_loop(lambda k, v: tnp.sum(v * v) * n * n > 1.0, body, (0, x))
+
+
+def damped_np(x, n):
+    k = 0
+    while np.sum(x * x) * n * n > 1.0:
+        x, k = x * 0.95 + 0.01 * np.sin(x), k + 1
+    return k, x
+
+
+def test_a_loop_is_one_kernel_with_no_python_between_iterations():
+    ex = _executor(lambda x: tg.fori_loop(0, 10, lambda i, v: v * 1.5, x), np.ones(3))
+    assert not isinstance(ex, SegmentedExecutor)
+    np.testing.assert_array_equal(ex([np.ones(3)])[0], np.full(3, 1.5 ** 10))
+
+
+def test_dynamic_trip_count_values_and_gradients_with_a_history_past_its_first_buffer():
+    x = np.array([300.0, -200.0, 100.0])
+    k, v = tg.function(damped, backend="numba")(x, 3.0)
+    kn, vn = damped_np(x, 3.0)
+    assert k == kn > 2 * HISTORY_ROWS
+    np.testing.assert_allclose(v, vn, rtol=1e-14)
+    g = tg.function(tg.grad(lambda x: tnp.sum(damped(x, 3.0)[1] * W3)), backend="numba")
+    # the trip count is locally constant: central differences see the same iterations
+    np.testing.assert_allclose(g(x), _fd(lambda v: np.sum(damped_np(v, 3.0)[1] * W3), x),
+                               rtol=1e-6)
+    assert not isinstance(_executor(tg.grad(lambda x: tnp.sum(damped(x, 3.0)[1])), x),
+                          SegmentedExecutor)
+
+
+W3 = np.array([1.0, -2.0, 0.5])
+
+
+def test_maximum_iterations_bounds_the_loop_and_its_history():
+    def f(x):
+        return tg.while_loop(lambda v: tnp.sum(v) > -1.0, lambda v: (v * 1.1 + 0.3,),
+                             (x,), maximum_iterations=200)[0]
+
+    x = np.array([0.5, 0.25])
+    got, want = _both(f, x)
+    np.testing.assert_array_equal(got, want)
+    g = tg.grad(lambda v: tnp.sum(f(v)))
+    got, want = _both(g, x)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    np.testing.assert_allclose(got, np.full(2, 1.1 ** 200), rtol=1e-12)
+
+
+def test_scan_values_and_gradients_match_the_numpy_backend():
+    rng = np.random.default_rng(0)
+    w, u = rng.standard_normal((4, 4)) / 2, rng.standard_normal((4, 2))
+    xs = rng.standard_normal((150, 2))
+
+    def rnn(w, h0):
+        return tg.scan(lambda h, x: (tnp.tanh(w @ h + u @ x),) * 2, h0, xs)
+
+    h0 = np.zeros(4)
+    (c, ys), (cn, ysn) = _both(rnn, w, h0)
+    np.testing.assert_allclose(ys, ysn, rtol=1e-13)
+    np.testing.assert_allclose(c, ys[-1], rtol=0)
+    assert not isinstance(_executor(rnn, w, h0), SegmentedExecutor)
+    loss = tg.grad(lambda w: tnp.sum(rnn(w, h0)[1] ** 2))
+    got, want = _both(loss, w)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+    def loss_np(wf):
+        h, total = h0, 0.0
+        for x in xs:
+            h = np.tanh(wf.reshape(4, 4) @ h + u @ x)
+            total += np.sum(h ** 2)
+        return total
+
+    np.testing.assert_allclose(got.ravel(), _fd(loss_np, w.ravel()), rtol=1e-6)
+
+
+def test_nested_loops_and_conds_inside_one_kernel():
+    def f(x):
+        def outer(i, v):
+            v = tg.cond(tnp.sum(v) > 0, lambda: v * 0.9, lambda: v + 1.0)
+            return tg.fori_loop(0, 3, lambda j, w: w + 0.01 * tnp.cos(w), v)
+        return tg.fori_loop(0, 20, outer, x)
+
+    x = np.array([0.3, -0.2, 0.9])
+    ex = _executor(f, x)
+    assert not isinstance(ex, SegmentedExecutor)
+    assert ex.source.count("def while_step") == 2
+    got, want = _both(f, x)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    got, want = _both(tg.grad(lambda v: tnp.sum(f(v))), x)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    np.testing.assert_allclose(got, _fd(lambda v: np.sum(
+        tg.function(f, backend="numpy")(v)), x), rtol=1e-6)
+
+
+def test_an_index_error_in_a_loop_body_names_the_op_and_line():
+    def f(x, n):
+        return tg.fori_loop(0, n, lambda i, s: s + tnp.take(x, i), 0.0)  # this line
+
+    g = tg.function(f, backend="numba")
+    assert g(np.arange(4.0), 4) == 6.0
+    with pytest.raises(IndexError, match=r"gather: index 4 .*test_numba_control_flow.py:"):
+        g(np.arange(4.0), 6)
+
+
+def test_rank0_carries_and_outputs_and_a_cond_result_that_is_a_graph_output():
+    def f(x, t):
+        y = tg.cond(t > 0.0, lambda: (x * t, t + 1.0), lambda: (x - t, t * 2.0))
+        s = tg.fori_loop(0, 5, lambda i, s: s * 0.5 + y[1], t)
+        return y[0], y[1], s
+
+    for t in (1.5, -1.5):
+        got, want = _both(f, np.arange(3.0), t)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-15)
+
+
+def test_graphs_the_kernel_cannot_size_fall_back_to_segments():
+    # a cond whose result's size is unknown until a branch runs
+    f = tg.function(lambda x: tg.cond(tnp.sum(x) > 0, lambda: x * 2.0, lambda: -x),
+                    backend="numba", input_signature=[tg.TensorSpec([None])])
+    x = np.array([1.0, 2.0, -0.5])
+    np.testing.assert_array_equal(f(x), x * 2.0)
+    np.testing.assert_array_equal(f(-x[:2]), x[:2])
+    g = f.get_concrete_function(x).graph
+    assert isinstance(compile_graph(optimize(g)), SegmentedExecutor)

@@ -1,0 +1,279 @@
+"""Control flow inside the generated function: a `cond` is an `if`, a `while` is a `while`.
+
+Each sub-graph (a branch; a loop's condition; its body followed by the condition, as one
+step) becomes a kernel of its own, an `@njit` function of the same module generated and
+fused like any graph, which the entry calls from native code: no Python between
+iterations. The loop keeps two buffers per carry and swaps them after each step; a loop
+that keeps its history writes each iteration's carry into a row of a buffer that grows by
+doubling (its final size is the iteration count, known only when the loop ends: the
+kernel sets that dim itself).
+
+A sub-graph kernel takes every size from its input arrays, so its callers' arrays set
+them (a history grows while the loop runs). A graph this cannot express raises
+`Segment`, and the backend compiles it between its control-flow ops instead
+(segments.py): a sub-graph size that depends on neither its inputs nor a constant, a cond
+result of unknown size, or a size computed after a loop from its history's size.
+"""
+
+from __future__ import annotations
+
+from tracegrad.backends.numba.blocks import block
+from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
+from tracegrad.backends.numba.scalars import NB_TYPE
+
+# Rows a loop's history buffers start with when it has no `maximum_iterations` (they
+# double when full); with one, they start at most this many rows and never exceed it.
+HISTORY_ROWS = 64
+HISTORY_ROWS_BOUNDED = 4096
+
+
+class Segment(Exception):
+    """This graph's control flow is compiled between kernels (segments.py), not inside
+    one; the message says why."""
+
+
+class Module:
+    """What the functions of one generated module share."""
+
+    def __init__(self):
+        self.functions: list[str] = []  # sub-graph kernels, callees before callers
+        self.helpers: dict = {}  # helper names to import
+        self.raises: list = []  # raise tag -> op
+        self.uses_cview = False
+        self.count = 0
+
+    def name(self, role: str) -> str:
+        self.count += 1
+        return f"{role}{self.count}"
+
+
+class SubKernel:
+    """A sub-graph's kernel in the module, and the caller's names of its extra arrays."""
+
+    def __init__(self, name: str, extras: list[str]):
+        self.name = name
+        self.extras = extras
+
+    def call(self, ins, outs) -> str:
+        return f"{self.name}({', '.join([*ins, *self.extras, *outs])})"
+
+
+def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
+    """Generate `graph`'s kernel into `cg`'s module; its constant arrays and int and float
+    vectors become constant arrays of `cg`'s function. `tied`: (output, input) positions
+    whose sizes must be equal (a loop's carry in and out)."""
+    import numpy as np
+
+    from tracegrad.backends.numba.codegen import CodeGen
+    from tracegrad.passes import optimize
+
+    graph = _prepare(optimize(graph))
+    plan = Plan(graph)
+    _check_sizes(plan, tied, role)
+    sub = CodeGen(plan, parallel=False, module=cg.module, entry=cg.module.name(role))
+    cg.module.functions.append(sub.function())
+    extras = [cg.const_array(c) for c in sub.const_arrays]
+    if sub.uses_I:
+        extras.append(cg.const_array(np.array(_int_values(plan, role), dtype=np.int64)))
+    if sub.uses_F:
+        extras.append(cg.const_array(np.array(plan.float_values, dtype=np.float64)))
+    return SubKernel(sub.entry, extras)
+
+
+def _prepare(graph):
+    from tracegrad.backends.numba import _lower
+
+    return _lower(graph)
+
+
+def _check_sizes(plan: Plan, tied, role: str) -> None:
+    """Every unknown size of the sub-graph comes from an input (and a tied output has its
+    input's sizes)."""
+    graph = plan.graph
+    kernel_classes = check_outer(plan)
+    for t in plan.tensors:
+        for ax, d in enumerate(t.shape):
+            if d is None and _source(plan, t, ax) is None and \
+                    plan.dim_class[(id(t), ax)] not in kernel_classes:
+                raise Segment(f"a size of {role} depends on its data")
+    for o, i in tied:
+        out, inp = graph.outputs[o], graph.inputs[i]
+        for ax, (a, b) in enumerate(zip(out.shape, inp.shape, strict=True)):
+            if a is None or b is None:
+                if a == 1 or b == 1 or plan.dim_class[(id(out), ax)] != \
+                        plan.dim_class[(id(inp), ax)]:
+                    raise Segment(f"{role} may change the size of a carry")
+
+
+def _source(plan: Plan, t, ax):
+    """The input (tensor, axis) that sets the size of `t`'s axis `ax`, or None."""
+    cls = plan.dim_class.get((id(t), ax))
+    if cls is None:
+        return None
+    rep, rax = plan.class_members[cls]
+    return (rep, rax) if id(rep) in plan.input_index else None
+
+
+def _int_values(plan: Plan, role: str) -> list:
+    """The sub-graph's int vector: what is known before it runs (class sizes that come
+    from inputs are read from them in the kernel)."""
+    shapes = plan.static_shapes()
+    values = []
+    for slot in plan.int_slots:
+        if isinstance(slot, _ShapeRead):
+            d = shapes[slot.tid][slot.axis]
+            values.append(0 if d is None else d)
+        elif isinstance(slot, AttrSlot):
+            shape = shapes[slot.tid]
+            if None in shape:
+                raise Segment(f"{role} slices an array of unknown size")
+            values.append(slot.fn(shape))
+        elif isinstance(slot, _Fixed):
+            values.append(slot.value)
+        else:
+            raise Segment(f"{role} needs a value computed at run time")
+    return values
+
+
+# -- the outer graph ---------------------------------------------------------------------------
+
+
+def check_outer(plan: Plan) -> set:
+    """The dim classes of `plan` that only its kernel knows (the sizes of loop histories);
+    raises `Segment` when a size the caller computes would depend on one."""
+    kernel_classes = set()
+    derived: set = set()
+    for op in plan.graph.operations:
+        name = op.primitive.name
+        if name == "while" and op.attrs.get("keep_history"):
+            m = len(op.inputs) - op.attrs["num_consts"]
+            for h in op.outputs[m + 1:]:
+                kernel_classes.add(plan.dim_class[(id(h), 0)])
+                derived.add(id(h))
+        elif name == "cond":
+            for t in op.outputs:
+                if None in t.shape:
+                    raise Segment("a cond result has an unknown size")
+        elif any(id(x) in derived for x in op.inputs):
+            if name == "slice" or (name == "while" and any(
+                    id(x) in derived for x in op.inputs[op.attrs["num_consts"]:])):
+                raise Segment("a size computed from a loop's history")
+            derived.update(id(t) for t in op.outputs if None in t.shape)
+    for t in plan.tensors:
+        if id(t) not in derived:
+            continue
+        for ax, d in enumerate(t.shape):
+            if d is None and plan.dim_class[(id(t), ax)] not in kernel_classes:
+                raise Segment("a size computed from a loop's history")
+    for t in plan.graph.outputs:
+        for ax, d in enumerate(t.shape):
+            if d is None and plan.dim_class[(id(t), ax)] in kernel_classes:
+                raise Segment("a result's size is a loop's iteration count")
+    return kernel_classes
+
+
+# -- emitters ----------------------------------------------------------------------------------
+
+
+@block("cond")
+def emit_cond(cg, op) -> None:
+    pred, *args = op.inputs
+    false_graph, true_graph = op.attrs["branches"]
+    ins = [cg.operand_array(x) for x in args]
+    branches = [sub_kernel(cg, g, role) for g, role in ((false_graph, "false_branch"),
+                                                        (true_graph, "true_branch"))]
+    outs = [cg.alloc(t) for t in op.outputs]
+    test, _ = cg.read(pred, [])
+    cg.emit(f"if {test}:\n    {branches[1].call(ins, outs)}\n"
+            f"else:\n    {branches[0].call(ins, outs)}")
+    for t, name in zip(op.outputs, outs, strict=True):
+        if t.ndim == 0:
+            cg.set_scalar(t, f"{name}[()]")
+
+
+@block("while")
+def emit_while(cg, op) -> None:
+    from tracegrad.backends.numba.segments import _step_graph
+
+    attrs = op.attrs
+    k = attrs["num_consts"]
+    limit = attrs.get("maximum_iterations")
+    history = attrs.get("keep_history", False)
+    consts = [cg.operand_array(x) for x in op.inputs[:k]]
+    inits = op.inputs[k:]
+    m = len(inits)
+    tied = [(j, k + j) for j in range(m)]
+    cond = sub_kernel(cg, attrs["cond_graph"], "while_cond")
+    step = sub_kernel(cg, _step_graph(attrs["cond_graph"], attrs["body_graph"], k),
+                      "while_step", tied)
+    w = cg.fresh("w")
+    cur = [f"{w}_c{j}" for j in range(m)]
+    nxt = [f"{w}_n{j}" for j in range(m)]
+    hist = [f"{w}_h{j}" for j in range(m)]
+    go, it = f"{w}_go", f"{w}_it"
+    lines = []
+    for j, x in enumerate(inits):
+        src = cg.operand_array(x)
+        lines += [f"{cur[j]} = {src}.copy()", f"{nxt[j]} = np.empty_like({cur[j]})"]
+    lines += [f"{go} = np.empty((), dtype=np.bool_)", cond.call(consts + cur, [go]),
+              f"{it} = 0"]
+    test = f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
+    body = []
+    if history:
+        rows = HISTORY_ROWS if limit is None else max(1, min(limit, HISTORY_ROWS_BOUNDED))
+        for j, x in enumerate(inits):
+            shape = ", ".join((str(rows), *cg.dims(x)))
+            lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+        grown = f"min(2 * {it}, {limit})" if limit is not None else f"2 * {it}"
+        body.append(f"if {it} == {hist[0]}.shape[0]:" if m else "pass")
+        g = f"{w}_g"
+        for j, x in enumerate(inits):
+            dims = cg.dims(x)
+            shape = ", ".join((grown, *dims))
+            r = cg.fresh("r")
+            body += [f"    {g} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})",
+                     f"    for {r} in range({it}):",
+                     *["        " + line for line in _copy(cg, dims, (g, r), (hist[j], r))],
+                     f"    {hist[j]} = {g}"]
+        for j, x in enumerate(inits):
+            body += _copy(cg, cg.dims(x), (hist[j], it), (cur[j], None))
+    body.append(step.call(consts + cur, nxt + [go]))
+    if m:
+        body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
+                    f"{', '.join(cur)},")
+    body.append(f"{it} += 1")
+    lines.append(f"while {test}:")
+    lines += ["    " + line for line in body]
+    cg.emit("\n".join(lines))
+    for j, t in enumerate(op.outputs[:m]):
+        if t.ndim == 0:
+            cg.set_scalar(t, f"{cur[j]}[()]")
+        else:
+            cg.refs[id(t)] = _arr(cur[j])
+    if history:
+        cg.set_scalar(op.outputs[m], f"np.int64({it})")
+        for j, t in enumerate(op.outputs[m + 1:]):
+            cg.emit(f"n{cg.plan.dim_class[(id(t), 0)]} = {it}\n"
+                    f"{hist[j]} = {hist[j]}[:{it}]")
+            cg.refs[id(t)] = _arr(hist[j])
+
+
+def _copy(cg, dims, dst, src) -> list[str]:
+    """Loops copying an array of `dims` from `src` to `dst`, each `(array, leading index
+    or None)` (slice assignment would copy too, but costs Numba seconds to compile)."""
+    loops = [cg.fresh("i") for _ in dims]
+    ix = [("0" if d == "1" else v) for v, d in zip(loops, dims)]
+
+    def at(name, lead):
+        parts = ([lead] if lead is not None else []) + ix
+        return f"{name}[{', '.join(parts) or '()'}]"
+
+    lines = [f"{'    ' * k}for {v} in range({d}):" for k, (v, d) in enumerate(zip(loops, dims))]
+    lines.append("    " * len(dims) + f"{at(*dst)} = {at(*src)}")
+    return lines
+
+
+def _arr(name):
+    from tracegrad.backends.numba.codegen import Ref
+
+    return Ref("arr", name)

@@ -274,13 +274,13 @@ def test_concrete_function_checks_static_values_and_structure(backend):
         concrete((np.ones(2),), "a")
 
 
-def test_concrete_function_called_inside_a_trace_is_inlined(backend):
+def test_concrete_function_called_inside_a_trace_is_a_call_of_its_graph(backend):
     inner = tg.function(lambda x: tnp.exp(x)).get_concrete_function(tg.TensorSpec([3]))
     outer = tg.function(lambda x: inner(x) + 1)
     x = np.linspace(0, 1, 3)
     np.testing.assert_allclose(outer(x), np.exp(x) + 1)
-    names = [op.name for op in outer.get_concrete_function(x).graph.operations]
-    assert "exp" in names
+    call, = [op for op in outer.get_concrete_function(x).graph.operations if op.name == "call"]
+    assert call.attrs["callee"] is inner.callee and call.attrs["callee"].graph is inner.graph
 
 
 def test_trace_returns_the_graph_without_compiling():

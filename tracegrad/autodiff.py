@@ -18,7 +18,7 @@ from collections.abc import Callable
 from tracegrad.core import dtypes, tree
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
-from tracegrad.errors import DTypeError
+from tracegrad.errors import DTypeError, InvalidArgumentError
 from tracegrad.function import Function
 from tracegrad.transforms import autodiff as ad
 from tracegrad.transforms import forward as fwd
@@ -38,14 +38,16 @@ def _staged(inline: Callable, fn: Callable, what: str, same_args: bool = True) -
         if same_args:
             options["static_argnums"] = fn._static_argnums
             options["static_argnames"] = fn._static_argnames
-    return Function(inline, **options)
+    staged = Function(inline, **options)
+    staged._inline_in_trace = True  # inside a trace, a transform emits its ops inline
+    return staged
 
 
 def _check_static(fn, argnums, what):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     static = set(fn._static_argnums) if isinstance(fn, Function) else set()
     if any(i in static for i in nums):
-        raise ValueError(f"{what}: argnums {argnums!r} names a static argument of {fn!r}")
+        raise InvalidArgumentError(f"{what}: argnums {argnums!r} names a static argument of {fn!r}")
 
 
 def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:

@@ -15,7 +15,7 @@ import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.errors import DTypeError
-from tracegrad.numpy._core import at_user, dtype_of, read, ufunc_operands
+from tracegrad.numpy._core import dtype_of, read, ufunc_operands
 
 __all__ = [
     "elu",
@@ -124,6 +124,6 @@ def one_hot(labels, depth, dtype=dtypes.float64):
     labels = read(labels)
     if not dtypes.is_int(dtype_of(labels)[0]):
         got = dtype_of(labels)[0].name
-        raise DTypeError(at_user(f"one_hot: labels must be integers, got {got}"))
+        raise DTypeError(f"one_hot: labels must be integers, got {got}")
     classes = tnp.arange(int(depth), dtype=dtype_of(labels)[0])
     return tnp.astype(tnp.equal(tnp.expand_dims(labels, -1), classes), dtype)

@@ -257,10 +257,10 @@ def test_locations_tell_the_models_ops_from_the_transforms(model, capsys, transf
       "first, [b, x...]")),
     (["model.py:loss", "--arg", "f64[5,3]", "--arg", "f64[5,3]", "--transform",
       "batch_jacobian"],
-     ("tracing batch_jacobian of loss failed: ValueError: Shape must be at least rank 2 but is "
+     ("tracing batch_jacobian of loss failed: ShapeError: Shape must be at least rank 2 but is "
       "rank 0: the target shape ()")),
     ([*BATCH, "--transform", "batch_jacobian"],
-     ("tracing batch_jacobian of layer failed: ValueError: Need first dimension of target "
+     ("tracing batch_jacobian of layer failed: ShapeError: Need first dimension of target "
       "shape ((5, 4)) and source shape ((3, 4)) to match.")),
     ([*BATCH, "--transform", "batch_jacobian", "--argnums", "0,1"],
      "--transform batch_jacobian takes one --argnums"),

@@ -158,8 +158,8 @@ def _edit(doc, fn):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda d: d.update(version=2),
-     "format version 2, written by a newer tracegrad; this one reads versions up to 1"),
+    (lambda d: d.update(version=3),
+     "format version 3, written by a newer tracegrad; this one reads versions up to 2"),
     (lambda d: d.update(version="1"), "bad version '1'"),
     (lambda d: d.update(format="other"), "not a tracegrad graph document"),
     (lambda d: d.pop("graph"), "document: missing field 'graph'"),

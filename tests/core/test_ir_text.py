@@ -101,7 +101,7 @@ def test_python_objects_print_for_reading_only():
         graph = FuncGraph("inner")
 
     assert format_attr(print) == "<function builtins.print>"
-    assert format_attr(Callee()) == "<Callee @inner>"
+    assert format_attr(Callee()) == "@inner"  # a callee: named, its graph printed after
     assert format_attr(object()) == "<object builtins.object>"
 
 

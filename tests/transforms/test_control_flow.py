@@ -10,6 +10,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad.core.verify import verify
+from tests.finite_diff import central_difference
 
 RNG = np.random.default_rng(2)
 W = np.array([0.5, -1.5, 2.0])
@@ -157,17 +158,13 @@ def test_vmap_of_a_loop_with_a_batched_condition_masks_finished_lanes(backend):
     np.testing.assert_allclose(tg.vmap(euler)(xs), euler_np(xs), rtol=1e-13)
 
 
-def _fd_gradient(f, x, h=1e-6):
-    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
-
-
 def test_loop_gradients_eagerly_and_traced_match_finite_differences(backend):
     x0 = RNG.normal(size=3)
     x = tg.constant(x0)
     with tg.GradientTape() as t:
         t.watch(x)
         y = tnp.sum(euler(x, steps=10))
-    fd = _fd_gradient(lambda v: euler_np(v, 10).sum(), x0)
+    fd = central_difference(lambda v: euler_np(v, 10).sum(), x0)
     np.testing.assert_allclose(np.asarray(t.gradient(y, x)), fd, rtol=1e-8)
     np.testing.assert_allclose(tg.grad(lambda v: tnp.sum(euler(v, 10)))(x0), fd, rtol=1e-8)
 
@@ -183,7 +180,7 @@ def test_gradients_w_r_t_closed_over_parameters_and_the_initial_state(backend):
 
     x, a = RNG.normal(size=3), 0.05
     gx, ga = tg.grad(final, argnums=(0, 1))(x, a)
-    np.testing.assert_allclose(gx, _fd_gradient(lambda v: final_np(v, a), x), rtol=1e-8)
+    np.testing.assert_allclose(gx, central_difference(lambda v: final_np(v, a), x), rtol=1e-8)
     np.testing.assert_allclose(ga, (final_np(x, a + 1e-6) - final_np(x, a - 1e-6)) / 2e-6,
                                rtol=1e-7)
 
@@ -202,8 +199,9 @@ def test_a_dynamic_trip_count_is_differentiated_and_batched(backend):
 def test_second_derivatives_through_a_loop():
     x = RNG.normal(size=3)
     h = tg.hessian(lambda v: tnp.sum(euler(v, 5)))(x)
-    grad = lambda v: _fd_gradient(lambda u: euler_np(u, 5).sum(), v, 1e-5)  # noqa: E731
-    np.testing.assert_allclose(h, _fd_gradient(grad, x, 1e-4), rtol=1e-5, atol=1e-6)
+    grad = lambda v: central_difference(lambda u: euler_np(u, 5).sum(), v, 1e-5)  # noqa: E731
+    fd = np.array([(grad(x + 1e-4 * e) - grad(x - 1e-4 * e)) / 2e-4 for e in np.eye(3)])
+    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
     _, jt = tg.jvp(lambda v: euler(v, 5), (x,), (np.ones(3),))  # forward mode, transposed
     fd = (euler_np(x + 1e-6, 5) - euler_np(x - 1e-6, 5)) / 2e-6
     np.testing.assert_allclose(jt, fd, rtol=1e-8)
@@ -293,7 +291,7 @@ def test_nested_control_flow_values_gradients_and_batches(backend):
     np.testing.assert_allclose(tg.function(_nested)(x, a), _nested_np(x, a), rtol=1e-13)
     np.testing.assert_allclose(_nested(x, a), _nested_np(x, a), rtol=1e-13)  # eagerly
     gx, ga = tg.grad(_nested, argnums=(0, 1))(x, a)
-    np.testing.assert_allclose(gx, _fd_gradient(lambda v: _nested_np(v, a), x), rtol=1e-6)
+    np.testing.assert_allclose(gx, central_difference(lambda v: _nested_np(v, a), x), rtol=1e-6)
     np.testing.assert_allclose(ga, (_nested_np(x, a + 1e-6) - _nested_np(x, a - 1e-6)) / 2e-6,
                                rtol=1e-6)
     xs = np.stack([x, -x, x * 0.5])

@@ -7,6 +7,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
+from tracegrad.errors import ShapeError
 
 
 def value(t):
@@ -40,18 +41,39 @@ def test_nested_tapes_give_second_derivative_at_5():
     assert d2y_dx2.numpy() == 2.0
 
 
-def test_nested_tapes_where_only_the_inner_watches_as_the_2018_seed():
-    # The older seed's example: watching on the inner tape also watches on the tapes
-    # recording around it, so the outer one can differentiate the inner gradient.
+def test_watch_is_local_to_its_tape_as_in_the_seed():
+    # Only the inner tape watches x: the outer one records nothing on x's path, so it has
+    # no second derivative (the 2018 seed watched on every tape; the recent one does not).
     x = tg.constant(3.0)
     with tg.GradientTape() as g:
         with tg.GradientTape() as gg:
             gg.watch(x)
             y = x * x
         dy_dx = gg.gradient(y, x)
-    d2y_dx2 = g.gradient(dy_dx, x)
     assert dy_dx.numpy() == 6.0
-    assert d2y_dx2.numpy() == 2.0
+    assert g.gradient(dy_dx, x) is None
+
+
+def test_a_tape_does_not_see_what_only_a_sibling_or_inner_tape_watched():
+    x = tg.constant(2.0)
+    with tg.GradientTape(persistent=True) as tape1, tg.GradientTape() as tape2:
+        tape2.watch(x)
+        y = x ** 3
+    assert tape2.gradient(y, x).numpy() == 12.0
+    assert tape1.gradient(y, x) is None
+    assert tape1.gradient(y, x, unconnected_gradients="zero").numpy() == 0.0
+
+
+def test_outer_tape_that_watches_x_gives_the_second_derivative():
+    x = tg.constant(3.0)
+    with tg.GradientTape() as g:
+        g.watch(x)
+        with tg.GradientTape() as gg:
+            gg.watch(x)
+            y = x * x * x
+        dy_dx = gg.gradient(y, x)
+    assert dy_dx.numpy() == 27.0
+    assert g.gradient(dy_dx, x).numpy() == 18.0
 
 
 def test_persistent_tape_gives_108_and_6():
@@ -214,14 +236,31 @@ def test_gradient_inside_non_persistent_context_stops_recording():
         g.gradient(z, x)
 
 
-def test_stop_recording_of_a_tape_not_recording_raises_runtime_error():
+def test_stop_recording_of_a_tape_not_recording_raises_as_the_seed():
+    # No recording at all: RuntimeError; a recording that is paused (after the context
+    # exited): the ValueError of popping a tape that is not recording.
     g = tg.GradientTape()
     with pytest.raises(RuntimeError, match="not recording"), g.stop_recording():
         pass
     with g:
         pass
-    with pytest.raises(RuntimeError, match="not recording"), g.stop_recording():
+    with pytest.raises(ValueError, match="Tape is not recording"), g.stop_recording():
         pass
+
+
+def test_watch_on_a_tape_with_no_recording_raises_runtime_error():
+    x = tg.constant(1.0)
+    g = tg.GradientTape()
+    with pytest.raises(RuntimeError, match="inside `with tape:`"):
+        g.watch(x)
+    with pytest.raises(ValueError, match="not tg.Tensor"):  # leaves are checked first
+        g.watch("x")
+    with g:
+        g.watch(x)
+        y = x * x
+    assert g.gradient(y, x).numpy() == 2.0
+    with pytest.raises(RuntimeError, match="used up"):
+        g.watch(x)  # a used non-persistent tape: no way around "used twice"
 
 
 def test_reset_of_a_tape_not_recording_raises_value_error():
@@ -244,15 +283,21 @@ def test_sequential_jacobians_need_a_persistent_tape_eagerly():
         g.batch_jacobian(y, x, experimental_use_pfor=False)
 
 
-@pytest.mark.parametrize("tshape,sshape", [((3,), (3, 2)), ((3, 2), (3,)), ((3, 2), (4, 2))])
+@pytest.mark.parametrize("tshape,sshape,message", [
+    ((3,), (3, 2), "at least rank 2 .* target shape"),
+    ((3, 2), (3,), "at least rank 2 .* source shape"),
+    ((3, 2), (4, 2), "Need first dimension of target shape"),
+])
 @pytest.mark.parametrize("pfor", [False, True], ids=["loop", "pfor"])
-def test_batch_jacobian_rejects_mismatched_batch_dims(tshape, sshape, pfor):
+def test_batch_jacobian_rejects_mismatched_batch_dims(tshape, sshape, message, pfor):
+    # The seed's checks in its order: ranks first, then the batch dims.
     x = tg.constant(np.ones(sshape))
     t = tg.constant(np.ones(tshape))
     with tg.GradientTape(persistent=True) as g:
         g.watch(x)
-    with pytest.raises(ValueError, match="Need first dimension of target shape"):
+    with pytest.raises(ShapeError, match=message) as info:
         g.batch_jacobian(t, x, experimental_use_pfor=pfor)
+    assert isinstance(info.value, ValueError)
 
 
 # -- structures, variables, dtypes ---------------------------------------------------------------

@@ -6,17 +6,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-
-
-def central_difference(f, x, eps=1e-6):
-    """d sum(f(x)) / dx by float64 central differences (f maps an ndarray to an ndarray)."""
-    x = np.array(x, dtype=np.float64)
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        step = np.zeros_like(x)
-        step[i] = eps
-        grad[i] = (np.sum(f(x + step)) - np.sum(f(x - step))) / (2 * eps)
-    return grad
+from tests.finite_diff import central_difference
 
 
 def model(x, w):

@@ -79,7 +79,7 @@ def test_variables_eagerly_and_traced():
 def test_traced_batch_jacobian_matches_the_loop(backend):
     m = RNG.normal(size=(4, 2))
 
-    @tg.function
+    @tg.function(static_argnums=1)
     def f(x, pfor):
         with tg.GradientTape() as g:
             g.watch(x)
@@ -100,5 +100,10 @@ def test_non_persistent_batch_jacobian_with_parallel_iterations_is_refused():
     with pytest.raises(RuntimeError, match="persistent=True to compute the batch_jacobian "
                                            "with parallel_iterations"):
         g.batch_jacobian(y, x, parallel_iterations=2)
-    bj = g.batch_jacobian(y, x)  # the refusal did not use the tape up
+    with pytest.raises(RuntimeError, match="only be used to compute one set"):
+        g.batch_jacobian(y, x)  # as in the seed, whose first chunk used the tape up
+    with tg.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = x * 2.0
+    bj = g.batch_jacobian(y, x, parallel_iterations=2)
     np.testing.assert_array_equal(value(bj), np.broadcast_to(2 * np.eye(3), (2, 3, 3)))

@@ -17,7 +17,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
-from tracegrad.errors import TracegradError, TracerBoolError
+from tracegrad.errors import ArgumentTypeError, TracegradError, TracerBoolError
 
 class Tensor:
     """A multi-dimensional array value: symbolic inside traced code, concrete eagerly.
@@ -45,9 +45,9 @@ class Tensor:
     def __len__(self):
         d = self.shape[0] if self.shape else None
         if not self.shape:
-            raise TypeError("len() of a rank-0 tensor")
+            raise ArgumentTypeError("len() of a rank-0 tensor")
         if d is None:
-            raise TypeError("len() of a tensor whose first dim is unknown")
+            raise ArgumentTypeError("len() of a tensor whose first dim is unknown")
         return d
 
     def __iter__(self):
@@ -169,7 +169,7 @@ class EagerTensor(Tensor):
 
     def __index__(self):
         if not dtypes.is_int(self._value.dtype) or self._value.ndim:
-            raise TypeError("only integer rank-0 tensors can be used as an index")
+            raise ArgumentTypeError("only integer rank-0 tensors can be used as an index")
         return int(self._value)
 
     def __complex__(self):

@@ -19,7 +19,9 @@ from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Operation
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, TracegradError
+from tracegrad.errors import (
+    DTypeError, InvalidArgumentError, RegistryError, TracegradError, TracegradIndexError,
+)
 
 REGISTRY: dict[str, Primitive] = {}
 
@@ -38,7 +40,7 @@ class Primitive:
 
     def __init__(self, name: str, *, multiple_results: bool = False):
         if name in REGISTRY:
-            raise ValueError(f"a primitive named {name!r} is already registered")
+            raise InvalidArgumentError(f"a primitive named {name!r} is already registered")
         self.name = name
         self.multiple_results = multiple_results
         self.abstract_eval: Callable | None = None
@@ -101,7 +103,7 @@ def get_primitive(name: str) -> Primitive:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyError(f"no primitive named {name!r}") from None
+        raise RegistryError(f"no primitive named {name!r}") from None
 
 
 def _located(e: TracegradError, source: str) -> TracegradError:
@@ -225,10 +227,12 @@ def _raise_eager_error(prim: Primitive, values, attrs, e: Exception):
 def runtime_error(e: Exception, name: str, where: str) -> Exception:
     """`e` (an impl's IndexError, LinAlgError ...) as the same type, its message naming op
     `name` and `where` it was created or run (a note instead if the type does not take a
-    message)."""
+    message). An index out of bounds, the user's mistake, becomes a `TracegradIndexError`;
+    a numerical failure (LinAlgError) stays NumPy's."""
     msg = str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}"
+    cls = TracegradIndexError if type(e) is IndexError else type(e)
     try:
-        new = type(e)(f"{msg} ({where})")
+        new = cls(f"{msg} ({where})")
     except Exception:  # noqa: BLE001 - a constructor that wants other arguments
         e.add_note(f"in tracegrad op {name!r} ({where})")
         return e

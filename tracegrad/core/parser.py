@@ -2,7 +2,9 @@
 
 Primitives are looked up by name in the registry when the text is parsed (the core imports
 no ops: `import tracegrad` first), result types are re-inferred with each primitive's
-`abstract_eval` and must equal the printed ones. Errors give the line and column.
+`abstract_eval` and must equal the printed ones. The functions `call` ops call follow the
+graph (callers first); each becomes a callee through `CALLEE_LOADER`. Errors give the line
+and column.
 """
 
 from __future__ import annotations
@@ -87,6 +89,19 @@ class _Scope:
         return None
 
 
+# `CALLEE_LOADER[0](graph) -> callee`: how a function read back from text or JSON becomes the
+# callee of the `call` ops that name it (an object with `.graph`, see ops/custom.py);
+# installed by tracegrad/transforms/custom.py (the core imports no transforms).
+CALLEE_LOADER: list = [None]
+
+
+def load_callee(graph: FuncGraph):
+    loader = CALLEE_LOADER[0]
+    if loader is None:
+        raise TracegradError("reading a graph with call ops needs `import tracegrad` first")
+    return loader(graph)
+
+
 class ParsedCapture:
     """Stands for the external value of a capture read from text or JSON (not serialized).
 
@@ -109,6 +124,7 @@ class _Parser:
         self.lines = text.splitlines()
         self.tokens = _tokenize(text)
         self.pos = 0
+        self.functions: dict[str, object] = {}  # name -> callee, for `callee=@name`
 
     # -- tokens ------------------------------------------------------------------------------
 
@@ -203,10 +219,7 @@ class _Parser:
 
     def graph(self, parent: _Scope | None) -> FuncGraph:
         self.expect("func", "'func'")
-        name_tok = self.expect_kind("graph", "a graph name such as @f")
-        name = name_tok.text[1:]
-        if name.startswith('"'):
-            name = ast.literal_eval(name)
+        name = _graph_name(self.expect_kind("graph", "a graph name such as @f"))
         graph = FuncGraph(name, outer=parent.graph if parent else None)
         scope = _Scope(graph, parent)
         self.expect("(")
@@ -344,6 +357,13 @@ class _Parser:
             return self.tuple_value(scope)
         if t.kind == "name" and t.text == "func":
             return self.graph(scope)
+        if t.kind == "graph":  # a function defined after this graph
+            self.next()
+            callee = self.functions.get(_graph_name(t))
+            if callee is None:
+                self.fail(t, f"{t.text} names no function defined after this graph "
+                             "(functions follow the graph, each after its callers)")
+            return callee
         if t.kind == "string":
             self.next()
             return ast.literal_eval(t.text)
@@ -476,14 +496,45 @@ def _primitive(parser: _Parser, t: _Token):
     return prim
 
 
+def _graph_name(t: _Token) -> str:
+    name = t.text[1:]
+    return ast.literal_eval(name) if name.startswith('"') else name
+
+
+def _top_level_blocks(parser: _Parser) -> list[int]:
+    """The token positions of the `func` keywords outside any braces (the first is where
+    the first token that is not a comment is, whatever it is)."""
+    first = next(i for i, t in enumerate(parser.tokens) if t.kind != "comment")
+    starts, depth = [], 0
+    for i, t in enumerate(parser.tokens):
+        if t.kind == "punct" and t.text == "{":
+            depth += 1
+        elif t.kind == "punct" and t.text == "}":
+            depth -= 1
+        elif depth == 0 and t.kind == "name" and t.text == "func":
+            starts.append(i)
+    return starts if starts[:1] == [first] else [first, *starts]
+
+
 def parse_graph(text: str) -> FuncGraph:
-    """The `FuncGraph` written in `text` (the form `str(graph)` prints)."""
+    """The `FuncGraph` written in `text` (the form `str(graph)` prints): the first graph,
+    the functions its `call` ops call following it."""
     from tracegrad.core.verify import verify
 
     parser = _Parser(text)
-    graph = parser.graph(None)
-    t = parser.peek()
-    if t.kind != "end":
-        parser.fail(t, f"unexpected {t!r} after the graph's closing brace")
-    verify(graph)
+    starts = _top_level_blocks(parser)
+    ends = starts[1:] + [len(parser.tokens) - 1]  # the last token is the end marker
+    graph = None
+    for k in reversed(range(len(starts))):  # callees before their callers
+        parser.pos = starts[k]
+        graph = parser.graph(None)
+        t = parser.peek()
+        if parser.tokens.index(t, parser.pos) != ends[k]:
+            parser.fail(t, f"unexpected {t!r} after the graph's closing brace")
+        verify(graph)
+        if k:
+            if graph.name in parser.functions:
+                parser.fail(parser.tokens[starts[k] + 1], f"function @{graph.name} is "
+                                                          "defined twice")
+            parser.functions[graph.name] = load_callee(graph)
     return graph

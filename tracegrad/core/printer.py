@@ -9,6 +9,9 @@ func @loss(%x: f64[3], %y: f64[3]) -> (f64[]) {
 }
 ```
 
+A graph whose `call` ops call compiled functions prints those functions after it, each once,
+callers before callees (`%0 = call %x {callee=@inner}` ... `func @inner(...) {...}`).
+
 The grammar is in docs/ir.md. Constant arrays (`Literal` attributes) print as
 `VALUES:TYPE` (`[1.0, 2.0]:f64[2]`); one with more than `LITERAL_PRINT_LIMIT` elements
 prints its first and last three elements around `...` and cannot be parsed back (the
@@ -66,6 +69,9 @@ def _nested_values(v: np.ndarray) -> str:
 
 def format_attr(value, names=None, indent: str = "", locations: bool = False) -> str:
     """One attribute value in the text form (see docs/ir.md for the syntax)."""
+    if is_callee(value):
+        return format_graph_name(names.functions.get(id(value.graph), value.graph.name)
+                                 if names is not None else value.graph.name)
     if isinstance(value, FuncGraph):
         return _format_graph(value, names if names is not None else _Names(), indent, locations)
     if isinstance(value, tuple):
@@ -86,15 +92,65 @@ def format_attr(value, names=None, indent: str = "", locations: bool = False) ->
 
 def _opaque(value) -> str:
     """A Python object the text form cannot hold, written so that the parser rejects it."""
-    graph = getattr(value, "graph", None)
-    if isinstance(graph, FuncGraph):  # a compiled function (the `call` primitive's callee)
-        return f"<{type(value).__name__} {format_graph_name(graph.name)}>"
     if callable(value) and hasattr(value, "__qualname__"):
         what, named = "function", value
     else:
         what, named = "object", type(value)
     module = getattr(named, "__module__", None)
     return f"<{what} {module + '.' if module else ''}{named.__qualname__}>"
+
+
+# -- called functions ------------------------------------------------------------------------
+
+
+def is_callee(value) -> bool:
+    """Whether an attribute value is a compiled function (a `call` op's callee): an object
+    with a `.graph` FuncGraph, printed and serialized as a reference to that graph."""
+    return not isinstance(value, FuncGraph) and isinstance(getattr(value, "graph", None),
+                                                             FuncGraph)
+
+
+def called_functions(graph: FuncGraph) -> list:
+    """The callees the `call` ops of `graph` reach (through sub-graphs and other callees),
+    one per callee graph, callers before callees."""
+    seen: set[int] = set()
+    order: list = []
+
+    def attr_values(v):
+        if isinstance(v, tuple):
+            for x in v:
+                yield from attr_values(x)
+        else:
+            yield v
+
+    def walk(g: FuncGraph):
+        for op in g.operations:
+            for value in op.attrs.values():
+                for v in attr_values(value):
+                    if isinstance(v, FuncGraph):
+                        walk(v)
+                    elif is_callee(v) and id(v.graph) not in seen:
+                        seen.add(id(v.graph))
+                        walk(v.graph)
+                        order.append(v)  # after everything it calls
+
+    walk(graph)
+    return order[::-1]
+
+
+def function_names(graph: FuncGraph, callees: list) -> dict[int, str]:
+    """`id(callee graph) -> name`, unique in the document (and different from `graph`'s
+    name): a graph's own name, with `_1`, `_2`... for the second graph of that name."""
+    used = {graph.name}
+    names = {}
+    for c in callees:
+        name, k = c.graph.name, 1
+        while name in used:
+            name = f"{c.graph.name}_{k}"
+            k += 1
+        used.add(name)
+        names[id(c.graph)] = name
+    return names
 
 
 def format_graph_name(name: str) -> str:
@@ -111,10 +167,11 @@ def _quote(s: str) -> str:
 class _Names:
     """SSA names for one printing: `%name` for inputs and captures, `%0, %1 ...` for results."""
 
-    def __init__(self):
+    def __init__(self, functions: dict[int, str] | None = None):
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
         self.counter = 0
+        self.functions = functions or {}  # id(callee graph) -> its name in the text
 
     def input(self, t, fallback: str) -> str:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in (t.name or "")) or fallback
@@ -141,8 +198,15 @@ class _Names:
 
 
 def format_graph(graph: FuncGraph, *, locations: bool = False) -> str:
-    """The text form of `graph`; `locations=True` ends each op line with `# file.py:LINE`."""
-    return _format_graph(graph, _Names(), "", locations)
+    """The text form of `graph`, then of the functions its `call` ops call; `locations=True`
+    ends each op line with `# file.py:LINE`."""
+    callees = called_functions(graph)
+    functions = function_names(graph, callees)
+    blocks = [_format_graph(graph, _Names(functions), "", locations)]
+    for c in callees:
+        blocks.append(_format_graph(c.graph, _Names(functions), "", locations,
+                                    functions[id(c.graph)]))
+    return "\n\n".join(blocks)
 
 
 def format_op(op, names: _Names | None = None, indent: str = "",
@@ -171,11 +235,12 @@ def format_op(op, names: _Names | None = None, indent: str = "",
     return line
 
 
-def _format_graph(graph: FuncGraph, names: _Names, indent: str, locations: bool) -> str:
+def _format_graph(graph: FuncGraph, names: _Names, indent: str, locations: bool,
+                  name: str | None = None) -> str:
     params = ", ".join(
         f"{names.input(t, f'arg{i}')}: {t.type}" for i, t in enumerate(graph.inputs)
     )
-    header = f"func {format_graph_name(graph.name)}({params})"
+    header = f"func {format_graph_name(name or graph.name)}({params})"
     if graph.captures:
         caps = []
         for i, (external, p) in enumerate(graph.captures):
@@ -270,6 +335,8 @@ def _dot_attr(value) -> str:
     """An attribute in a dot label: as in the text form, a sub-graph by its name only."""
     if isinstance(value, FuncGraph):
         return format_graph_name(value.name)
+    if is_callee(value):
+        return format_graph_name(value.graph.name)
     if isinstance(value, tuple):
         inner = ", ".join(_dot_attr(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"

@@ -11,6 +11,9 @@
            "outputs": [2]}}
 ```
 
+A graph with `call` ops has version 2: `"functions"` lists the graphs of their callees, each
+once, callers first, and a callee is written as `{"function": NAME}` (docs/ir.md).
+
 Tensor ids are unique in the whole document, so a sub-graph's capture names the tensor of
 an enclosing graph it reads (`"outer": id`). The external values of top-level captures
 (Variables, tensors of a graph being traced around this one) are not serialized: the loaded
@@ -29,21 +32,23 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph, GraphTensor, Literal
-from tracegrad.core.parser import ParsedCapture
+from tracegrad.core.parser import ParsedCapture, load_callee
+from tracegrad.core.printer import called_functions, function_names, is_callee
 from tracegrad.core.types import TensorType
 from tracegrad.errors import GraphParseError, TracegradError
 
 FORMAT = "tracegrad.graph"
-VERSION = 1
+VERSION = 2  # 2 added "functions"; a document without them is written as version 1
 
 
 # -- writing ---------------------------------------------------------------------------------
 
 
 class _Writer:
-    def __init__(self):
+    def __init__(self, functions: dict[int, str]):
         self.ids: dict[int, int] = {}  # id(tensor) -> its id in the document
         self.count = 0
+        self.functions = functions  # id(callee graph) -> its name in the document
 
     def tensor(self, t: GraphTensor, **extra) -> dict:
         # A sub-graph held twice is written twice, with fresh ids the second time.
@@ -120,6 +125,8 @@ class _Writer:
                                 "data": base64.b64encode(raw).decode("ascii")}}
         if isinstance(v, FuncGraph):
             return {"graph": self.graph(v)}
+        if is_callee(v):
+            return {"function": self.functions[id(v.graph)]}
         raise TracegradError(
             f"to_json: {where} is a {type(v).__name__} ({v!r}), which JSON cannot hold"
         )
@@ -127,7 +134,23 @@ class _Writer:
 
 def graph_to_json(graph: FuncGraph, indent: int | None = None) -> str:
     """The JSON document for `graph` (see the module docstring)."""
-    doc = {"format": FORMAT, "version": VERSION, "graph": _Writer().graph(graph)}
+    callees = called_functions(graph)
+    names = function_names(graph, callees)
+    writer = _Writer(names)
+    doc = {"format": FORMAT, "version": VERSION if callees else 1,
+           "graph": writer.graph(graph)}
+    if callees:
+        functions = []
+        for c in callees:
+            if any(isinstance(e, GraphTensor) for e, _ in c.graph.captures):
+                raise TracegradError(
+                    f"to_json: function @{c.graph.name} reads tensors of the trace it was "
+                    "made in; only functions independent of their caller serialize"
+                )
+            entry = writer.graph(c.graph)
+            entry["name"] = names[id(c.graph)]
+            functions.append(entry)
+        doc["functions"] = functions
     return json.dumps(doc, indent=indent, allow_nan=False)
 
 
@@ -137,6 +160,7 @@ def graph_to_json(graph: FuncGraph, indent: int | None = None) -> str:
 class _Reader:
     def __init__(self):
         self.tensors: dict[int, GraphTensor] = {}
+        self.functions: dict[str, object] = {}  # name -> callee
 
     def fail(self, path: str, message: str):
         raise GraphParseError(f"from_json: {path}: {message}")
@@ -258,6 +282,12 @@ class _Reader:
             return self.literal(body, path)
         if tag == "graph":
             return self.graph(body, graph, f"{path}.graph")
+        if tag == "function" and isinstance(body, str):
+            callee = self.functions.get(body)
+            if callee is None:
+                self.fail(path, f"{body!r} names no function listed after the graph that "
+                                "calls it")
+            return callee
         self.fail(path, f"unknown attribute tag {tag!r} or a malformed body")
 
     def literal(self, body, path: str) -> Literal:
@@ -303,6 +333,16 @@ def graph_from_json(text: str) -> FuncGraph:
             f"tracegrad; this one reads versions up to {VERSION}: upgrade tracegrad"
         )
     reader = _Reader()
+    functions = doc.get("functions", [])
+    if not isinstance(functions, list):
+        reader.fail("document.functions", "expected a list")
+    for i in reversed(range(len(functions))):  # callees before their callers
+        callee_graph = reader.graph(functions[i], None, f"functions[{i}]")
+        verify(callee_graph)
+        if callee_graph.name in reader.functions:
+            reader.fail(f"functions[{i}].name", f"function {callee_graph.name!r} is listed "
+                                                "twice")
+        reader.functions[callee_graph.name] = load_callee(callee_graph)
     graph = reader.graph(reader.field(doc, "graph", dict, "document"), None, "graph")
     verify(graph)
     return graph

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from tracegrad.core.state import state
+from tracegrad.errors import TracegradError
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP_DIRS = (_PACKAGE_DIR, os.path.dirname(np.__file__) + os.sep)
@@ -39,6 +40,9 @@ def user_location() -> str:
     if f is None:
         return "<unknown>"
     return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+TracegradError.locate = staticmethod(user_location)
 
 
 def short_location(location: str) -> str:

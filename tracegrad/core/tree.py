@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracegrad.errors import InvalidArgumentError
+
 LEAF = "*"
 _NONE = ("None",)
 
@@ -54,7 +56,7 @@ def unflatten(treedef, leaves) -> Any:
     it = iter(leaves)
     out = _unflatten(treedef, it)
     for _ in it:
-        raise ValueError("unflatten: more leaves than the structure holds")
+        raise InvalidArgumentError("unflatten: more leaves than the structure holds")
     return out
 
 
@@ -63,7 +65,7 @@ def _unflatten(d, it):
         try:
             return next(it)
         except StopIteration:
-            raise ValueError("unflatten: fewer leaves than the structure holds") from None
+            raise InvalidArgumentError("unflatten: fewer leaves than the structure holds") from None
     if d is _NONE or d == _NONE:
         return None
     t, aux, children = d
@@ -92,7 +94,7 @@ def map_structure(fn, tree, *rest, is_leaf=None):
     for r in rest:
         rl, rd = flatten(r, is_leaf)
         if rd != treedef:
-            raise ValueError(f"map_structure: structures differ: {treedef} and {rd}")
+            raise InvalidArgumentError(f"map_structure: structures differ: {treedef} and {rd}")
         others.append(rl)
     return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others, strict=True)])
 

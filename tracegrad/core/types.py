@@ -6,7 +6,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import shape_str
-from tracegrad.errors import ShapeError
+from tracegrad.errors import InvalidArgumentError, ShapeError
 
 
 class TensorType:
@@ -58,7 +58,7 @@ class TensorType:
             text = text[1:]
         name, _, rest = text.partition("[")
         if not rest.endswith("]"):
-            raise ValueError(f"bad tensor type {text!r}")
+            raise InvalidArgumentError(f"bad tensor type {text!r}")
         body = rest[:-1].strip()
         dims = [] if not body else [d.strip() for d in body.split(",")]
         shape = tuple(None if d in ("?", "None") else int(d) for d in dims)

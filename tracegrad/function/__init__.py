@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, FuncGraph
+from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
 from tracegrad.core.source import user_frame, user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec
@@ -46,7 +46,9 @@ from tracegrad.function._keys import (
     narrowed_int_inputs,
 )
 from tracegrad.function._trace import trace_graph
-from tracegrad.transforms.custom import make_call_recorder
+from tracegrad.ops import convert_element_type
+from tracegrad.ops.custom import call_p
+from tracegrad.transforms.custom import CompiledCall, make_call_recorder
 from tracegrad.transforms.tape import inline_recorded
 
 BACKENDS = ("numba", "numpy")
@@ -143,6 +145,10 @@ class ConcreteFunction:
         self._variables = any(isinstance(c, Variable) for c in self._captures)
         self._narrowed = narrowed_int_inputs(graph)
         self._executor = None
+        self._callee = None
+        # A trace that reads tensors of the trace it was made in belongs to that trace: it
+        # is inlined there, never cached or called.
+        self._enclosed = any(isinstance(c, GraphTensor) for c in self._captures)
 
     @property
     def structured_input_signature(self):
@@ -170,6 +176,20 @@ class ConcreteFunction:
                                            self._owner._parallel)
         return self._executor
 
+    @property
+    def callee(self) -> CompiledCall:
+        """This trace as the callee of `call` ops (in enclosing traces, on tapes): runs
+        `executor`; its gradient graph is built and compiled once, on first use."""
+        if self._callee is None:
+            owner = self._owner
+            self._callee = CompiledCall(
+                self.graph, self._execute,
+                functools.partial(compile_graph, backend=owner._backend, parallel=owner._parallel))
+        return self._callee
+
+    def _execute(self, arrays):
+        return self.executor(arrays)
+
     def __call__(self, *args, **kwargs):
         leaves, treedef, statics = self._owner._canonicalize(args, kwargs)
         if treedef != self._treedef or _typed_key(statics, "") != self._statics_key:
@@ -191,7 +211,7 @@ class ConcreteFunction:
     def _call_leaves(self, leaves):
         inputs = [leaves[i] for i in self._array_leaves]
         if state.graph is not None:
-            return self._inline(inputs)
+            return self._call_in_trace(inputs)
         eager = False
         for i, x in enumerate(inputs):
             if isinstance(x, Variable):
@@ -237,12 +257,20 @@ class ConcreteFunction:
             f"({external!r}); call it inside that trace"
         )
 
-    def _inline(self, inputs):
-        """Called inside another trace: the graph's ops are copied into that trace (and
-        offered to the tapes recording there)."""
+    def _call_in_trace(self, inputs):
+        """Called inside another trace: one `call` op of this trace (operands: the inputs,
+        converted to the traced dtypes, then the captured values read in the enclosing
+        trace), or, for a trace that belongs to the enclosing one, its ops copied there.
+        Either way the new ops are offered to the tapes recording in the enclosing trace."""
         outer = state.graph
-        outs = inline_recorded(self.graph, outer, [outer.to_tensor(x) for x in inputs])
-        return self._pack(list(outs))
+        operands = [outer.to_tensor(x) for x in inputs]
+        if self._enclosed:
+            return self._pack(list(inline_recorded(self.graph, outer, operands)))
+        for i, (x, p) in enumerate(zip(operands, self.graph.inputs, strict=True)):
+            if x.dtype != p.dtype:  # a Python scalar or weak tensor given to a strong spec
+                operands[i] = convert_element_type(x, new_dtype=p.dtype)
+        operands += [outer.to_tensor(c) for c in self._captures]
+        return self._pack(list(call_p.bind(*operands, callee=self.callee)))
 
     def __repr__(self):
         args, kwargs = self.structured_input_signature
@@ -255,9 +283,7 @@ class ConcreteFunction:
 # `concrete.graph.all_inputs` (graph inputs, then capture placeholders; a Variable appears as
 # the snapshot its read reported to the tapes), `results` EagerTensors aligned with
 # `concrete.graph.outputs`.
-_CALL_RECORDER: list = [make_call_recorder(
-    lambda c: functools.partial(compile_graph, backend=c._owner._backend,
-                                parallel=c._owner._parallel))]
+_CALL_RECORDER: list = [make_call_recorder(lambda concrete: concrete.callee)]
 
 
 def _packer(treedef) -> Callable[[list], Any]:
@@ -295,8 +321,13 @@ class Function:
 
     Calling it with arrays returns NumPy (rank 0 as a NumPy scalar); with `tg.Tensor`s or
     `tg.Variable`s it returns `tg.Tensor`s, recorded on the active gradient tapes. Inside
-    another trace it is inlined.
+    another trace it is one `call` op of its own trace for the arguments' signature
+    (docs/function.md, "Nested functions").
     """
+
+    # The transforms (`tg.grad(f)`, `tg.vmap(f)` ...) are Functions for their calls with
+    # arrays; inside a trace they emit their ops inline, as transforms compose.
+    _inline_in_trace = False
 
     def __init__(self, fn: Callable, *, input_signature=None, static_argnums=(),
                  static_argnames=(), backend: str | None = None, reduce_retracing: bool = False,
@@ -328,6 +359,7 @@ class Function:
         self._fast: dict[tuple, ConcreteFunction] = {}  # top-level arrays' shapes/dtypes
         self._generic: dict[Any, list[ConcreteFunction]] = {}  # family -> traces with None
         self._last_entries: dict[Any, list] = {}  # family -> entries last traced (relaxing)
+        self._specialized_traces: dict[Any, ConcreteFunction] = {}  # for calls in traces
         self._shapes_traced: set = set()
         self._lock = threading.RLock()
         self._bound: dict[int, tuple] = {}
@@ -337,7 +369,7 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         if state.graph is not None:
-            return self.python_function(*args, **kwargs)
+            return self._call_in_trace(args, kwargs)
         if kwargs and self._signature is not None:
             args, kwargs = self._bind(args, kwargs)  # f(x, y=y) is f(x, y)
         if not kwargs and not self._has_statics:
@@ -360,6 +392,39 @@ class Function:
                     concrete._executor = concrete.executor
                 self._fast[fast[0]] = concrete
         return concrete._call_leaves(leaves)
+
+    def _call_in_trace(self, args, kwargs):
+        """Called while another function is traced: the trace for these arguments (from the
+        cache, or traced now and cached: once per signature, however many call sites and
+        enclosing traces) called as one op. Inlined instead (the Python function run in the
+        enclosing trace) for transforms, under `gradient_override_map` (which changes the
+        ops a trace makes) and for arguments that cannot be part of a cache key."""
+        if self._inline_in_trace or state.grad_overrides:
+            return self.python_function(*args, **kwargs)
+        leaves, treedef, statics = self._canonicalize(args, kwargs)
+        try:
+            entries = [_entry(x) for x in leaves]
+        except TypeError:  # an unhashable non-array argument
+            return self.python_function(*args, **kwargs)
+        concrete = self._concrete_for(leaves, treedef, statics, entries)
+        return self._specialized(concrete, leaves, entries)._call_leaves(leaves)
+
+    def _specialized(self, concrete, leaves, entries) -> ConcreteFunction:
+        """`concrete`, or, where it has None dims that the arguments know, the trace of
+        the same entries with those dims known (traced once, cached): a `call` op's operand
+        types equal its callee's input types, so the callee inlines with exact types."""
+        known = [(tuple(s if s is not None else d for s, d in zip(c[0], e[0])),) + c[1:]
+                 if _is_array(c) and None in c[0] else c
+                 for c, e in zip(concrete._entries, entries, strict=True)]
+        if known == concrete._entries:
+            return concrete
+        key = (concrete._treedef, tuple(known), concrete._statics_key)
+        found = self._specialized_traces.get(key)
+        if found is None:
+            found = self._trace(leaves, concrete._treedef, known, concrete._statics)
+            if not found._enclosed:
+                self._specialized_traces[key] = found
+        return found
 
     def _canonicalize(self, args, kwargs):
         """`(leaves, treedef, statics)`: arguments bound to parameters (keyword arguments
@@ -421,6 +486,8 @@ class Function:
                     concrete = self._cache.get((treedef, tuple(entries), statics_key))
             if concrete is None:
                 concrete = self._trace(leaves, treedef, entries, statics)
+                if concrete._enclosed:
+                    return concrete
                 self._cache[(treedef, tuple(entries), statics_key)] = concrete
                 if any(None in e[0] for e in entries if _is_array(e)):
                     self._generic.setdefault(family, []).append(concrete)
@@ -487,6 +554,8 @@ class Function:
             array_names = [s.name or n for s, n in zip(specs, array_names, strict=True)]
         graph, out_treedef = trace_graph(self.python_function, treedef, entries, statics,
                                          array_names, self.__name__, config.verify)
+        if not any(isinstance(c, GraphTensor) for c, _ in graph.captures):
+            graph.outer = None  # made inside another trace, but independent of it
         self.tracing_count += 1
         self._shapes_traced.add(tuple(e[0] for e in entries if _is_array(e)))
         if len(self._shapes_traced) == RETRACE_WARNING_THRESHOLD + 1:

@@ -3,7 +3,8 @@
 Each flat leaf of `(args, kwargs)` gets an *entry* in the signature key:
   (shape, dtype)        an array (ndarray, NumPy scalar, tg.Tensor, tg.Variable); a dim
                         may be None in the entries of a trace made for many sizes;
-  (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor;
+  (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor (inside a
+                        trace, any weakly typed tensor of the enclosing trace);
   _Static(i)            a static argument (its value is `statics[i]`);
   _StaticLeaf(value)    any other object (a string, a callable): baked into the trace.
 """
@@ -96,8 +97,8 @@ def _entry(x):
     if isinstance(x, (_ndarray, np.generic)):
         return (np.shape(x), np.asarray(x).dtype)
     if isinstance(x, GraphTensor):
-        if state.graph is not None:  # a ConcreteFunction called inside a trace
-            return (x.shape, x.dtype)
+        if state.graph is not None:  # a function called inside a trace
+            return (x.shape, x.dtype, True) if x.type.weak else (x.shape, x.dtype)
         raise TracegradError(
             f"a traced Tensor ({x.type}) created at {x._where()} is passed to a compiled "
             f"function at {user_location()} outside the trace that made it (a leaked tracer)"
@@ -154,6 +155,8 @@ def _spec_dtype_accepts(x, dtype, given) -> bool:
     promotes into it (an int for a float spec, a bool for anything), as NEP 50 weak
     scalars do."""
     py = _PY_SCALARS.get(type(x))
+    if py is None and isinstance(x, GraphTensor) and x.type.weak:
+        py = x.dtype  # a Python scalar of an enclosing trace
     if py is None:
         return given == dtype
     return dtypes.result_type((dtype, False), (py, True)) == (dtype, False)

@@ -13,15 +13,10 @@ from tracegrad.core.shapes import broadcast_shapes, normalize_axes, normalize_ax
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops.shape_ops import broadcast_array
 
 _PY_SCALARS = (bool, int, float)
-
-
-def at_user(message: str) -> str:
-    """`message` ending with the user's file:line, for errors on bad arguments."""
-    return f"{message} (at {user_location()})"
 
 
 def is_tensor(x) -> bool:
@@ -92,7 +87,7 @@ def dtype_arg(dtype, op: str) -> np.dtype | None:
     try:
         return dtypes.canonicalize(dtype, op=op)
     except DTypeError as e:
-        raise DTypeError(at_user(str(e))) from None
+        raise DTypeError(str(e)) from None
 
 
 def python_int_as(x, dtype: np.dtype) -> np.ndarray:
@@ -101,8 +96,8 @@ def python_int_as(x, dtype: np.dtype) -> np.ndarray:
     try:
         return np.asarray(x, dtype=dtype)
     except OverflowError:
-        raise DTypeError(at_user(f"the Python int {x} does not fit {np.dtype(dtype).name}, "
-                                 "the dtype of the array it meets")) from None
+        raise DTypeError(f"the Python int {x} does not fit {np.dtype(dtype).name}, "
+                         "the dtype of the array it meets") from None
 
 
 def cast(x, dtype: np.dtype, weak: bool = False):
@@ -129,7 +124,7 @@ def promote(*xs, min_kind: str | None = None):
     `min_kind="float"` promotes integer and bool results to float64 (as `true_divide`).
     """
     if not xs:
-        raise ValueError(f"need at least one array (at {user_location()})")
+        raise InvalidArgumentError(f"need at least one array (at {user_location()})")
     if min_kind is None and type(xs[0]) is EagerTensor:  # eager tensors of one dtype as they are
         dtype = xs[0]._value.dtype
         if all(type(x) is EagerTensor and x._value.dtype is dtype for x in xs):
@@ -214,7 +209,7 @@ def dim_source(xs, shape, axis):
         i = axis - (nd - len(s))
         if i >= 0 and s[i] is None:
             return ops.dim_size(x, axis=i)
-    raise ValueError(f"no operand provides unknown dim {axis}")
+    raise InvalidArgumentError(f"no operand provides unknown dim {axis}")
 
 
 def broadcast_to_shape(x, shape, sources=()):
@@ -242,10 +237,7 @@ def broadcast(*xs, op: str = "broadcast"):
     first = shapes[0]
     if all(s == first for s in shapes):
         return list(xs)
-    try:
-        target = broadcast_shapes(*shapes, op=op)
-    except ShapeError as e:
-        raise ShapeError(f"{e} (at {user_location()})") from None
+    target = broadcast_shapes(*shapes, op=op)  # a ShapeError names the user's line
     return [x if s == target else broadcast_to_shape(x, target, xs) for x, s in zip(xs, shapes)]
 
 
@@ -334,18 +326,12 @@ def count(x, axes, dtype):
 def axes_arg(axis, ndim: int, op: str) -> tuple:
     """Sorted non-negative axes for `axis=None|int|tuple` (a ShapeError naming `op` and the
     user's line when out of bounds)."""
-    try:
-        return normalize_axes(axis, ndim, op)
-    except ShapeError as e:
-        raise ShapeError(f"{e} (at {user_location()})") from None
+    return normalize_axes(axis, ndim, op)
 
 
 def axis_arg(axis, ndim: int, op: str) -> int:
     """A non-negative axis for `axis` in `[-ndim, ndim)`."""
-    try:
-        return normalize_axis(axis, ndim, op)
-    except ShapeError as e:
-        raise ShapeError(f"{e} (at {user_location()})") from None
+    return normalize_axis(axis, ndim, op)
 
 
 def as_eager(x):

@@ -17,9 +17,8 @@ from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
-from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, ZeroStepError
 from tracegrad.numpy._core import (
-    at_user,
     broadcast_to_shape,
     cast,
     dim_source,
@@ -38,14 +37,14 @@ def _shape_arg(shape, op: str) -> tuple:
     out = []
     for d in shape:
         if d is None or (is_tensor(d) and not hasattr(d, "_value")):
-            raise ShapeError(at_user(
+            raise ShapeError(
                 f"{op}: shape {tuple(shape)} has a dim unknown while tracing; use "
                 f"{op}_like(x) to take the shape of a tensor instead"
-            ))
+            )
         d = operator.index(d)
         if d < 0:
-            raise ShapeError(at_user(f"{op}: negative dimensions are not allowed, got "
-                                     f"{tuple(shape)}"))
+            raise ShapeError(f"{op}: negative dimensions are not allowed, got "
+                             f"{tuple(shape)}")
         out.append(d)
     return tuple(out)
 
@@ -146,8 +145,8 @@ def _static_number(x, op):
     if hasattr(x, "_value"):
         x = x._value
     if is_tensor(x):
-        raise ShapeError(at_user(f"{op}: bounds given as traced tensors make the result size "
-                                 "data-dependent; pass Python numbers"))
+        raise ShapeError(f"{op}: bounds given as traced tensors make the result size "
+                         "data-dependent; pass Python numbers")
     return x.item() if isinstance(x, np.ndarray) else x
 
 
@@ -165,12 +164,12 @@ def arange(start, stop=None, step=None, dtype=None):
     if step is None:
         step = 1
     if step == 0:
-        raise ZeroDivisionError("arange: step must not be zero")
+        raise ZeroStepError("arange: step must not be zero")
     dt = dtype_arg(dtype, "arange")
     if dt is None:
         dt = dtypes.canonicalize(np.result_type(start, stop, step), op="arange")
     if dt == dtypes.bool_:
-        raise DTypeError(at_user("arange: a bool range is not supported"))
+        raise DTypeError("arange: a bool range is not supported")
     if state.graph is None:
         return np.arange(start, stop, step, dtype=dt)
     n = max(math.ceil((stop - start) / step), 0)
@@ -200,7 +199,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     then run along `axis`)."""
     num = operator.index(num)
     if num < 0:
-        raise ValueError(at_user(f"linspace: number of samples, {num}, must be non-negative"))
+        raise InvalidArgumentError(f"linspace: number of samples, {num}, must be non-negative")
     if not _symbolic(start, stop):
         return np.linspace(start, stop, num, endpoint, retstep,
                            dtype_arg(dtype, "linspace"), axis)

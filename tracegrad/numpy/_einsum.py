@@ -11,8 +11,8 @@ import string
 
 from tracegrad import ops
 from tracegrad.core.shapes import shape_str
-from tracegrad.errors import ShapeError
-from tracegrad.numpy._core import at_user, broadcast_to_shape, ndim_of, promote, shape_of
+from tracegrad.errors import InvalidArgumentError, ShapeError
+from tracegrad.numpy._core import broadcast_to_shape, ndim_of, promote, shape_of
 from tracegrad.numpy._matrix import diagonal
 from tracegrad.numpy._shape import transpose
 
@@ -29,7 +29,7 @@ def einsum(subscripts, *operands, dtype=None, optimize=False):
     if not isinstance(subscripts, str):
         subscripts, operands = _from_sublists(subscripts, *operands)
     if not operands:
-        raise ValueError(at_user("einsum: no operands given"))
+        raise InvalidArgumentError("einsum: no operands given")
     operands, _ = promote(*operands)
     if dtype is not None:
         from tracegrad.numpy._creation import astype
@@ -88,13 +88,13 @@ def _parse(subscripts, operands):
         lhs, output = subscripts, None
     inputs = lhs.split(",")
     if len(inputs) != len(operands):
-        raise ShapeError(at_user(f"einsum: {len(inputs)} operand subscripts for {len(operands)} "
-                                 "operands"))
+        raise ShapeError(f"einsum: {len(inputs)} operand subscripts for {len(operands)} "
+                         "operands")
     user = set(lhs.replace("...", "")) | set((output or "").replace("...", ""))
     spare = [c for c in _LETTERS if c not in user]
     bad = (user - set(_LETTERS) - {","}) | ({"."} & user)
     if bad:
-        raise ShapeError(at_user(f"einsum: invalid subscript characters {sorted(bad)}"))
+        raise ShapeError(f"einsum: invalid subscript characters {sorted(bad)}")
     ell_rank = 0
     for sub, x in zip(inputs, operands, strict=True):
         if "..." in sub:
@@ -105,12 +105,12 @@ def _parse(subscripts, operands):
         if "..." in sub:
             r = ndim_of(x) - (len(sub) - 3)
             if r < 0:
-                raise ShapeError(at_user(f"einsum: operand {shape_str(shape_of(x))} has fewer dims "
-                                         f"than subscripts {sub!r}"))
+                raise ShapeError(f"einsum: operand {shape_str(shape_of(x))} has fewer dims "
+                                 f"than subscripts {sub!r}")
             sub = sub.replace("...", ell[ell_rank - r:])
         if len(sub) != ndim_of(x):
-            raise ShapeError(at_user(f"einsum: subscripts {sub!r} do not match operand of shape "
-                                     f"{shape_str(shape_of(x))}"))
+            raise ShapeError(f"einsum: subscripts {sub!r} do not match operand of shape "
+                             f"{shape_str(shape_of(x))}")
         expanded.append(sub)
     if output is None:
         counts = {}
@@ -122,14 +122,14 @@ def _parse(subscripts, operands):
         if "..." in output:
             output = output.replace("...", ell)
         elif ell_rank:
-            raise ShapeError(at_user("einsum: the inputs have '...' dims but the output has "
-                                     "no '...'"))
+            raise ShapeError("einsum: the inputs have '...' dims but the output has "
+                             "no '...'")
         seen = set("".join(expanded))
         for c in output:
             if c not in seen:
-                raise ShapeError(at_user(f"einsum: output label {c!r} appears in no input"))
+                raise ShapeError(f"einsum: output label {c!r} appears in no input")
         if len(set(output)) != len(output):
-            raise ShapeError(at_user(f"einsum: output subscripts {output!r} repeat a label"))
+            raise ShapeError(f"einsum: output subscripts {output!r} repeat a label")
     return expanded, output
 
 
@@ -143,7 +143,7 @@ def _label_sizes(inputs, operands):
             elif old in (1, None) or d is None:
                 sizes[c] = d if old in (1, None) else old
             elif old != d:
-                raise ShapeError(at_user(f"einsum: label {c!r} has sizes {old} and {d}"))
+                raise ShapeError(f"einsum: label {c!r} has sizes {old} and {d}")
     return sizes
 
 

@@ -20,9 +20,10 @@ from tracegrad.core.ir import EagerTensor, GraphTensor
 from tracegrad.core.shapes import broadcast_shapes
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
-from tracegrad.errors import DTypeError, ShapeError, UnsupportedOpError
+from tracegrad.errors import (
+    DTypeError, InvalidArgumentError, ShapeError, TracegradIndexError, UnsupportedOpError,
+)
 from tracegrad.numpy._core import (
-    at_user,
     axis_arg,
     broadcast_to_shape,
     cast,
@@ -79,17 +80,17 @@ def _classify(key, ndim):
             elif dtypes.is_int(dt):
                 items.append(("array", v))
             else:
-                raise IndexError(at_user(
+                raise TracegradIndexError(
                     "only integers, slices (`:`), ellipsis (`...`), None and integer or "
                     f"boolean arrays are valid indices, got one of dtype {dt.name}"
-                ))
+                )
     if sum(kind == "ellipsis" for kind, _ in items) > 1:
-        raise IndexError(at_user("an index can only have a single ellipsis ('...')"))
+        raise TracegradIndexError("an index can only have a single ellipsis ('...')")
     used = sum(ndim_of(v) if kind == "mask" else 1 for kind, v in items
                if kind in ("slice", "int", "array", "mask"))
     if used > ndim:
-        raise IndexError(at_user(f"too many indices for array: array is {ndim}-dimensional, but "
-                                 f"{used} were indexed"))
+        raise TracegradIndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                                  f"but {used} were indexed")
     out = []
     for kind, v in items:
         if kind == "ellipsis":
@@ -115,12 +116,12 @@ def _expand_masks(items, shape):
                 )
             for i, (m, d) in enumerate(zip(v.shape, shape[dim:dim + v.ndim])):
                 if d is None:
-                    raise ShapeError(at_user(f"a boolean mask cannot index dim {dim + i}, whose "
-                                             "size is unknown while tracing"))
+                    raise ShapeError(f"a boolean mask cannot index dim {dim + i}, whose "
+                                     "size is unknown while tracing")
                 if m != d:
-                    raise IndexError(at_user(
+                    raise TracegradIndexError(
                         f"boolean index did not match indexed array along axis {dim + i}; size "
-                        f"of axis is {d} but size of corresponding boolean axis is {m}"))
+                        f"of axis is {d} but size of corresponding boolean axis is {m}")
             if v.ndim == 0:
                 out.append(("new", None))
                 if not v:
@@ -148,7 +149,7 @@ def _slice_spec(n, s: slice):
     rev (for negative steps) then a slice with a positive stride."""
     step = 1 if s.step is None else operator.index(s.step)
     if step == 0:
-        raise ValueError(at_user("slice step cannot be zero"))
+        raise InvalidArgumentError("slice step cannot be zero")
     if n is None:
         if step > 0:
             return False, s.start, s.stop, step
@@ -312,7 +313,7 @@ def _check_int(i, n, dim):
     if n is None:
         return i
     if not -n <= i < n:
-        raise IndexError(at_user(f"index {i} is out of bounds for axis {dim} with size {n}"))
+        raise TracegradIndexError(f"index {i} is out of bounds for axis {dim} with size {n}")
     return i + n if i < 0 else i
 
 
@@ -358,7 +359,7 @@ def _index_operand(v, n, dim):
 def _check_bounds(v: np.ndarray, n, dim):
     if n is not None and v.size and (v.min() < -n or v.max() >= n):
         bad = v[(v < -n) | (v >= n)].flat[0]
-        raise IndexError(at_user(f"index {bad} is out of bounds for axis {dim} with size {n}"))
+        raise TracegradIndexError(f"index {bad} is out of bounds for axis {dim} with size {n}")
 
 
 def _linear_index(indices, sizes, size_ops, dims, bshape):
@@ -434,7 +435,7 @@ def take(a, indices, axis=None, mode=None):
     n = shape_of(a)[axis]
     idx = _index_value(indices)
     if not dtypes.is_int(dtype_of(idx)[0]):
-        raise DTypeError(at_user(f"take: indices must be integers, got {dtype_of(idx)[0].name}"))
+        raise DTypeError(f"take: indices must be integers, got {dtype_of(idx)[0].name}")
     if mode in ("wrap", "clip"):
         if isinstance(idx, np.ndarray) and n is not None:
             idx = np.mod(idx, n) if mode == "wrap" else np.clip(idx, 0, n - 1)
@@ -446,7 +447,7 @@ def take(a, indices, axis=None, mode=None):
             idx = mod(idx, size) if mode == "wrap" else clip(idx, 0, ops.sub(size, np.asarray(
                 1, np.int64)) if n is None else n - 1)
     elif mode not in (None, "raise"):
-        raise ValueError(at_user(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}"))
+        raise InvalidArgumentError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     return ops.gather(a, _index_operand(idx, n, axis), axis=axis)
 
 
@@ -461,8 +462,8 @@ def take_along_axis(arr, indices, axis=-1):
         arr, axis = ravel(arr), 0
     nd = ndim_of(arr)
     if ndim_of(idx) != nd:
-        raise ShapeError(at_user("take_along_axis: `indices` and `arr` must have the same "
-                                 f"number of dims, got {ndim_of(idx)} and {nd}"))
+        raise ShapeError("take_along_axis: `indices` and `arr` must have the same "
+                         f"number of dims, got {ndim_of(idx)} and {nd}")
     axis = axis_arg(axis, nd, "take_along_axis")
     if nd == 1:
         return ops.gather(arr, _index_operand(idx, shape_of(arr)[0], 0), axis=0)
@@ -473,8 +474,8 @@ def take_along_axis(arr, indices, axis=-1):
             continue
         n = shape_of(arr)[d]
         if n is None:
-            raise ShapeError(at_user("take_along_axis: needs static sizes for the dims other than "
-                                     "`axis` while tracing"))
+            raise ShapeError("take_along_axis: needs static sizes for the dims other than "
+                             "`axis` while tracing")
         key.append(np.arange(n, dtype=np.int64).reshape([n if i == d else 1
                                                          for i in range(nd)]))
     return getitem(arr, tuple(key))

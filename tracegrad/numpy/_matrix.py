@@ -11,7 +11,7 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core.shapes import shape_str
 from tracegrad.errors import ShapeError
-from tracegrad.numpy._core import at_user, axis_arg, dtype_of, ndim_of, read, shape_of, static_dim
+from tracegrad.numpy._core import axis_arg, dtype_of, ndim_of, read, shape_of, static_dim
 from tracegrad.numpy._core import reshape as _reshape
 from tracegrad.numpy._creation import diagonal_mask
 from tracegrad.numpy._reductions import sum as _sum
@@ -29,10 +29,10 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     a = read(a)
     nd = ndim_of(a)
     if nd < 2:
-        raise ShapeError(at_user("diagonal: the array must have at least two dims"))
+        raise ShapeError("diagonal: the array must have at least two dims")
     i, j = axis_arg(axis1, nd, "diagonal"), axis_arg(axis2, nd, "diagonal")
     if i == j:
-        raise ShapeError(at_user("diagonal: axis1 and axis2 cannot be the same"))
+        raise ShapeError("diagonal: axis1 and axis2 cannot be the same")
     a = moveaxis(a, (i, j), (-2, -1))
     n = static_dim(a, nd - 2, "diagonal", _HINT)
     m = static_dim(a, nd - 1, "diagonal", _HINT)
@@ -61,7 +61,7 @@ def diag(v, k=0):
     if nd == 2:
         return diagonal(v, k)
     if nd != 1:
-        raise ShapeError(at_user(f"diag: input must be 1- or 2-d, got {shape_str(shape_of(v))}"))
+        raise ShapeError(f"diag: input must be 1- or 2-d, got {shape_str(shape_of(v))}")
     length = static_dim(v, 0, "diag", "diag needs a static length")
     n = length + abs(k)
     # v's elements land n + 1 apart in the flattened n x n result: interior padding n.
@@ -88,7 +88,7 @@ def _triangle(name, compare, doc):
         m = read(m)
         shape = shape_of(m)
         if not shape:
-            raise ShapeError(at_user(f"{name}: input must have at least one dim"))
+            raise ShapeError(f"{name}: input must have at least one dim")
         rc = shape[-2:] if len(shape) >= 2 else (shape[0], shape[0])
         if len(shape) == 1:
             static_dim(m, 0, name)

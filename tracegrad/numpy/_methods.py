@@ -15,7 +15,7 @@ import tracegrad.numpy as tnp
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.numpy._core import at_user
+from tracegrad.errors import ArgumentTypeError
 from tracegrad.numpy._indexing import getitem
 
 _OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
@@ -63,10 +63,10 @@ def _equality(fn, same: bool):
 
 
 def _setitem(self, key, value):
-    raise TypeError(at_user(
+    raise ArgumentTypeError(
         "tracegrad tensors are immutable: use `x = tnp.at(x)[idx].set(value)` (or `.add`) "
         "for a functional update"
-    ))
+    )
 
 
 def _pow(self, other, modulo=None):

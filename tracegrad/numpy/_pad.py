@@ -8,9 +8,8 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core.state import state
-from tracegrad.errors import ShapeError, UnsupportedOpError
+from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import (
-    at_user,
     broadcast_to_shape,
     cast,
     dtype_of,
@@ -26,8 +25,8 @@ def _pairs(value, ndim, op, what):
     try:
         pairs = np.broadcast_to(np.asarray(value), (ndim, 2))
     except ValueError:
-        raise ShapeError(at_user(f"{op}: {what} {value!r} does not fit an array of rank "
-                                 f"{ndim}")) from None
+        raise ShapeError(f"{op}: {what} {value!r} does not fit an array of rank "
+                         f"{ndim}") from None
     return [tuple(p) for p in pairs.tolist()]
 
 
@@ -43,20 +42,20 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     nd = ndim_of(x)
     widths = [(int(b), int(a)) for b, a in _pairs(pad_width, nd, "pad", "pad_width")]
     if any(b < 0 or a < 0 for b, a in widths):
-        raise ShapeError(at_user("pad: index can't contain negative values"))
+        raise ShapeError("pad: index can't contain negative values")
     if mode == "constant":
         return _constant(x, widths, constant_values)
     grow = {"edge": _edge, "reflect": _reflect, "symmetric": _symmetric, "wrap": _wrap}.get(mode)
     if grow is None:
-        raise UnsupportedOpError(at_user(f"pad: mode {mode!r} is not supported (constant, edge, "
-                                         "reflect, symmetric, wrap are)"))
+        raise UnsupportedOpError(f"pad: mode {mode!r} is not supported (constant, edge, "
+                                 "reflect, symmetric, wrap are)")
     for axis, (before, after) in enumerate(widths):
         if before == after == 0:
             continue
         n = static_dim(x, axis, "pad", f"mode={mode!r} needs a static size on padded dims")
         if n == 0:
-            raise ValueError(at_user(f"pad: can't extend empty axis {axis} using modes other than "
-                                     "'constant'"))
+            raise InvalidArgumentError(f"pad: can't extend empty axis {axis} using modes other "
+                                       "than 'constant'")
         x = grow(x, axis, before, after, n)
     return x
 

@@ -9,7 +9,6 @@ from tracegrad import ops
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.errors import ShapeError
 from tracegrad.numpy._core import (
-    at_user,
     axis_arg,
     broadcast_to_shape,
     ndim_of,
@@ -44,7 +43,7 @@ def matmul(a, b):
     (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:
-        raise ShapeError(at_user("matmul: operands must not be scalars (use multiply or *)"))
+        raise ShapeError("matmul: operands must not be scalars (use multiply or *)")
     if nb == 1:
         return _contract(a, b, (na - 1,), (0,))
     if na == 1:
@@ -95,21 +94,21 @@ def tensordot(a, b, axes=2):
     if isinstance(axes, int) or hasattr(axes, "__index__"):
         n = operator.index(axes)
         if n < 0 or n > min(na, nb):
-            raise ShapeError(at_user(f"tensordot: axes={n} does not fit ranks {na} and {nb}"))
+            raise ShapeError(f"tensordot: axes={n} does not fit ranks {na} and {nb}")
         axes_a, axes_b = tuple(range(na - n, na)), tuple(range(n))
     else:
         axes_a, axes_b = axes
         axes_a = (axes_a,) if isinstance(axes_a, int) else tuple(axes_a)
         axes_b = (axes_b,) if isinstance(axes_b, int) else tuple(axes_b)
         if len(axes_a) != len(axes_b):
-            raise ShapeError(at_user("tensordot: shape-mismatch for sum (axes of unequal length)"))
+            raise ShapeError("tensordot: shape-mismatch for sum (axes of unequal length)")
         axes_a = tuple(axis_arg(x, na, "tensordot") for x in axes_a)
         axes_b = tuple(axis_arg(x, nb, "tensordot") for x in axes_b)
     for i, j in zip(axes_a, axes_b, strict=True):
         da, db = shape_of(a)[i], shape_of(b)[j]
         if da is not None and db is not None and da != db:
-            raise ShapeError(at_user(
+            raise ShapeError(
                 f"tensordot: shape-mismatch for sum: {shape_str(shape_of(a))} dim {i} and "
                 f"{shape_str(shape_of(b))} dim {j}"
-            ))
+            )
     return _contract(a, b, axes_a, axes_b)

@@ -13,9 +13,8 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core.shapes import broadcast_shapes, shape_str
-from tracegrad.errors import ShapeError
+from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from tracegrad.numpy._core import (
-    at_user,
     axes_arg,
     axis_arg,
     broadcast_to_shape,
@@ -42,7 +41,7 @@ def reshape(a, shape=None, order="C", *, newshape=None):
     >>> tnp.reshape(x, (2, -1))
     """
     if order != "C":
-        raise ValueError(at_user(f"reshape: only order='C' is supported, got {order!r}"))
+        raise InvalidArgumentError(f"reshape: only order='C' is supported, got {order!r}")
     shape = newshape if shape is None else shape
     a = read(a)
     sizes = _ints(shape, "reshape")
@@ -65,8 +64,8 @@ def transpose(a, axes=None):
     else:
         perm = tuple(axis_arg(x, nd, "transpose") for x in axes)
         if sorted(perm) != list(range(nd)):
-            raise ShapeError(at_user(f"transpose: axes {tuple(axes)} do not match an array of "
-                                     f"rank {nd}"))
+            raise ShapeError(f"transpose: axes {tuple(axes)} do not match an array of "
+                             f"rank {nd}")
     if perm == tuple(range(nd)):
         return a
     return ops.transpose(a, permutation=perm)
@@ -89,8 +88,8 @@ def moveaxis(a, source, destination):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise ShapeError(at_user("moveaxis: source and destination must have the same number "
-                                 "of axes"))
+        raise ShapeError("moveaxis: source and destination must have the same number "
+                         "of axes")
     src = [axis_arg(s, nd, "moveaxis") for s in src]
     dst = [axis_arg(d, nd, "moveaxis") for d in dst]
     order = [i for i in range(nd) if i not in src]
@@ -117,9 +116,9 @@ def squeeze(a, axis=None):
         drop = axes_arg(axis, len(shape), "squeeze")
         for i in drop:
             if shape[i] != 1:
-                raise ShapeError(at_user(
+                raise ShapeError(
                     f"squeeze: cannot squeeze dim {i} of {shape_str(shape)}: its size is not 1"
-                ))
+                )
     return _reshape(a, [d for i, d in enumerate(shape) if i not in drop], "squeeze")
 
 
@@ -129,9 +128,9 @@ def broadcast_to(array, shape):
     shape = _ints(shape, "broadcast_to")
     src = shape_of(array)
     if len(src) > len(shape) or broadcast_shapes(src, shape, op="broadcast_to") != shape:
-        raise ShapeError(at_user(
+        raise ShapeError(
             f"broadcast_to: cannot broadcast {shape_str(src)} to {shape_str(shape)}"
-        ))
+        )
     return broadcast_to_shape(array, shape)
 
 
@@ -150,9 +149,9 @@ def concatenate(arrays, axis=0, dtype=None):
     """The arrays joined along the existing dim `axis` (None: flattened first); dtypes
     promote as NumPy's `result_type`."""
     if not isinstance(arrays, (list, tuple)):
-        raise TypeError(at_user("concatenate: expects a sequence of arrays"))
+        raise ArgumentTypeError("concatenate: expects a sequence of arrays")
     if not arrays:
-        raise ValueError(at_user("concatenate: need at least one array to concatenate"))
+        raise InvalidArgumentError("concatenate: need at least one array to concatenate")
     arrays, _ = promote(*arrays)
     if dtype is not None:
         from tracegrad.numpy._creation import astype
@@ -163,7 +162,7 @@ def concatenate(arrays, axis=0, dtype=None):
         axis = 0
     nd = ndim_of(arrays[0])
     if nd == 0:
-        raise ShapeError(at_user("concatenate: zero-dimensional arrays cannot be concatenated"))
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")
     axis = axis_arg(axis, nd, "concatenate")
     if len(arrays) == 1:
         return arrays[0]
@@ -173,12 +172,12 @@ def concatenate(arrays, axis=0, dtype=None):
 def stack(arrays, axis=0):
     """The arrays (all of one shape) joined along a new dim `axis`."""
     if not len(arrays):
-        raise ValueError(at_user("stack: need at least one array to stack"))
+        raise InvalidArgumentError("stack: need at least one array to stack")
     arrays, _ = promote(*arrays)
     shapes = {shape_of(a) for a in arrays}
     if len(shapes) > 1:
-        raise ShapeError(at_user(f"stack: all input arrays must have the same shape, got "
-                                 f"{', '.join(shape_str(s) for s in shapes)}"))
+        raise ShapeError(f"stack: all input arrays must have the same shape, got "
+                         f"{', '.join(shape_str(s) for s in shapes)}")
     nd = ndim_of(arrays[0]) + 1
     axis = axis_arg(axis, nd, "stack")
     expanded = [expand_dims_at(a, (axis,)) for a in arrays]
@@ -189,7 +188,7 @@ def hstack(tup):
     """The arrays joined along dim 1 (dim 0 for 1-D arrays)."""
     arrays = [atleast_1d(a) for a in tup]
     if not arrays:
-        raise ValueError(at_user("hstack: need at least one array to concatenate"))
+        raise InvalidArgumentError("hstack: need at least one array to concatenate")
     return concatenate(arrays, axis=0 if ndim_of(arrays[0]) == 1 else 1)
 
 
@@ -208,8 +207,8 @@ def split(ary, indices_or_sections, axis=0):
     if isinstance(indices_or_sections, (int, np.integer)):
         sections = int(indices_or_sections)
         if sections <= 0 or n % sections:
-            raise ShapeError(at_user(f"split: array split does not result in an equal division "
-                                     f"({n} into {sections})"))
+            raise ShapeError(f"split: array split does not result in an equal division "
+                             f"({n} into {sections})")
         cuts = [n // sections * i for i in range(1, sections)]
     else:
         cuts = [operator.index(i) for i in indices_or_sections]
@@ -259,7 +258,7 @@ def repeat(a, repeats, axis=None):
     if counts.ndim == 0 or counts.size == 1:
         r = int(counts.reshape(()))
         if r < 0:
-            raise ShapeError(at_user("repeat: negative repeat count"))
+            raise ShapeError("repeat: negative repeat count")
         if r == 1:
             return a
         n = static_dim(a, axis, "repeat", "repeat along a dim of static size")
@@ -269,7 +268,7 @@ def repeat(a, repeats, axis=None):
         return _reshape(out, shape[:axis] + (n * r,) + shape[axis + 1:], "repeat")
     n = static_dim(a, axis, "repeat", "repeat along a dim of static size")
     if counts.shape != (n,):
-        raise ShapeError(at_user(f"repeat: {counts.size} repeat counts for an axis of size {n}"))
+        raise ShapeError(f"repeat: {counts.size} repeat counts for an axis of size {n}")
     index = np.repeat(np.arange(n, dtype=np.int64), counts)
     return ops.gather(a, _constant(index), axis=axis)
 
@@ -280,8 +279,8 @@ def _static_repeats(repeats):
     value = read(repeats)
     if type(value) is EagerTensor:
         return value._value
-    raise ShapeError(at_user("repeat: counts given as a traced tensor make the result shape "
-                             "data-dependent; pass them as a Python int or a NumPy array"))
+    raise ShapeError("repeat: counts given as a traced tensor make the result shape "
+                     "data-dependent; pass them as a Python int or a NumPy array")
 
 
 def _constant(value: np.ndarray):

@@ -9,8 +9,8 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.errors import InvalidArgumentError
 from tracegrad.numpy._core import (
-    at_user,
     broadcast,
     cast,
     dtype_of,
@@ -75,7 +75,7 @@ def power(x1, x2):
         x = read(x1)
         loop = loop_dtypes(np.power, (loop_key(x), int), "power")
         if x2 < 0 and not dtypes.is_float(loop[0]):
-            raise ValueError(at_user("power: integers to negative integer powers are not allowed"))
+            raise InvalidArgumentError("power: integers to negative integer powers are not allowed")
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
 
@@ -253,7 +253,7 @@ def where(condition, x=None, y=None):
 
         return nonzero(condition)
     if x is None or y is None:
-        raise ValueError(at_user("where: either both or neither of x and y should be given"))
+        raise InvalidArgumentError("where: either both or neither of x and y should be given")
     (x, y), _ = promote(x, y)
     c = cast(read(condition), dtypes.bool_)
     c, x, y = broadcast(c, x, y, op="where")

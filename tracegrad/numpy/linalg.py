@@ -15,9 +15,8 @@ from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.core.source import user_location
-from tracegrad.errors import ShapeError, UnsupportedOpError
+from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import (
-    at_user,
     axis_arg,
     broadcast_to_shape,
     cast,
@@ -84,7 +83,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         return _vector_norm(x, ord, axis, keepdims)
     if len(axis) == 2:
         return _matrix_norm(x, ord, axis, keepdims)
-    raise ShapeError(at_user("norm: improper number of dimensions to norm"))
+    raise ShapeError("norm: improper number of dimensions to norm")
 
 
 def _vector_norm(x, ord, axis, keepdims):
@@ -99,7 +98,7 @@ def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return sqrt(_sum(multiply(x, x), axis, keepdims=keepdims))
     if isinstance(ord, str):
-        raise ValueError(at_user(f"norm: invalid norm order {ord!r} for vectors"))  # noqa: TRY004
+        raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for vectors")  # noqa: TRY004
     total = _sum(_scalar_power(absolute(x), ord), axis, keepdims=keepdims)
     inv = np.reciprocal(np.asarray(ord, dtype=dtype_of(x)[0]))
     return _scalar_power(total, inv.item() if inv in (1, 2, 0.5, -1) else inv)
@@ -108,7 +107,7 @@ def _vector_norm(x, ord, axis, keepdims):
 def _matrix_norm(x, ord, axis, keepdims):
     row, col = axis
     if row == col:
-        raise ShapeError(at_user("norm: duplicate axes given"))
+        raise ShapeError("norm: duplicate axes given")
     if ord in (2, -2, "nuc"):
         raise UnsupportedOpError(
             f"norm: the matrix norm ord={ord!r} needs a singular value decomposition, which "
@@ -123,7 +122,7 @@ def _matrix_norm(x, ord, axis, keepdims):
     elif ord in (None, "fro", "f"):
         out = sqrt(_sum(multiply(x, x), axis))
     else:
-        raise ValueError(at_user(f"norm: invalid norm order {ord!r} for matrices"))
+        raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for matrices")
     if keepdims:
         shape = list(shape_of(x))
         shape[row] = shape[col] = 1
@@ -133,12 +132,12 @@ def _matrix_norm(x, ord, axis, keepdims):
 
 def _square(op, a):
     if ndim_of(a) < 2:
-        raise ShapeError(at_user(f"{op}: {ndim_of(a)}-dimensional array given; the array must "
-                                 "be at least two-dimensional"))
+        raise ShapeError(f"{op}: {ndim_of(a)}-dimensional array given; the array must "
+                         "be at least two-dimensional")
     n, m = shape_of(a)[-2:]
     if n is not None and m is not None and n != m:
-        raise ShapeError(at_user(f"{op}: last 2 dimensions of the array must be square, got "
-                                 f"{shape_str(shape_of(a))}"))
+        raise ShapeError(f"{op}: last 2 dimensions of the array must be square, got "
+                         f"{shape_str(shape_of(a))}")
 
 
 def inv(a):
@@ -160,7 +159,7 @@ def solve(a, b):
         col = broadcast_to_shape(col, batch + shape_of(col), (a, col))
         return _reshape(ops.solve(a, col), batch + shape_of(b), "solve")
     if ndim_of(b) < 1:
-        raise ShapeError(at_user("solve: b must be at least one-dimensional"))
+        raise ShapeError("solve: b must be at least one-dimensional")
     batch = broadcast_shapes(batch, shape_of(b)[:-2], op="solve")
     a = broadcast_to_shape(a, batch + shape_of(a)[-2:], (a, b))
     b = broadcast_to_shape(b, batch + shape_of(b)[-2:], (a, b))

@@ -25,7 +25,9 @@ from tracegrad.core.shapes import shape_str
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import DTypeError, ShapeError, TracegradError
+from tracegrad.errors import (
+    ArgumentTypeError, DTypeError, InvalidArgumentError, RegistryError, ShapeError, UsageError,
+)
 from tracegrad.transforms.backprop import (
     GRADIENT_REGISTRY,
     UnconnectedGradients,
@@ -50,7 +52,7 @@ def _as_list(x) -> list:
 def _current_graph(name: str) -> FuncGraph:
     graph = state.graph
     if graph is None:
-        raise RuntimeError(
+        raise UsageError(
             f"tg.{name} is not supported when executing eagerly: it differentiates the ops of "
             "the function being traced. Call it inside a tg.function, or use "
             "tg.GradientTape (or tg.grad) eagerly"
@@ -91,17 +93,20 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected_gradients="
 def hessians(ys, xs) -> list:
     """The Hessian of `sum(ys)` with respect to each x in `xs`, inside traced code.
 
-    One entry per x, of shape `x.shape + x.shape` (None where x is unconnected or integer);
-    x must have known dims. Built as one more reverse pass per element of x.
+    One entry per x, of shape `x.shape + x.shape`; x must have known dims. Built as one
+    more reverse pass per element of x. As in the seed, an x that `sum(ys)` does not
+    depend on (or an integer x: no gradient) raises ValueError, `RuntimeError` eagerly.
     """
     graph = _current_graph("hessians")
     xs = [graph.to_tensor(x) for x in _as_list(xs)]
     firsts = gradients(ys, xs)
     result = []
-    for g, x in zip(firsts, xs, strict=True):
+    for i, (g, x) in enumerate(zip(firsts, xs, strict=True)):
         if g is None:
-            result.append(None)
-            continue
+            raise InvalidArgumentError(
+                f"hessians: the ys have no gradient with respect to xs[{i}] (of type "
+                f"{x.type}): they do not depend on it, or it is not a float tensor"
+            )
         if None in x.shape:
             raise ShapeError(
                 f"hessians: x of type {x.type} has unknown dims; the Hessian needs its size "
@@ -163,12 +168,12 @@ class RegisterGradient:
 
     def __init__(self, op_type: str):
         if not isinstance(op_type, str):
-            raise TypeError(f"RegisterGradient takes a name (str), got {op_type!r}")
+            raise ArgumentTypeError(f"RegisterGradient takes a name (str), got {op_type!r}")
         self._op_type = op_type
 
     def __call__(self, fn: Callable) -> Callable:
         if self._op_type in GRADIENT_REGISTRY:
-            raise KeyError(f"a gradient named {self._op_type!r} is already registered")
+            raise RegistryError(f"a gradient named {self._op_type!r} is already registered")
         GRADIENT_REGISTRY[self._op_type] = fn
         return fn
 
@@ -184,7 +189,7 @@ def gradient_override_map(op_type_map: dict):
     if not isinstance(op_type_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()
     ):
-        raise TypeError(
+        raise ArgumentTypeError(
             "gradient_override_map takes a dict from primitive names to names registered "
             f"with tg.RegisterGradient, got {op_type_map!r}"
         )
@@ -192,7 +197,7 @@ def gradient_override_map(op_type_map: dict):
         try:
             get_primitive(name)
         except KeyError:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"gradient_override_map: no primitive named {name!r} (primitive names are "
                 "lower-case, as printed in graphs: 'sin', 'mul', 'dot_general')"
             ) from None
@@ -308,7 +313,7 @@ class Linearization:
                     found = target.to_tensor(external)
                     env[id(t)] = found
                     return found
-            raise TracegradError(
+            raise UsageError(
                 f"{self.what}: an input of the differentiated function is used outside the "
                 f"trace it belongs to (at {user_location()})"
             )
@@ -384,7 +389,7 @@ def split_aux(what: str, result):
     """`(out, aux)` from what a has_aux function returned; TypeError if it is no pair."""
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         length = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{what} with has_aux=True: the function must return a pair (output, aux), but "
             f"it returned a {type(result).__name__}{length} (at {user_location()})"
         )
@@ -404,23 +409,23 @@ def normalize_argnums(argnums, nargs: int, what: str) -> tuple[int, ...]:
     """argnums as a tuple of non-negative positions (an int gives a 1-tuple)."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
-        raise ValueError(f"{what}: argnums must not be empty")
+        raise InvalidArgumentError(f"{what}: argnums must not be empty")
     out = []
     for i in nums:
         if not isinstance(i, int) or not -nargs <= i < nargs:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{what}: argnums={argnums!r} but the function was called with {nargs} "
                 "positional arguments"
             )
         out.append(i % nargs)
     if len(set(out)) != len(out):
-        raise ValueError(f"{what}: argnums {argnums!r} repeats an argument")
+        raise InvalidArgumentError(f"{what}: argnums {argnums!r} repeats an argument")
     return tuple(out)
 
 
 def _scalar_output(what: str, lin: Linearization, out):
     if not isinstance(out, (Tensor, Variable, np.ndarray, np.generic, float, int)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{what}: the function must return a scalar, got {type(out).__name__} "
             f"(at {user_location()})"
         )
@@ -487,13 +492,13 @@ def vjp_inline(fn, primals, has_aux):
 
     def vjp_fn(cotangent):
         if state.graph is None:
-            raise TracegradError(
+            raise UsageError(
                 "vjp_fn of a tg.vjp taken inside traced code must be called inside that "
                 f"trace (at {user_location()})"
             )
         cts, ct_def = tree.flatten(cotangent)
         if ct_def != out_def:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"vjp_fn: the cotangent is structured as {tree.treedef_str(ct_def)}, but the "
                 f"function's output as {tree.treedef_str(out_def)}"
             )
@@ -510,11 +515,11 @@ def vjp_inline(fn, primals, has_aux):
 def tangent_leaves(what: str, primals: tuple, tangents: tuple) -> list:
     """The leaves of `tangents`, which must be structured like the (non-empty) `primals`."""
     if not primals:
-        raise ValueError(f"{what}: needs at least one primal")
+        raise InvalidArgumentError(f"{what}: needs at least one primal")
     _, p_def = tree.flatten(primals)
     t_leaves, t_def = tree.flatten(tangents)
     if p_def != t_def:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{what}: tangents structured as {tree.treedef_str(t_def)} do not match primals "
             f"structured as {tree.treedef_str(p_def)} (at {user_location()})"
         )

@@ -30,7 +30,9 @@ from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, Tensor
 from tracegrad.core.shapes import shape_str, shapes_compatible
 from tracegrad.core.state import state
-from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError, TracegradError
+from tracegrad.errors import (
+    DTypeError, InvalidArgumentError, NotDifferentiableError, ShapeError, TracegradError,
+)
 from tracegrad.ops import NONDIFFERENTIABLE
 
 
@@ -54,7 +56,7 @@ def unconnected_mode(value) -> str:
     """"none" or "zero" for an `UnconnectedGradients` member or its string."""
     mode = getattr(value, "value", value)
     if mode not in ("none", "zero"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unconnected_gradients must be 'none' or 'zero' (tg.UnconnectedGradients), "
             f"got {value!r}"
         )
@@ -142,7 +144,7 @@ def _call_rule(rule, rec, out_grads, skip):
         raise type(e)(f"{e}{where}") from None
     in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
     if len(in_grads) != len(rec.inputs):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"the gradient rule of {rec.primitive.name} returned {len(in_grads)} gradients "
             f"for {len(rec.inputs)} inputs{_where(rec)}"
         )
@@ -201,7 +203,7 @@ def backprop(
     if grad_ys is None:
         grad_ys = [None] * len(ys)
     if len(grad_ys) != len(ys):
-        raise ValueError(f"got {len(grad_ys)} grad_ys for {len(ys)} ys")
+        raise InvalidArgumentError(f"got {len(grad_ys)} grad_ys for {len(ys)} ys")
     y_keys = [key(y) for y in ys]
     needed = {k for k in y_keys if k in reachable and k not in stop}
     between = []

@@ -12,15 +12,16 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-import weakref
 
 import numpy as np
 
 from tracegrad.core import dtypes, tree
+from tracegrad.core import parser
 from tracegrad.core.ir import EagerTensor, FuncGraph, Operation
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
+from tracegrad.errors import ArgumentTypeError, InvalidArgumentError
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.passes import Rewriter
 from tracegrad.transforms.autodiff import RegisterGradient
@@ -128,7 +129,7 @@ def _call_custom(f, args, kwargs):
     with VariableWatcher() as watcher:
         out = f(*args, **kwargs)
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"@tg.custom_gradient: {name} must return a pair (outputs, grad_fn), got "
             f"{type(out).__name__}"
         )
@@ -137,7 +138,7 @@ def _call_custom(f, args, kwargs):
     variables = [v for v in watcher.watched_variables() if all(v is not a for a in given)]
     accepts, named = _variables_parameter(grad_fn)
     if variables and not accepts:
-        raise TypeError(
+        raise ArgumentTypeError(
             "@tg.custom_gradient grad_fn must accept keyword argument 'variables', since "
             f"function {name} uses variables: {[v.name for v in variables]}"
         )
@@ -148,7 +149,7 @@ def _call_custom(f, args, kwargs):
         )
     flat_result, out_tree = tree.flatten(result)
     if not flat_result:
-        raise ValueError(f"@tg.custom_gradient: {name} returned no outputs")
+        raise InvalidArgumentError(f"@tg.custom_gradient: {name} returned no outputs")
     ys = [as_tensor(y) for y in flat_result]
     xs = [as_tensor(a) for a in flat_args]
     reads = [v.value() for v in variables]
@@ -180,14 +181,14 @@ class _GradFnCall:
         if variables:
             out = self.grad_fn(*dys, variables=list(variables))
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"@tg.custom_gradient grad_fn of {name} is called with variables= and "
                     f"must return a pair (input_grads, variable_grads) ({where})"
                 )
             input_grads, variable_grads = out
             variable_grads = list(variable_grads)
             if len(variable_grads) != len(variables):
-                raise ValueError(
+                raise InvalidArgumentError(
                     "Must return gradient for each variable from @custom_gradient grad_fn "
                     f"(grad_fn of {name} returned {len(variable_grads)} for "
                     f"{len(variables)} variables; {where})."
@@ -196,7 +197,7 @@ class _GradFnCall:
             input_grads, variable_grads = self.grad_fn(*dys), []
         flat = tree.flatten(input_grads, is_leaf=lambda g: g is None)[0]
         if len(flat) != self.n_inputs:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"custom_gradient function {name} expected to return {self.n_inputs} "
                 f"gradients but returned {len(flat)} instead ({where})."
             )
@@ -314,8 +315,9 @@ def grad_pass_through(f):
 
 
 class CompiledCall:
-    """A compiled graph called on arrays, whose gradient graph is built and compiled once,
-    on first use, and is itself a CompiledCall (so every order stays compiled)."""
+    """A graph called on arrays (the callee of `call` ops): `executor` runs it, compiled by
+    `compile_fn(graph)` on first use when None. Its gradient graph is built and compiled
+    once, on first use, and is itself a CompiledCall (so every order stays compiled)."""
 
     def __init__(self, graph: FuncGraph, executor, compile_fn):
         self.graph = graph
@@ -324,14 +326,17 @@ class CompiledCall:
         self._backward = None
 
     def __call__(self, arrays):
+        if self._executor is None:
+            self._executor = self._compile(self.graph)
         return self._executor(arrays)
+
+    def __repr__(self):
+        return f"<CompiledCall @{self.graph.name}>"
 
     def _gradient(self):
         if self._backward is None:
             graph, wrt, cotangent_of = vjp_graph(self.graph)
-            self._backward = (
-                CompiledCall(graph, self._compile(graph), self._compile), wrt, cotangent_of
-            )
+            self._backward = (CompiledCall(graph, None, self._compile), wrt, cotangent_of)
         return self._backward
 
     def vjp(self, op, *out_grads):
@@ -345,6 +350,21 @@ class CompiledCall:
         for i, g in zip(wrt, results, strict=True):
             grads[i] = g
         return grads
+
+
+def _run_reference(graph: FuncGraph):
+    from tracegrad.transforms.evaluate import compile_graph
+
+    return compile_graph(graph)
+
+
+def load_callee(graph: FuncGraph) -> CompiledCall:
+    """The callee of the `call` ops of a graph read back from text or JSON: `graph` run by
+    the reference interpreter when called eagerly (backends inline it)."""
+    return CompiledCall(graph, None, _run_reference)
+
+
+parser.CALLEE_LOADER[0] = load_callee
 
 
 def vjp_graph(forward: FuncGraph):
@@ -363,8 +383,9 @@ def vjp_graph(forward: FuncGraph):
             # a Variable read again by a gradient rule is the input that feeds its capture
             graph._capture_map[id(external)] = env[id(placeholder)]
         outputs = Rewriter(forward, target=graph, env=env).run()
-        candidates = [i for i, p in enumerate(primals)
-                      if dtypes.is_differentiable(p.dtype) and not p.type.weak]
+        # weak inputs too: called inside a trace, a weakly typed tensor may depend on
+        # what is differentiated (eagerly they are Python scalars, which no tape watches)
+        candidates = [i for i, p in enumerate(primals) if dtypes.is_differentiable(p.dtype)]
         grads = backprop(graph.operations, [outputs[i] for i in cotangent_of],
                          [primals[i] for i in candidates], cts)
         wrt = [i for i, g in zip(candidates, grads, strict=True) if g is not None]
@@ -372,21 +393,15 @@ def vjp_graph(forward: FuncGraph):
     return graph, wrt, cotangent_of
 
 
-def make_call_recorder(compiler_for):
+def make_call_recorder(callee_for):
     """The hook `tg.function` calls when a compiled function runs eagerly while tapes
     record: `record_call(concrete, inputs, results)` (inputs are EagerTensors aligned with
     `concrete.graph.all_inputs`, results with its outputs) records the call as one `call`
-    op whose gradient is the compiled gradient graph, built on first use and cached per
-    concrete function. `compiler_for(concrete)` is the function compiling a graph the way
-    `concrete` was compiled (same backend and options)."""
-    callees: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    op of `callee_for(concrete)` (a CompiledCall kept by the concrete function, so its
+    gradient graph is built once per trace)."""
 
     def record_call(concrete, inputs, results):
-        callee = callees.get(concrete)
-        if callee is None:
-            callee = CompiledCall(concrete.graph, concrete.executor, compiler_for(concrete))
-            callees[concrete] = callee
-        op = Operation(call_p, inputs, {"callee": callee}, None, None, None)
+        op = Operation(call_p, inputs, {"callee": callee_for(concrete)}, None, None, None)
         op.outputs = tuple(results)
         for tape in state.tapes:
             tape.record(op)

@@ -12,15 +12,19 @@ import inspect
 
 from tracegrad.core import tree
 from tracegrad.core.variables import Variable
+from tracegrad.errors import InvalidArgumentError, TracegradIndexError, UsageError
 from tracegrad.transforms.custom import fresh
 from tracegrad.transforms.tape import Recording, as_output_gradient, as_tensor, recording
 
 
+def _name(f) -> str:
+    return getattr(f, "__name__", repr(f))
+
+
 def _returned_none(f):
-    name = getattr(f, "__name__", repr(f))
-    return ValueError(
+    return InvalidArgumentError(
         "Cannot differentiate a function that returns None; did you forget to return a "
-        f"value from {name}?"
+        f"value from {_name(f)}?"
     )
 
 
@@ -50,7 +54,7 @@ def implicit_val_and_grad(f):
                 raise _returned_none(f)
         variables = tape.watched_variables()
         if not variables:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "No trainable variables were accessed while the function was being computed."
             )
         grads = tape.gradient(_targets(tape, end_node), list(variables))
@@ -78,7 +82,7 @@ def _parameter_positions(f, params, args) -> list[int]:
             return list(range(len(args)))
         if all(isinstance(p, int) for p in params):
             return list(params)
-        raise ValueError(
+        raise InvalidArgumentError(
             f"Either callable provided is not a function or could not inspect its arguments "
             f"by name: {f}. Original error: {e}"
         ) from None
@@ -89,11 +93,11 @@ def _parameter_positions(f, params, args) -> list[int]:
     if all(isinstance(p, str) for p in params):
         missing = [p for p in params if p not in names]
         if missing:
-            raise ValueError(f"params {missing} are not parameters of {f.__name__}{names}")
+            raise InvalidArgumentError(f"params {missing} are not parameters of {_name(f)}{names}")
         return [names.index(p) for p in params]
     if all(isinstance(p, int) for p in params):
         return list(params)
-    raise ValueError(f"params must be all strings or all integers; got {params}.")
+    raise InvalidArgumentError(f"params must be all strings or all integers; got {params}.")
 
 
 def make_vjp(f, params=None, persistent=True):
@@ -106,25 +110,32 @@ def make_vjp(f, params=None, persistent=True):
     >>> result.numpy(), vjp()[0].numpy()
     (9.0, 6.0)
 
-    Keyword arguments are refused (ValueError); `f` returning None raises ValueError;
-    with `persistent=False`, `vjp` can be called once.
+    The seed's checks, in its order: `params` that do not fit `f` raise ValueError;
+    keyword arguments are refused (ValueError; the seed asserts); a parameter to
+    differentiate that the call does not pass raises IndexError; `f` returning None raises
+    ValueError. With `persistent=False`, `vjp` can be called once (RuntimeError).
     """
 
     def decorated(*args, **kwargs):
-        if kwargs:
-            raise ValueError("The gradient function can't take keyword arguments.")
         positions = _parameter_positions(f, params, args)
+        if kwargs:
+            raise InvalidArgumentError("The gradient function can't take keyword arguments.")
         tape = Recording(persistent=persistent)
         args = list(args)
         sources = []
         seen = set()
         for i in positions:
-            if i < len(args):
-                t = as_tensor(args[i])
-                # A copy made before anything is watched is a separate source.
-                args[i] = fresh(t) if id(t) in seen else t
-                seen.add(id(args[i]))
-                sources.append(args[i])
+            if not -len(args) <= i < len(args):
+                raise TracegradIndexError(
+                    f"make_vjp: parameter {i} of {_name(f)} is to be differentiated, but the "
+                    f"call passes {len(args)} positional argument(s); pass it, or leave it "
+                    "out of params"
+                )
+            t = as_tensor(args[i])
+            # A copy made before anything is watched is a separate source.
+            args[i] = fresh(t) if id(t) in seen else t
+            seen.add(id(args[i]))
+            sources.append(args[i])
         with recording(tape):
             for t in sources:
                 tape.watch_tensor(t)
@@ -138,7 +149,7 @@ def make_vjp(f, params=None, persistent=True):
 
         def vjp(dy=None):
             if calls[0] and not persistent:
-                raise RuntimeError(
+                raise UsageError(
                     "this vjp was made with persistent=False and can be called only once"
                 )
             calls[0] += 1
@@ -167,7 +178,9 @@ def val_and_grad_function(f, params=None):
     def decorated(*args, **kwargs):
         dy = kwargs.pop("dy", None)
         if kwargs:
-            raise ValueError("Functions to be differentiated cannot receive keyword arguments.")
+            raise InvalidArgumentError(
+                "Functions to be differentiated cannot receive keyword arguments."
+            )
         value, vjp = make_vjp(f, params)(*args)
         return value, vjp(dy=dy)
 

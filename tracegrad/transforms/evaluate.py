@@ -1,6 +1,8 @@
 """The reference interpreter: runs a FuncGraph op by op with each primitive's NumPy `impl`.
 
 This is the living definition every other backend is tested against (`backend="numpy"`).
+A `call` op runs its callee's graph with this interpreter too (not the callee's own compiled
+executor), so a graph runs on the numpy backend all the way down.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from tracegrad.core.op import runtime_error
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError
 from tracegrad.ops import control_flow
+from tracegrad.ops.custom import call_p
 
 
 def _has_unknown_dims(op) -> bool:
@@ -67,7 +70,11 @@ class Interpreter:
                     raise TracegradError(f"{op.primitive.name}: tensor assigned twice")
                 slots[id(t)] = len(slots)
                 outs.append(slots[id(t)])
-            plan.append((op, ins, tuple(outs), _has_unknown_dims(op)))
+            if op.primitive is call_p:
+                impl, attrs = _run_callee(op.attrs["callee"].graph), {}
+            else:
+                impl, attrs = op.primitive.impl, op.attrs
+            plan.append((op, impl, attrs, ins, tuple(outs), _has_unknown_dims(op)))
         self.plan = plan
         self.n_slots = len(slots)
         self.out_slots = [slots[id(t)] for t in graph.outputs]
@@ -77,10 +84,10 @@ class Interpreter:
         env = [None] * self.n_slots
         env[: self.n_inputs] = arrays
         with np.errstate(all="ignore"):
-            for op, ins, outs, check in self.plan:
+            for op, impl, attrs, ins, outs, check in self.plan:
                 args = [env[i] for i in ins]
                 try:
-                    result = op.primitive.impl(*args, **op.attrs)
+                    result = impl(*args, **attrs)
                 except TracegradError:
                     raise
                 except Exception as e:  # noqa: BLE001 - re-raised, located
@@ -126,6 +133,13 @@ def run_subgraph(graph: FuncGraph, arrays) -> list[np.ndarray]:
     if interp is None:
         interp = _INTERPRETERS[graph] = Interpreter(graph)
     return interp([np.asarray(a) for a in arrays])
+
+
+def _run_callee(graph: FuncGraph):
+    def run(*arrays):
+        return run_subgraph(graph, arrays)
+
+    return run
 
 
 control_flow.install(run=run_subgraph)

@@ -17,6 +17,7 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
+from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops.indexing import gather_p
 
 
@@ -56,7 +57,7 @@ class IndexedSlices:
     def __tg_dense__(self):
         """The dense tensor, built with tracegrad ops (so tapes record it)."""
         if self.dense_shape is None:
-            raise ValueError("IndexedSlices without a dense_shape cannot be made dense")
+            raise InvalidArgumentError("IndexedSlices without a dense_shape cannot be made dense")
         zeros = np.zeros(self.dense_shape, self.values.dtype)
         zeros = state.graph.constant(zeros) if state.graph is not None else EagerTensor(zeros)
         return ops.scatter_add(zeros, self.indices, self.values, axis=0)

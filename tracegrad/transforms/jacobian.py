@@ -20,7 +20,7 @@ from tracegrad.core import dtypes, tree
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
-from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.transforms.autodiff import (
     Linearization, normalize_argnums, value_and_grad_inline,
 )
@@ -58,8 +58,8 @@ def _chunks(n: int, parallel_iterations) -> list[tuple[int, int]]:
     if parallel_iterations is None:
         return [(0, n)]
     if not isinstance(parallel_iterations, int) or parallel_iterations < 1:
-        raise ValueError(f"parallel_iterations must be a positive int, got "
-                         f"{parallel_iterations!r}")
+        raise InvalidArgumentError(f"parallel_iterations must be a positive int, got "
+                                   f"{parallel_iterations!r}")
     return [(i, min(i + parallel_iterations, n)) for i in range(0, n, parallel_iterations)]
 
 
@@ -83,7 +83,7 @@ def stacked_rows(what: str, row: Callable, n: int, shape: tuple, dtype, use_pfor
 
 def _check_mode(what: str, mode):
     if mode not in MODES:
-        raise ValueError(f"{what}: mode must be None, 'rev' or 'fwd', got {mode!r}")
+        raise InvalidArgumentError(f"{what}: mode must be None, 'rev' or 'fwd', got {mode!r}")
 
 
 def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfor=True,
@@ -188,8 +188,8 @@ def batch_jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnum: int, 
     lin = Linearization(fn, args, kwargs, (num,), what)
     (x,) = lin.inputs if len(lin.inputs) == 1 else (None,)
     if x is None:
-        raise TypeError(f"{what}: argument {num} must be one array, not a structure "
-                        f"(at {user_location()})")
+        raise ArgumentTypeError(f"{what}: argument {num} must be one array, not a "
+                                f"structure (at {user_location()})")
     y = lin.to_tensor(lin.result)
     check_batch_shapes(tuple(y.shape), tuple(x.shape))
     if not dtypes.is_differentiable(y.dtype):
@@ -215,13 +215,13 @@ def batch_jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnum: int, 
 
 def check_batch_shapes(target, source) -> None:
     """The seed's checks of batch_jacobian, in its order: both of rank at least 2, then
-    equal first dims (ValueError)."""
+    equal first dims (ShapeError, a ValueError as in the seed)."""
     for name, shape in (("target", target), ("source", source)):
         if len(shape) < 2:
-            raise ValueError(f"Shape must be at least rank 2 but is rank {len(shape)}: the "
+            raise ShapeError(f"Shape must be at least rank 2 but is rank {len(shape)}: the "
                              f"{name} shape {shape}")
     if target[0] is not None and source[0] is not None and target[0] != source[0]:
-        raise ValueError(f"Need first dimension of target shape ({target}) and source shape "
+        raise ShapeError(f"Need first dimension of target shape ({target}) and source shape "
                          f"({source}) to match.")
 
 

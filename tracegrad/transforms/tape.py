@@ -22,11 +22,11 @@ from tracegrad.core import dtypes, tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ShapeError
+from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, ShapeError, UsageError
 from tracegrad.ops.indexing import gather_p
 from tracegrad.passes import inline_graph
 from tracegrad.transforms.backprop import backprop, unconnected_mode
-from tracegrad.transforms.jacobian import stacked_rows
+from tracegrad.transforms.jacobian import check_batch_shapes, stacked_rows
 from tracegrad.transforms.indexed_slices import (
     IndexedSlices,
     aggregate_gradients,
@@ -146,7 +146,7 @@ class Recording:
             return found if found is not None and id(found) in self.var_of else None
         if isinstance(x, Tensor):
             return x
-        raise TypeError(
+        raise ArgumentTypeError(
             f"GradientTape.gradient: sources must be tensors or Variables, got "
             f"{type(x).__name__}"
         )
@@ -274,7 +274,7 @@ class GradientTape:
 
     def _push_tape(self):
         if self._recording:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "Tape is still recording. This can happen if you try to re-enter an "
                 "already-active tape."
             )
@@ -285,41 +285,42 @@ class GradientTape:
 
     def _pop_tape(self):
         if not self._recording:
-            raise ValueError("Tape is not recording.")
+            raise InvalidArgumentError("Tape is not recording.")
         _remove(state.tapes, self._tape)
         self._recording = False
 
     def watch(self, tensor) -> None:
         """Ensures that `tensor` (a tensor, Variable, or a structure of them) is traced by
-        this tape, and by the tapes recording around it (so that an outer tape can
-        differentiate what this one computes, as the nested-tape examples do).
+        this tape, and by this tape only: an outer tape that should differentiate what an
+        inner one computes watches the tensor itself.
 
-        Raises ValueError for anything that is not a tensor or Variable; warns for a
-        tensor that is not floating-point (it cannot carry a gradient).
+        The leaves are taken in order: each is checked (ValueError for anything that is not
+        a tensor or Variable; a warning for one that is not floating-point, which cannot
+        carry a gradient), then watched. RuntimeError for a tape with no recording (never
+        entered, or a non-persistent tape already used).
         """
-        leaves = _flatten_watchable(tensor)
-        for t in leaves:
+        for t in _flatten_watchable(tensor):
             if not isinstance(t, (Tensor, Variable)):
-                raise ValueError(  # noqa: TRY004  (the seed raises ValueError)
-                    f"Passed in object of type {type(t)}, not tg.Tensor")
+                raise InvalidArgumentError(  # the seed raises ValueError
+                    f"GradientTape.watch: passed in object of type {type(t)}, not tg.Tensor")
             if not dtypes.is_differentiable(t.dtype):
                 warnings.warn(
                     "The dtype of the watched tensor must be floating (e.g. tg.float32), "
                     f"got {t.dtype.name}", UserWarning, stacklevel=2,
                 )
-        if self._tape is None:
-            self._tape = Recording(self._persistent, self._watch_accessed_variables)
-        tapes = [self._tape]
-        if self._recording:
-            stack = state.tapes
-            mine = next((i for i in range(len(stack)) if stack[i] is self._tape), 0)
-            tapes += [t for t in stack[:mine] if isinstance(t, Recording)]
-        for tape in tapes:
-            for t in leaves:
-                if isinstance(t, Variable):
-                    tape.watch_variable(t)
-                else:
-                    tape.watch_tensor(t)
+            if self._tape is None:
+                raise UsageError(
+                    "GradientTape.watch on a tape that is not recording anything: call it "
+                    "inside `with tape:` (a non-persistent tape that computed its gradient "
+                    "is used up; create a new one)"
+                )
+            if isinstance(t, Variable):
+                self._tape.watch_variable(t)
+                for watcher in state.tapes:  # as a read does, for custom_gradient's watcher
+                    if isinstance(watcher, VariableWatcher):
+                        watcher.variable_accessed(t, None)
+            else:
+                self._tape.watch_tensor(t)
 
     @contextlib.contextmanager
     def stop_recording(self):
@@ -332,10 +333,11 @@ class GradientTape:
         >>> print(tape.gradient(y, x))
         None
 
-        Raises RuntimeError if the tape is not recording.
+        Raises RuntimeError for a tape with no recording (never entered, or a used
+        non-persistent tape), ValueError for one that is not recording now (as the seed).
         """
-        if self._tape is None or not self._recording:
-            raise RuntimeError("Trying to stop recording a tape which is not recording.")
+        if self._tape is None:
+            raise UsageError("Trying to stop recording a tape which is not recording.")
         self._pop_tape()
         try:
             yield
@@ -356,7 +358,7 @@ class GradientTape:
 
     def _begin_gradient(self, what: str) -> Recording:
         if self._tape is None:
-            raise RuntimeError(_USED)
+            raise UsageError(_USED)
         if self._recording:
             if not self._persistent:
                 self._pop_tape()
@@ -389,17 +391,24 @@ class GradientTape:
         not depend on gives None, or zeros with `unconnected_gradients="zero"`; an integer
         source gives None. The gradient of `take` w.r.t. its table is a `tg.IndexedSlices`.
 
-        Raises RuntimeError when called again on a non-persistent tape, TypeError when
-        `target` is None, ValueError for an unknown `unconnected_gradients`.
+        The seed's checks, in its order: RuntimeError when called again on a
+        non-persistent tape; TypeError when `target` is None; ValueError for a Variable
+        target of a persistent tape still recording (it is read on this tape, which cannot
+        be entered twice); ValueError for an unknown `unconnected_gradients`; TypeError for
+        a source that is not a tensor or Variable.
         """
         tape = self._begin_gradient("gradient")
         if target is None:
-            raise TypeError(
+            raise ArgumentTypeError(
                 "Argument `target` should be a list or nested structure of Tensors or "
                 "Variables to be differentiated, but received None."
             )
-        unconnected_mode(unconnected_gradients)
-        targets = [self._target(tape, t) for t in tree.flatten(target)[0]]
+        targets = []
+        for t in tree.flatten(target)[0]:
+            if isinstance(t, Variable):
+                with self:
+                    t = tape.read_variable(t)
+            targets.append(as_tensor(t))
         flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         if output_gradients is not None:
             output_gradients = [  # NumPy values and numbers take their target's dtype
@@ -415,9 +424,9 @@ class GradientTape:
     def _check_loop(self, what: str, use_pfor: bool) -> None:
         """Errors that come before anything is computed (the tape keeps recording)."""
         if self._tape is None:
-            raise RuntimeError(_USED)
+            raise UsageError(_USED)
         if state.graph is None and not use_pfor and not self._persistent:
-            raise RuntimeError(
+            raise UsageError(
                 f"GradientTape must be created with persistent=True to compute the {what} "
                 "with eager execution enabled and with experimental_use_pfor set to False."
             )
@@ -481,21 +490,18 @@ class GradientTape:
         Raises ValueError unless both have rank >= 2 and equal first dims.
         """
         if self._tape is None:
-            raise RuntimeError(_USED)
+            raise UsageError(_USED)
         tshape, sshape = tuple(target.shape), tuple(source.shape)
-        if len(tshape) < 2 or len(sshape) < 2 or (
-            tshape[0] is not None and sshape[0] is not None and tshape[0] != sshape[0]
-        ):
-            raise ValueError(
-                f"Need first dimension of target shape ({tshape}) and source shape "
-                f"({sshape}) to match."
-            )
+        check_batch_shapes(tshape, sshape)
         self._check_loop("batch_jacobian", experimental_use_pfor)
         m = _static_size("batch_jacobian", tshape[1:])
         if (experimental_use_pfor and parallel_iterations is not None
                 and parallel_iterations < m and not self._persistent):
-            raise RuntimeError("GradientTape must be created with persistent=True to compute "
-                               "the batch_jacobian with parallel_iterations.")
+            # The seed runs its loop body once per chunk: the first uses the tape up.
+            self._begin_gradient("batch_jacobian")
+            self._end_gradient()
+            raise UsageError("GradientTape must be created with persistent=True to compute "
+                             "the batch_jacobian with parallel_iterations.")
         tape = self._begin_gradient("batch_jacobian")
         target = self._target(tape, target)
         if experimental_use_pfor and m:

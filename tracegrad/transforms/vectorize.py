@@ -5,8 +5,9 @@ then emits it into the graph being built, op by op, tracking for each value the 
 batch runs along, or None for a loop-invariant value (as TensorFlow's pfor tracks
 "stacked" values). An op whose operands are all invariant is copied unchanged; any other
 goes through its primitive's batch rule (`Primitive.batch`, see `tracegrad/ops/_batching.py`).
-A primitive without a rule, or a case its rule cannot batch, is an `UnsupportedOpError`
-at transform time naming the op and its line — there is no silent per-iteration loop.
+A primitive without a rule, or a case its rule cannot batch, is a `VectorizationError`
+(an `UnsupportedOpError` and a `ValueError`) at transform time naming the op and its line —
+there is no silent per-iteration loop.
 
 `vmap_inline`, `pfor_inline` and `for_loop_inline` are the transforms' inline forms (they
 emit into the current graph); `tracegrad.autodiff` stages them for concrete input.
@@ -26,7 +27,9 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ShapeError, TracegradError, UnsupportedOpError
+from tracegrad.errors import (
+    ArgumentTypeError, InvalidArgumentError, ShapeError, TracegradError, VectorizationError,
+)
 from tracegrad.ops._batching import bdim_at, moveaxis
 
 __all__ = ["Vectorizer", "vmap_inline", "pfor_inline", "for_loop_inline", "batched_type"]
@@ -71,12 +74,12 @@ class Vectorizer:
         keep = ops.broadcast_like(self.mask, indices, (axis,))
         return ops.select(keep, indices, ops.zeros_like(indices))
 
-    def unsupported(self, why: str) -> UnsupportedOpError:
+    def unsupported(self, why: str) -> VectorizationError:
         """The error for an op of the graph being vectorized that cannot be batched."""
         op = self.op
         switch = ("experimental_use_pfor=False" if self.what.startswith("GradientTape")
                   else "use_pfor=False (or tg.for_loop)")
-        return UnsupportedOpError(
+        return VectorizationError(
             f"{self.what}: cannot vectorize {op.primitive.name}: {why} (op created at "
             f"{op.source}); use {switch} to run the iterations one by one"
         )
@@ -173,7 +176,7 @@ def _prefix_axes(what: str, axes, value, where: str) -> list:
         return [axes] * len(tree.flatten(value)[0])
     if isinstance(axes, (tuple, list)) and isinstance(value, (tuple, list)):
         if len(axes) != len(value):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{what}: {where} has {len(axes)} entries for a structure of {len(value)} "
                 f"(at {user_location()})"
             )
@@ -181,11 +184,11 @@ def _prefix_axes(what: str, axes, value, where: str) -> list:
                 for a in _prefix_axes(what, sub, v, where)]
     if isinstance(axes, dict) and isinstance(value, dict):
         if set(axes) != set(value):
-            raise ValueError(f"{what}: {where} keys {sorted(axes)} differ from the "
-                             f"structure's {sorted(value)} (at {user_location()})")
+            raise InvalidArgumentError(f"{what}: {where} keys {sorted(axes)} differ from the "
+                                       f"structure's {sorted(value)} (at {user_location()})")
         return [a for k in tree.flatten(value)[1][1]
                 for a in _prefix_axes(what, axes[k], value[k], where)]
-    raise ValueError(
+    raise InvalidArgumentError(
         f"{what}: {where} {axes!r} is not an int, None or a structure matching "
         f"{type(value).__name__} (at {user_location()})"
     )
@@ -193,8 +196,8 @@ def _prefix_axes(what: str, axes, value, where: str) -> list:
 
 def _axis(what: str, axis: int, ndim: int, where: str) -> int:
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{what}: {where} {axis} is out of range for a value of rank {ndim} "
-                         f"(at {user_location()})")
+        raise InvalidArgumentError(f"{what}: {where} {axis} is out of range for a value of "
+                                   f"rank {ndim} (at {user_location()})")
     return axis % ndim
 
 
@@ -210,8 +213,8 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
         if a is None:
             continue
         if not _is_array(leaf) and not isinstance(leaf, (bool, int, float)):
-            raise TypeError(f"{what}: argument leaf {k} ({type(leaf).__name__}) is not an "
-                            f"array; give it in_axes None (at {user_location()})")
+            raise ArgumentTypeError(f"{what}: argument leaf {k} ({type(leaf).__name__}) is not "
+                                    f"an array; give it in_axes None (at {user_location()})")
         t = outer.to_tensor(leaf)
         a = _axis(what, a, t.ndim, "in_axes")
         batched.append(moveaxis(t, a, 0) if a else t)
@@ -220,8 +223,8 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
         call_leaves[k] = graph.add_input(TensorType(t.shape[:a] + t.shape[a + 1:], t.dtype,
                                                     t.type.weak))
     if not batched:
-        raise ValueError(f"{what}: in_axes {in_axes!r} maps no argument; at least one must "
-                         f"have an axis (at {user_location()})")
+        raise InvalidArgumentError(f"{what}: in_axes {in_axes!r} maps no argument; at least "
+                                   f"one must have an axis (at {user_location()})")
     known = {n for n in sizes if n is not None}
     if len(known) > 1:
         raise ShapeError(f"{what}: the mapped axes have different sizes {sizes} "
@@ -236,8 +239,8 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
     for y, d, a in zip(outs, out_dims, oaxes, strict=True):
         if a is None:
             if d is not None:
-                raise ValueError(f"{what}: out_axes None for an output that depends on the "
-                                 f"mapped axis (at {user_location()})")
+                raise InvalidArgumentError(f"{what}: out_axes None for an output that depends "
+                                           f"on the mapped axis (at {user_location()})")
             final.append(y)
             continue
         a = _axis(what, a, y.ndim + (d is None), "out_axes")
@@ -257,10 +260,10 @@ def _trace_loop_body(loop_fn: Callable, what: str):
 
 def _check_iters(what: str, iters) -> int:
     if isinstance(iters, (bool, np.bool_)) or not isinstance(iters, (int, np.integer)):
-        raise TypeError(f"{what}: iters must be a Python int, got {type(iters).__name__} "
-                        f"(at {user_location()})")
+        raise ArgumentTypeError(f"{what}: iters must be a Python int, got "
+                                f"{type(iters).__name__} (at {user_location()})")
     if iters < 0:
-        raise ValueError(f"{what}: iters must be >= 0, got {iters} (at {user_location()})")
+        raise InvalidArgumentError(f"{what}: iters must be >= 0, got {iters}")
     return int(iters)
 
 
@@ -284,8 +287,8 @@ def for_loop_inline(loop_fn: Callable, iters: int, what: str = "for_loop"):
         result = loop_fn(graph.constant(np.asarray(i, np.int64)))
         leaves, d = tree.flatten(result)
         if treedef is not None and d != treedef:
-            raise ValueError(f"{what}: iteration {i} returned {tree.treedef_str(d)}, the first "
-                             f"{tree.treedef_str(treedef)} (at {user_location()})")
+            raise InvalidArgumentError(f"{what}: iteration {i} returned {tree.treedef_str(d)}, "
+                                       f"the first {tree.treedef_str(treedef)}")
         treedef = d
         rows.append([graph.to_tensor(y) for y in leaves])
     stacked = []

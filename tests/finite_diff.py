@@ -1,0 +1,14 @@
+"""Float64 central differences, the reference the gradient tests check against."""
+
+import numpy as np
+
+
+def central_difference(f, x, h=1e-6):
+    """d sum(f(x)) / dx at float64 array `x`, one coordinate at a time."""
+    x = np.array(x, dtype=np.float64)
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        grad[i] = (np.sum(f(x + step)) - np.sum(f(x - step))) / (2 * h)
+    return grad

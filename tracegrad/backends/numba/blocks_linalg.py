@@ -53,6 +53,12 @@ def _dot_general(cg, op):
     if not blas:
         _dot_loops(cg, op, lf, rf)
         return
+    if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
+        # a matrix or vector product: np.dot on the arrays (or their transposes) as they are
+        a = cg.array(lhs) + (".T" if lhs.ndim == 2 and lc[0] == 0 else "")
+        b = cg.array(rhs) + (".T" if rhs.ndim == 2 and rc[0] == 1 else "")
+        cg.emit(f"np.dot({a}, {b}, {cg.alloc(t)})")
+        return
     a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
     b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
     td = cg.dims(t)

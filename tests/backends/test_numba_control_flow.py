@@ -13,6 +13,7 @@ import tracegrad.numpy as tnp
 from tracegrad.backends.numba import SegmentedExecutor, compile_graph
 from tracegrad.backends.numba.control import HISTORY_ROWS
 from tracegrad.passes import optimize
+from tests.finite_diff import central_difference
 
 
 def _executor(fn, *args):
@@ -23,15 +24,6 @@ def _both(fn, *args):
     got = tg.function(fn, backend="numba")(*args)
     want = tg.function(fn, backend="numpy")(*args)
     return got, want
-
-
-def _fd(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        d = np.zeros_like(x)
-        d.flat[i] = eps
-        g.flat[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
 
 
 def damped(x, n):
@@ -62,7 +54,7 @@ def test_dynamic_trip_count_values_and_gradients_with_a_history_past_its_first_b
     np.testing.assert_allclose(v, vn, rtol=1e-14)
     g = tg.function(tg.grad(lambda x: tnp.sum(damped(x, 3.0)[1] * W3)), backend="numba")
     # the trip count is locally constant: central differences see the same iterations
-    np.testing.assert_allclose(g(x), _fd(lambda v: np.sum(damped_np(v, 3.0)[1] * W3), x),
+    np.testing.assert_allclose(g(x), central_difference(lambda v: np.sum(damped_np(v, 3.0)[1] * W3), x),
                                rtol=1e-6)
     assert not isinstance(_executor(tg.grad(lambda x: tnp.sum(damped(x, 3.0)[1])), x),
                           SegmentedExecutor)
@@ -109,7 +101,7 @@ def test_scan_values_and_gradients_match_the_numpy_backend():
             total += np.sum(h ** 2)
         return total
 
-    np.testing.assert_allclose(got.ravel(), _fd(loss_np, w.ravel()), rtol=1e-6)
+    np.testing.assert_allclose(got.ravel(), central_difference(loss_np, w.ravel()), rtol=1e-6)
 
 
 def test_nested_loops_and_conds_inside_one_kernel():
@@ -127,7 +119,7 @@ def test_nested_loops_and_conds_inside_one_kernel():
     np.testing.assert_allclose(got, want, rtol=1e-14)
     got, want = _both(tg.grad(lambda v: tnp.sum(f(v))), x)
     np.testing.assert_allclose(got, want, rtol=1e-13)
-    np.testing.assert_allclose(got, _fd(lambda v: np.sum(
+    np.testing.assert_allclose(got, central_difference(lambda v: np.sum(
         tg.function(f, backend="numpy")(v)), x), rtol=1e-6)
 
 

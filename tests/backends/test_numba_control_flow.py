@@ -129,7 +129,8 @@ def test_an_index_error_in_a_loop_body_names_the_op_and_line():
 
     g = tg.function(f, backend="numba")
     assert g(np.arange(4.0), 4) == 6.0
-    with pytest.raises(IndexError, match=r"gather: index 4 .*test_numba_control_flow.py:"):
+    with pytest.raises(tg.errors.TracegradIndexError,
+                       match=r"gather: index 4 .*test_numba_control_flow.py:"):
         g(np.arange(4.0), 6)
 
 

@@ -135,6 +135,17 @@ def test_while_fori_and_scan_values(backend):
     np.testing.assert_allclose(traced[1], rys, rtol=1e-14)
 
 
+def test_a_scan_of_no_steps_gives_empty_ys_of_the_steps_types(backend):
+    def f(xs):
+        return tg.scan(lambda c, x: (c + tnp.sum(x), (c * x, x[None] > 0)), 1.5, xs)
+
+    for run in (f, tg.function(f)):  # eagerly and traced
+        c, (a, b) = run(np.zeros((0, 3)))
+        assert c == 1.5
+        assert a.shape == (0, 3) and a.dtype == np.float64
+        assert b.shape == (0, 1, 3) and b.dtype == np.bool_
+
+
 def test_maximum_iterations_and_dynamic_trip_counts(backend):
     f = tg.function(lambda n: tg.while_loop(lambda i: i < n, lambda i: i + 1, (0,),
                                             maximum_iterations=7))
@@ -208,15 +219,23 @@ def test_second_derivatives_through_a_loop():
 
 
 def test_branch_mismatches_are_clear_errors():
-    with pytest.raises(TypeError, match=r"true_fn returned \(\*, \*\) .* false_fn returned "
+    with pytest.raises(tg.errors.ArgumentTypeError, match=r"true_fn returned \(\*, \*\) .* false_fn returned "
                                         r"\*") as e:
         tg.function(lambda x: tg.cond(x[0] > 0, lambda: (x, x), lambda: x))(np.ones(2))
     assert "test_control_flow.py" in str(e.value)
-    with pytest.raises(TypeError, match="f64\\[2\\].*f64\\[3\\]|f64\\[3\\].*f64\\[2\\]"):
+    with pytest.raises(tg.errors.ArgumentTypeError, match="f64\\[2\\].*f64\\[3\\]|f64\\[3\\].*f64\\[2\\]"):
         tg.function(lambda x: tg.cond(x[0] > 0, lambda: x, lambda: x[:2]))(np.ones(3))
-    with pytest.raises(TypeError, match="body_fn must return"):
+    with pytest.raises(tg.errors.ArgumentTypeError, match="body_fn must return"):
         tg.function(lambda x: tg.while_loop(lambda v: v[0] < 3, lambda v: (v, v), (x,)))(
             np.ones(2))
+    with pytest.raises(tg.errors.ShapeError, match="predicate must be a scalar"):
+        tg.function(lambda x: tg.cond(x > 0, lambda: x, lambda: -x))(np.ones(2))
+    with pytest.raises(tg.errors.InvalidArgumentError, match="maximum_iterations"):
+        tg.while_loop(lambda v: v < 3, lambda v: (v + 1,), (0,), maximum_iterations=-1)
+    with pytest.raises(tg.errors.ArgumentTypeError, match="loop_vars must be a tuple"):
+        tg.while_loop(lambda v: v < 3, lambda v: v + 1, 0)
+    with pytest.raises(tg.errors.InvalidArgumentError, match="leading sizes"):
+        tg.scan(lambda c, x: (c, x), 0.0, np.ones(3), length=4)
     with pytest.raises(tg.errors.ShapeError, match="predicate must be a scalar"):
         tg.function(lambda x: tg.cond(x > 0, lambda: x, lambda: -x))(np.ones(2))
     # a weak Python scalar takes the other branch's dtype

@@ -225,6 +225,27 @@ fmax = _nan_ignoring(np.fmax, ops.max_p, "fmax")
 fmin = _nan_ignoring(np.fmin, ops.min_p, "fmin")
 
 
+def _log_add(ufunc, name, exp, scale):
+    def fn(x1, x2):
+        (x, y), _ = ufunc_operands(ufunc, name, x1, x2)
+        d = ops.sub(x, y)
+        d = ops.select(ops.is_nan(d), ops.zeros_like(d), d)  # equal infinities (or a NaN)
+        tail = ops.log1p(exp(ops.neg(ops.abs_(d))))
+        if scale != 1.0:  # base 2: NumPy's log2(1 + y) = log2(e) * log1p(y), and 1 at a tie
+            tail = ops.select(ops.eq(d, ops.zeros_like(d)), ops.full_like(tail, 1.0),
+                              ops.mul(tail, ops.full_like(tail, scale)))
+        return ops.add(ops.max_(x, y), tail)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Elementwise `np.{name}`: the log of the sum of the exponentials, without "
+                  "overflow (`max + log1p(exp(-|x1 - x2|))`).")
+    return fn
+
+
+logaddexp = _log_add(np.logaddexp, "logaddexp", ops.exp, 1.0)
+logaddexp2 = _log_add(np.logaddexp2, "logaddexp2", ops.exp2, float(np.log2(np.e)))
+
+
 def clip(a, a_min=None, a_max=None, *, min=None, max=None):
     """`minimum(maximum(a, a_min), a_max)` with NumPy's promotion over all three (either
     bound may be None; `min=` / `max=` are NumPy 2's other spelling)."""
@@ -340,7 +361,8 @@ UFUNCS = {
     np.arccos: arccos, np.arctan: arctan, np.sinh: sinh, np.cosh: cosh, np.tanh: tanh,
     np.arcsinh: arcsinh, np.arccosh: arccosh, np.arctanh: arctanh, np.rint: rint,
     np.arctan2: arctan2, np.floor: floor, np.ceil: ceil, np.maximum: maximum,
-    np.minimum: minimum, np.fmax: fmax, np.fmin: fmin, np.less: less,
+    np.minimum: minimum, np.fmax: fmax, np.fmin: fmin,
+    np.logaddexp: logaddexp, np.logaddexp2: logaddexp2, np.less: less,
     np.less_equal: less_equal, np.greater: greater, np.greater_equal: greater_equal,
     np.equal: equal, np.not_equal: not_equal, np.logical_and: logical_and,
     np.logical_or: logical_or, np.logical_xor: logical_xor, np.logical_not: logical_not,

@@ -23,7 +23,7 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive, constant_p
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, ShapeError, TracegradError
+from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import bdim_at, moveaxis
 from tracegrad.ops.reductions import reduce_sum_p
@@ -60,7 +60,7 @@ def _check_inputs(name: str, what: str, graph, types) -> None:
         want = ", ".join(str(p.type) for p in params)
         raise ShapeError(f"{name}: {what} takes ({want}) but is given ({got})")
     if graph.captures:
-        raise TracegradError(f"{name}: {what} must read outer values through operands, "
+        raise InvalidArgumentError(f"{name}: {what} must read outer values through operands, "
                              "not captures")
 
 

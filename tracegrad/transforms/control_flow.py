@@ -21,7 +21,7 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
-from tracegrad.errors import DTypeError, ShapeError
+from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import control_flow
 from tracegrad.ops.control_flow import cond_p, while_p
 from tracegrad.passes import inline_graph
@@ -159,7 +159,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()):
 
 
 def _mismatch(true_def, true_graph, false_def, false_graph):
-    return TypeError(
+    return ArgumentTypeError(
         "tg.cond: true_fn and false_fn must return the same structure, shapes and dtypes; "
         f"true_fn returned {_structure(true_def, true_graph)}, false_fn returned "
         f"{_structure(false_def, false_graph)} (at {user_location()})")
@@ -197,11 +197,11 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iteratio
     >>> tg.while_loop(lambda i, s: i < 10, lambda i, s: (i + 1, s * 2.0), (0, 1.0))
     """
     if not isinstance(loop_vars, (tuple, list)):
-        raise TypeError(f"tg.while_loop: loop_vars must be a tuple or list, got "
+        raise ArgumentTypeError(f"tg.while_loop: loop_vars must be a tuple or list, got "
                         f"{type(loop_vars).__name__} (at {user_location()})")
     if maximum_iterations is not None and (
             not isinstance(maximum_iterations, (int, np.integer)) or maximum_iterations < 0):
-        raise ValueError(f"tg.while_loop: maximum_iterations must be None or an int >= 0, "
+        raise InvalidArgumentError(f"tg.while_loop: maximum_iterations must be None or an int >= 0, "
                          f"got {maximum_iterations!r} (at {user_location()})")
     if len(loop_vars) == 1:  # a body of one loop variable may return it bare
         inner = body_fn
@@ -256,7 +256,7 @@ def _bool_result(value):
 
 def _same_structure(loop_vars, new):
     if tree.flatten(new)[1] != tree.flatten(loop_vars)[1]:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"tg.while_loop: body_fn returned {tree.treedef_str(tree.flatten(new)[1])}, "
             f"loop_vars are {tree.treedef_str(tree.flatten(loop_vars)[1])} "
             f"(at {user_location()})")
@@ -266,7 +266,7 @@ def _same_structure(loop_vars, new):
 def _check_body(body_graph, body_def, var_def, types) -> None:
     got = [t.type for t in body_graph.outputs]
     if body_def != var_def or len(got) != len(types):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
             f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
             f"returned {_structure(body_def, body_graph)} (at {user_location()})")
@@ -278,7 +278,7 @@ def _check_body(body_graph, body_def, var_def, types) -> None:
                 body_graph.outputs[k] = ops.convert_element_type(
                     body_graph.outputs[k], new_dtype=want.dtype, weak=want.weak)
             continue
-        raise TypeError(
+        raise ArgumentTypeError(
             f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
             f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
             f"returned {_structure(body_def, body_graph)} (at {user_location()})")
@@ -334,21 +334,15 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     """
     x_leaves, x_def = tree.flatten(xs)
     n = _scan_length(x_leaves, length)
-    if state.graph is None:
-        return _scan_eagerly(fn, init, x_leaves, x_def, n, reverse)
     graph = state.graph
+    if graph is None and n:
+        return _scan_eagerly(fn, init, x_leaves, x_def, n, reverse)
+    y_def, y_types = _y_types(fn, init, x_leaves, x_def, graph)
+    if n == 0:  # no step runs: empty ys of the step's types
+        ys = [np.zeros((0, *t.shape), t.dtype) for t in y_types]
+        return init, tree.unflatten(y_def, ys if graph is None else
+                                    [graph.constant(y) for y in ys])
     xs_t = [graph.to_tensor(x) for x in x_leaves]
-    # the ys' types: fn traced once on one slice, aside (its ops are not kept)
-    probe = FuncGraph("scan_probe", outer=graph)
-    with probe.as_default():
-        c0 = [probe.add_input(graph.to_tensor(c).type) for c in tree.flatten(init)[0]]
-        x0 = [probe.add_input(TensorType(x.shape[1:], x.dtype)) for x in xs_t]
-        _, y = fn(tree.unflatten(tree.flatten(init)[1], c0), tree.unflatten(x_def, x0))
-        y_leaves, y_def = tree.flatten(y)
-        y_types = [probe.to_tensor(v).type for v in y_leaves]
-    if n == 0:
-        return init, tree.unflatten(y_def, [graph.constant(np.zeros((0, *t.shape), t.dtype))
-                                            for t in y_types])
     # the ys come from the loop's history of a carry holding the last y (no buffer copied
     # at every step): history[1:] then the final value, in iteration order
     last = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)), shape=t.shape,
@@ -378,6 +372,23 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     return carry, tree.unflatten(y_def, ys)
 
 
+def _y_types(fn, init, x_leaves, x_def, graph):
+    """The structure and types of `fn`'s `y`: `fn` traced once on one slice, aside (its
+    ops are not kept)."""
+    probe = FuncGraph("scan_probe", outer=graph)
+    source = graph if graph is not None else probe  # eagerly: values become its constants
+    c_leaves, c_def = tree.flatten(init)
+    with probe.as_default():
+        c0 = [probe.add_input(source.to_tensor(c).type) for c in c_leaves]
+        x0 = []
+        for x in x_leaves:
+            t = source.to_tensor(x).type
+            x0.append(probe.add_input(TensorType(t.shape[1:], t.dtype)))
+        _, y = fn(tree.unflatten(c_def, c0), tree.unflatten(x_def, x0))
+        y_leaves, y_def = tree.flatten(y)
+        return y_def, [probe.to_tensor(v).type for v in y_leaves]
+
+
 def _as_tensor(v):
     return state.graph.to_tensor(v)
 
@@ -387,7 +398,7 @@ def _scan_length(x_leaves, length) -> int:
     if length is not None:
         sizes.add(int(length))
     if len(sizes) != 1:
-        raise ValueError(f"tg.scan: xs have leading sizes {sorted(sizes)} and length is "
+        raise InvalidArgumentError(f"tg.scan: xs have leading sizes {sorted(sizes)} and length is "
                          f"{length!r}; they must agree on one known size "
                          f"(at {user_location()})")
     return sizes.pop()
@@ -402,8 +413,6 @@ def _scan_eagerly(fn, init, x_leaves, x_def, n, reverse):
         ys.append(y)
     if reverse:
         ys.reverse()
-    if not ys:
-        return carry, None
     leaves = [tree.flatten(y)[0] for y in ys]
     y_def = tree.flatten(ys[0])[1]
     stacked = [ops.concatenate(*[ops.reshape(_eager(v), new_sizes=(1, *np.shape(v)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.backends.numba.plan import Plan
-from tracegrad.errors import ShapeError
+from tracegrad.errors import InvalidArgumentError, ShapeError, TracegradIndexError
 
 _SHAPE_CACHE_LIMIT = 256
 _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
@@ -146,10 +146,10 @@ class Executor:
             op = self.raises[args[0]]
             name, where = op.primitive.name, f"(op created at {op.source})"
             if isinstance(e, IndexError):
-                return IndexError(f"{name}: index {args[1]} is out of bounds for an axis of "
+                return TracegradIndexError(f"{name}: index {args[1]} is out of bounds for an axis of "
                                   f"size {args[2]} {where}")
             if name == "pow":
-                return ValueError(f"pow: integers to negative integer powers are not "
+                return InvalidArgumentError(f"pow: integers to negative integer powers are not "
                                   f"allowed {where}")
             if name == "triangular_solve":
                 return np.linalg.LinAlgError(

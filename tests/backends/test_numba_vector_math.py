@@ -132,6 +132,26 @@ def test_hard_spots(name):
     _check(name, np.concatenate(_HARD[name](np.random.default_rng(2))))
 
 
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_the_fast_reduction_is_the_full_one_below_its_limit(name):
+    # a loop whose arguments are all below TRIG_FAST_LIMIT runs only the Cody-Waite
+    # reduction; one that meets a larger argument runs again with the full reduction: the
+    # same bits for every element the fast pass could compute
+    from tracegrad.backends.numba.vecmath_trig import TRIG_FAST_LIMIT
+
+    r = np.random.default_rng(8)
+    k = np.concatenate([np.arange(1, 5_000), r.integers(1, int(TRIG_FAST_LIMIT / 1.6), 5_000)])
+    x = np.concatenate([_near(r, k * (np.pi / 2), n=2), r.uniform(-TRIG_FAST_LIMIT,
+                                                                  TRIG_FAST_LIMIT, 5_000)])
+    x = x[np.abs(x) < TRIG_FAST_LIMIT]
+    _check(name, x)
+    fast = np.asarray(_compiled(name)(x))
+    for big in (1e10, np.inf, TRIG_FAST_LIMIT):
+        full = np.asarray(_compiled(name)(np.append(x, big)))
+        np.testing.assert_array_equal(full[:-1], fast)
+    assert "_fast_v(" in tg.compiled_source(_compiled(name).graph)
+
+
 _SPECIALS = np.array([
     0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-300,
     -1e-300, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.0 - 2.0**-53, 1.0 + 2.0**-52, -1.0 + 2.0**-53,
@@ -273,7 +293,8 @@ def _helper_module():
 
 
 @pytest.mark.parametrize("name", sorted({f"_{n}_v" for n in UNARY} | {"_pow_v", "_atan2_v",
-                                                                        "_logistic_f64"}))
+                                                                        "_logistic_f64"}
+                                        | {f"_{n}_fast_v" for n in ("sin", "cos", "tan")}))
 def test_loop_over_the_helper_is_vectorized_and_calls_nothing(name):
     import numba
 

@@ -37,11 +37,13 @@ from tracegrad.backends.numba.plan import (
     squeeze_map,
 )
 from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
+from tracegrad.backends.numba.vecmath_trig import TRIG_FAST_LIMIT
 from tracegrad.core import dtypes
 from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import ELEMENTWISE
 
 ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
+FAST_TRIG = {"sin", "cos", "tan"}
 # each registers its emitters in blocks.BLOCKS
 BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 
@@ -75,6 +77,7 @@ class Nest:
         self.key = None  # the iteration space: see CodeGen.loop_nest
         self.results: set = set()  # ids of reduction results (complete after the loops)
         self.size = 0  # fused ops evaluated in the nest
+        self.trig_flag = None  # counts arguments the fast sin/cos/tan reduction is wrong for
 
     def collapse(self, groups):
         """Make this nest loop over a view of its arrays with the dims of each group
@@ -120,6 +123,9 @@ class Nest:
             return lines
 
         out.extend(level(0, ""))
+        if self.trig_flag is not None:
+            out.append(f"if {self.trig_flag} != 0:")
+            out.extend("    " + line.replace("_fast_v(", "_v(") for line in out[:-1])
         return out
 
 
@@ -229,8 +235,21 @@ class CodeGen:
         if op.primitive.name == "pow" and not dtypes.is_float(t.dtype):
             tag = self.raise_tag(op)
             nest.stmt(deps, f"if {args[1]} < 0:\n    raise ValueError({tag})", op)
-        expr = scalar_expr(op.primitive.name, args, [x.dtype for x in op.inputs], t.dtype,
-                           op.attrs, self.helpers)
+        name = op.primitive.name
+        expr = scalar_expr(name, args, [x.dtype for x in op.inputs], t.dtype, op.attrs,
+                           self.helpers)
+        if name in FAST_TRIG and nest.dims and not nest.parallel:
+            # the loop first runs with the cheap reduction and counts the arguments it is not
+            # right for; if there are any, the loop runs again with the full one
+            fast = f"_{name}_fast_v"
+            self.helpers[fast] = None
+            expr = expr.replace(f"_{name}_v(", f"{fast}(")
+            if nest.trig_flag is None:
+                nest.trig_flag = self.fresh("big")
+                nest.prologue.append(f"{nest.trig_flag} = 0")
+            nest.stmt(deps, f"{var} = {expr}\n{nest.trig_flag} += np.int64(np.abs({args[0]}) >= "
+                            f"{TRIG_FAST_LIMIT})", op)
+            return var, deps
         nest.stmt(deps, f"{var} = {expr}", op)
         return var, deps
 

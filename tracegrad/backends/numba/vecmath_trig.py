@@ -35,6 +35,10 @@ _ASIN_P = ["0.16666666666666669", "0.0749999999999834", "0.04464285714653523",
 
 TEMPLATES: dict[str, str] = {}
 
+# Below this |x| the Cody-Waite reduction of `_trig_reduce_small` is exact (the `_fast_v`
+# variants are right); at or above it (and for inf) only `_trig_reduce` is.
+TRIG_FAST_LIMIT = 823549.0
+
 
 def _two_over_pi_table():
     # row i: (2**(i - 33) * 2/pi) mod 4 in seven 26-bit pieces, bits 2**1 down to 2**-180
@@ -102,6 +106,18 @@ def _trig_reduce(x):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _trig_reduce_small(x):
+    # _trig_reduce's Cody-Waite part alone: right for |x| < 2**19 pi/2 (TRIG_FAST_LIMIT);
+    # a loop using it counts larger arguments and runs again with _trig_reduce if any
+    n = np.rint(x * 0.6366197723675814)
+    r, e2 = _two_sum(x - n * 1.5707963267341256, -n * 6.077100506303966e-11)
+    r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
+    lo = (e2 + e3) - n * 8.4784276603689e-32
+    q = np.int64(n) if np.abs(x) < 823549.0 else 0
+    return r, lo, q
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _sin_kernel(r, lo, z):
     # sin(r + lo), z = r * r
 {horner("z", _SIN_P, "ps")}
@@ -119,8 +135,13 @@ def _cos_kernel(r, lo, z):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _sincos_v(x, want_cos):
+    return _sincos_from(x, want_cos, _trig_reduce(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sincos_from(x, want_cos, reduced):
     ax = np.abs(x)
-    r, lo, q = _trig_reduce(x)
+    r, lo, q = reduced
     z = r * r
     sn = _sin_kernel(r, lo, z)
     cs = _cos_kernel(r, lo, z)
@@ -142,9 +163,29 @@ def _cos_v(x):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _sin_fast_v(x):
+    return _sincos_from(x, 0, _trig_reduce_small(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _cos_fast_v(x):
+    return _sincos_from(x, 1, _trig_reduce_small(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _tan_v(x):
+    return _tan_from(x, _trig_reduce(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _tan_fast_v(x):
+    return _tan_from(x, _trig_reduce_small(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _tan_from(x, reduced):
     ax = np.abs(x)
-    r, lo, q = _trig_reduce(x)
+    r, lo, q = reduced
     z = r * r
     sn = _sin_kernel(r, lo, z)
     cs = _cos_kernel(r, lo, z)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special
 
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
@@ -37,6 +36,8 @@ def _logistic(x):
 
 
 def _erf(x):
+    import scipy.special  # not at import time: it alone costs a fifth of a second
+
     return scipy.special.erf(x).astype(x.dtype, copy=False)
 
 

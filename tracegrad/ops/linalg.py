@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 
 from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
@@ -267,6 +266,8 @@ def _triangular_solve_abstract_eval(a, b, *, left_side=True, lower=True, transpo
 @triangular_solve_p.def_impl
 def _triangular_solve_impl(a, b, *, left_side=True, lower=True, transpose_a=False,
                            unit_diagonal=False):
+    import scipy.linalg  # not at import time
+
     out = np.empty_like(b)
     for idx in np.ndindex(a.shape[:-2]):
         ai, bi = a[idx], b[idx]

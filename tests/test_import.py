@@ -1,0 +1,26 @@
+"""`import tracegrad` stays light: the heavy libraries load when first needed."""
+
+import subprocess
+import sys
+
+
+def test_import_loads_neither_numba_nor_scipy():
+    code = ("import sys, tracegrad, tracegrad.numpy; "
+            "print(sorted(m for m in ('numba', 'scipy', 'llvmlite') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_scipy_backed_impls_load_it_on_first_use():
+    import numpy as np
+
+    import tracegrad as tg
+    from tracegrad import ops
+
+    np.testing.assert_allclose(np.asarray(ops.erf(tg.constant(np.array([0.5, -1.0])))),
+                               [0.5204998778130465, -0.8427007929497149], rtol=1e-15)
+    a = np.array([[2.0, 0.0], [1.0, 4.0]])
+    x = ops.triangular_solve(tg.constant(a), tg.constant(np.array([[2.0], [9.0]])),
+                             left_side=True, lower=True)
+    np.testing.assert_allclose(np.asarray(x), [[1.0], [2.0]], rtol=1e-15)

@@ -4,8 +4,10 @@ triangular_solve); registered in `blocks.BLOCKS`."""
 
 from __future__ import annotations
 
+import math
+
 from tracegrad.backends.numba.blocks import _prod, block
-from tracegrad.backends.numba.helpers import helper
+from tracegrad.backends.numba.helpers import SMALL_DOT, helper
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 
@@ -54,10 +56,7 @@ def _dot_general(cg, op):
         _dot_loops(cg, op, lf, rf)
         return
     if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
-        # a matrix or vector product: np.dot on the arrays (or their transposes) as they are
-        a = cg.array(lhs) + (".T" if lhs.ndim == 2 and lc[0] == 0 else "")
-        b = cg.array(rhs) + (".T" if rhs.ndim == 2 and rc[0] == 1 else "")
-        cg.emit(f"np.dot({a}, {b}, {cg.alloc(t)})")
+        _matrix_product(cg, lhs, rhs, lc[0], rc[0], t)
         return
     a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
     b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
@@ -71,6 +70,24 @@ def _dot_general(cg, op):
     cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
     fn = helper(cg.helpers, "bdot_" + "nt"[at] + "nt"[bt], t.dtype)
     cg.emit(f"{fn}({av}, {bv}, {ov})")
+
+
+def _matrix_product(cg, lhs, rhs, lc, rc, t):
+    """A matrix or vector product on the arrays (or their transposes) as they are: loops
+    for a small matrix-vector product, BLAS otherwise."""
+    a, b, out = cg.array(lhs), cg.array(rhs), cg.alloc(t)
+    matrix = lhs if lhs.ndim == 2 else rhs
+    small = lhs.ndim + rhs.ndim == 3 and None not in matrix.shape and \
+        math.prod(matrix.shape) <= SMALL_DOT
+    if small and rhs.ndim == 1:  # a @ x, or a.T @ x = x @ a
+        kind, args = ("mv", (a, b)) if lc == 1 else ("vm", (b, a))
+    elif small and lhs.ndim == 1:  # x @ a, or x @ a.T = a @ x
+        kind, args = ("vm", (a, b)) if rc == 0 else ("mv", (b, a))
+    else:
+        kind = "dot"
+        args = (a + (".T" if lhs.ndim == 2 and lc == 0 else ""),
+                b + (".T" if rhs.ndim == 2 and rc == 1 else ""))
+    cg.emit(f"{helper(cg.helpers, kind, t.dtype)}({', '.join(args)}, {out})")
 
 
 def _dot_loops(cg, op, lf, rf):

@@ -221,6 +221,37 @@ for _tr in ("nn", "nt", "tn", "tt"):
                                .replace("{TA}", ".T" if _tr[0] == "t" else "")
                                .replace("{TB}", ".T" if _tr[1] == "t" else ""))
 
+# One matrix or vector product o = a @ b, through BLAS (a or b may be a transposed view).
+_HELPERS["dot"] = """
+@njit(cache=True, **_OPTS)
+def _dot_{S}(a, b, o):
+    np.dot(a, b, o)
+"""
+
+# Small matrix-vector products (SMALL_DOT elements of the matrix at most) as loops: below
+# that size BLAS's call costs more than the arithmetic. `mv`: o = a @ x, each row's sum
+# vectorized (reassociated); `vm`: o = x @ a, the rows of `a` scaled and added (in order).
+_HELPERS["mv"] = """
+@njit(cache=True, fastmath=_REASSOC, **_OPTS)
+def _mv_{S}(a, x, o):
+    for i in range(a.shape[0]):
+        s = {T}(0)
+        for j in range(a.shape[1]):
+            s += a[i, j] * x[j]
+        o[i] = s
+"""
+_HELPERS["vm"] = """
+@njit(cache=True, **_OPTS)
+def _vm_{S}(x, a, o):
+    for j in range(a.shape[1]):
+        o[j] = {T}(0)
+    for i in range(a.shape[0]):
+        xi = x[i]
+        for j in range(a.shape[1]):
+            o[j] += xi * a[i, j]
+"""
+SMALL_DOT = 4096
+
 # A C-contiguous array viewed with another C shape, built inline from the same data pointer.
 # Numba's `reshape` is a call whose result LLVM cannot trace back to the kernel's noalias
 # arguments, so loops over reshaped views needed run-time alias checks, and the vectorizer
@@ -280,6 +311,7 @@ _INSTANCES = {
     "rowmin": _FLOATS,
     "floordiv_i": (dtypes.int64, dtypes.int32), "mod_i": (dtypes.int64, dtypes.int32),
     "ipow": (dtypes.int64,),
+    "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
     "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
 }
 
@@ -291,6 +323,7 @@ def _module_source() -> str:
         "from numba import njit",
         "",
         '_OPTS = dict(error_model="numpy", nogil=True)',
+        '_REASSOC = {"reassoc", "contract"}  # sums that may be reordered (vectorized)',
         *vecmath.TEMPLATES.values(),
         *vecmath_trig.TEMPLATES.values(),
         _CVIEW,

@@ -563,3 +563,34 @@ def test_rewritten_loops_and_conds_run_on_every_backend(backend):
         np.testing.assert_allclose(fn(x, a, np.int64(n)), f_np(x, a, n), rtol=1e-13)
     np.testing.assert_allclose(tg.function(tg.grad(lambda v: tnp.sum(euler(v))))(x),
                                tg.grad(lambda v: tnp.sum(euler(v)))(x), rtol=1e-13)
+
+
+def test_a_loop_and_its_gradients_replay_run_once():
+    def euler(x):
+        return tg.fori_loop(0, 40, lambda i, v: v + 0.01 * tnp.sin(v), x)
+
+    def whiles(g):
+        return [op.attrs.get("keep_history", False) for op in g.operations
+                if op.primitive is while_p]
+
+    vg = tg.value_and_grad(lambda x: tnp.sum(euler(x) ** 2))
+    before = tg.trace(vg)(tg.TensorSpec([3]))
+    assert whiles(before) == [False, True, False]  # the loop, its replay, the backward loop
+    after = passes.optimize(before)
+    assert whiles(after) == [True, False]  # the loop keeps the history the replay read
+    x = RNG.normal(size=3)
+    same(before, after, x)
+    v, g = vg(x)
+
+    def loss(v):
+        for _ in range(40):
+            v = v + 0.01 * np.sin(v)
+        return np.sum(v ** 2)
+
+    assert np.isclose(v, loss(x), rtol=1e-15)
+    np.testing.assert_allclose(g, [(loss(x + d) - loss(x - d)) / 2e-6
+                                   for d in np.eye(3) * 1e-6], rtol=1e-6)
+    # a loop the same in all but its history, on other operands, stays its own
+    two = tg.trace(lambda x: (euler(x), tg.grad(lambda y: tnp.sum(euler(y)))(x * 2.0)))(
+        tg.TensorSpec([3]))
+    assert whiles(passes.optimize(two)) == [False, True, False]

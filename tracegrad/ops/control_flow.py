@@ -232,13 +232,16 @@ def _while_grad(op, *out_grads):
                               maximum_iterations=attrs.get("maximum_iterations"),
                               keep_history=True)
     count, history = replay[m], list(replay[m + 1:])
-    vjp_body = _HOOKS["vjp_graph"](attrs["body_graph"])
+    # the body's gradient reads the carry after the step from the history (the next row,
+    # the final carry after the last step) instead of computing it again
+    vjp_body = _HOOKS["vjp_graph"](attrs["body_graph"], outputs_known=True)
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 
     joined = [j for j, i in enumerate(float_carry) if i in ct_history]  # carry cts that join
     ct_history = [ct_history[float_carry[j]] for j in joined]
-    fixed = [*consts, *history, *ct_history]  # the backward loop's consts
+    finals = [replay[i] for i in float_carry]
+    fixed = [*consts, *history, *ct_history, *finals, count]  # the backward loop's consts
 
     def back_cond(*v):
         step = v[len(fixed)]
@@ -246,12 +249,20 @@ def _while_grad(op, *out_grads):
 
     def back_body(*v):
         cs, hist = list(v[:k]), list(v[k:k + len(history)])
-        ct_hist = list(v[k + len(history):len(fixed)])
+        ct_hist = list(v[k + len(history):k + len(history) + len(ct_history)])
+        final = list(v[len(fixed) - 1 - len(finals):len(fixed) - 1])
+        n = v[len(fixed) - 1]
         step, rest = v[len(fixed)], list(v[len(fixed) + 1:])
         ct, acc = rest[:len(cts)], rest[len(cts):]
         step = ew.sub_p.bind(step, scalar_like(step, 1))
         carry_at = [gather_p.bind(h, step, axis=0) for h in hist]
-        grads = run_inline(vjp_body, cs + carry_at + ct)
+        after = ew.add_p.bind(step, scalar_like(step, 1))
+        row = ew.min_p.bind(after, ew.sub_p.bind(n, scalar_like(n, 1)))
+        in_history = ew.lt_p.bind(after, n)
+        nexts = [ew.select_p.bind(broadcast_like(in_history, f, ()),
+                                  gather_p.bind(hist[i], row, axis=0), f)
+                 for i, f in zip(float_carry, final, strict=True)]
+        grads = run_inline(vjp_body, cs + carry_at + ct + nexts)
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
         for j, h in zip(joined, ct_hist, strict=True):
             g_carry[j] = ew.add_p.bind(g_carry[j], gather_p.bind(h, step, axis=0))

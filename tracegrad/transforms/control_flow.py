@@ -24,7 +24,7 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import control_flow
 from tracegrad.ops.control_flow import cond_p, while_p
-from tracegrad.passes import inline_graph
+from tracegrad.passes import inline_graph, run_pass
 from tracegrad.transforms.backprop import backprop
 
 __all__ = ["cond", "while_loop", "fori_loop", "scan"]
@@ -96,9 +96,13 @@ def _predicate(what: str, pred):
     return p
 
 
-def vjp_graph(graph: FuncGraph) -> FuncGraph:
+def vjp_graph(graph: FuncGraph, outputs_known: bool = False) -> FuncGraph:
     """The gradient graph of closed `graph`: inputs `graph`'s, then one cotangent per float
-    output; outputs the gradient of each float input (zeros where unconnected)."""
+    output; outputs the gradient of each float input (zeros where unconnected).
+
+    `outputs_known=True`: then one more input per float output, its value (a loop's next
+    carry, kept in its history), read wherever the gradient needs that output instead of
+    computing it again."""
     g = FuncGraph(f"{graph.name}_grad", outer=state.graph)
     with g.as_default():
         ins = [g.add_input(t.type, t.name) for t in graph.inputs]
@@ -107,7 +111,15 @@ def vjp_graph(graph: FuncGraph) -> FuncGraph:
         cts = [g.add_input(y.type.strong(), f"ct{k}") for k, y in enumerate(ys)]
         xs = [x for x in ins if dtypes.is_differentiable(x.dtype)]
         g.outputs = backprop(list(g.operations), ys, xs, cts, unconnected_gradients="zero")
-    return g
+        if not outputs_known:
+            return g
+        known = {}
+        for k, y in enumerate(ys):
+            known_y = g.add_input(y.type, f"out{k}")
+            if y.op is not None and len(y.op.outputs) == 1 and id(y.op) not in known:
+                known[id(y.op)] = known_y
+    return run_pass(g, lambda rw: lambda rw, op, ins: (
+        [rw.env[id(known[id(op)])]] if id(op) in known else None))[0]
 
 
 def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:

@@ -234,6 +234,12 @@ def test_branch_mismatches_are_clear_errors():
         tg.while_loop(lambda v: v < 3, lambda v: (v + 1,), (0,), maximum_iterations=-1)
     with pytest.raises(tg.errors.ArgumentTypeError, match="loop_vars must be a tuple"):
         tg.while_loop(lambda v: v < 3, lambda v: v + 1, 0)
+    with pytest.raises(tg.errors.ArgumentTypeError,
+                       match=r"tg.scan: fn must return \(carry, y\) with a carry of init's .*"
+                             r"\* of \(f32\[\]\); its carry is \* of \(f64\[\]\)"):
+        tg.function(lambda xs: tg.scan(lambda c, x: (c + x, c), np.float32(0), xs))(np.ones(3))
+    with pytest.raises(tg.errors.ArgumentTypeError, match=r"its carry is \(\*, \*\)"):
+        tg.function(lambda xs: tg.scan(lambda c, x: ((c, c), c), 0.0, xs))(np.ones(3))
     with pytest.raises(tg.errors.InvalidArgumentError, match="leading sizes"):
         tg.scan(lambda c, x: (c, x), 0.0, np.ones(3), length=4)
     with pytest.raises(tg.errors.ShapeError, match="predicate must be a scalar"):

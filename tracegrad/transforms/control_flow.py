@@ -366,8 +366,9 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     def body(i, carry, y):
         k = (n - 1 - i) if reverse else i
         x = tree.unflatten(x_def, [ops.gather(x, k, axis=0) for x in xs_t])
-        carry, y = fn(carry, x)
-        return i + 1, carry, [_as_tensor(v) for v in tree.flatten(y)[0]]
+        new, y = fn(carry, x)
+        _check_scan_carry(carry, new)
+        return i + 1, new, [_as_tensor(v) for v in tree.flatten(y)[0]]
 
     outs, var_def = _traced_while(cond_fn, body, (0, init, last), None, keep_history=True)
     m = tree.num_leaves(var_def)
@@ -399,6 +400,21 @@ def _y_types(fn, init, x_leaves, x_def, graph):
         _, y = fn(tree.unflatten(c_def, c0), tree.unflatten(x_def, x0))
         y_leaves, y_def = tree.flatten(y)
         return y_def, [probe.to_tensor(v).type for v in y_leaves]
+
+
+def _check_scan_carry(carry, new) -> None:
+    """`fn`'s new carry has the structure, shapes and dtypes of `carry` (a weakly typed
+    leaf, such as a Python number, takes the carry's dtype)."""
+    (leaves, c_def), (got, n_def) = tree.flatten(carry), tree.flatten(new)
+    want = [_as_tensor(v).type for v in leaves]
+    have = [_as_tensor(v).type for v in got]
+    if c_def == n_def and all(h.shape == w.shape and (h.dtype == w.dtype or h.weak)
+                              for h, w in zip(have, want, strict=True)):
+        return
+    raise ArgumentTypeError(
+        f"tg.scan: fn must return (carry, y) with a carry of init's structure, shapes and "
+        f"dtypes {tree.treedef_str(c_def)} of ({', '.join(map(str, want))}); its carry is "
+        f"{tree.treedef_str(n_def)} of ({', '.join(map(str, have))}) (at {user_location()})")
 
 
 def _as_tensor(v):

@@ -14,6 +14,7 @@ import numpy as np
 import tracegrad as tg
 import tracegrad.nn as nn
 import tracegrad.numpy as tnp
+from spirals import spirals
 
 
 def init(rng, sizes):
@@ -47,14 +48,8 @@ def accuracy(params, x, labels):
     return np.mean(np.argmax(h @ params[-1]["w"] + params[-1]["b"], axis=1) == labels)
 
 
-# Two interleaved spirals.
 rng = np.random.default_rng(0)
-n = 512
-t = rng.uniform(0.5, 3 * np.pi, n)
-labels = rng.integers(0, 2, n)
-radius = t / (3 * np.pi)
-x = np.stack([radius * np.cos(t + np.pi * labels), radius * np.sin(t + np.pi * labels)], 1)
-x += 0.02 * rng.standard_normal(x.shape)
+x, labels = spirals(rng)
 
 params = init(rng, [2, 32, 32, 2])
 start = time.perf_counter()

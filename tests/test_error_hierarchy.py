@@ -15,8 +15,10 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import errors
 from tracegrad.core.state import state
+from tracegrad.function import compile_graph
 
 X = tg.constant(np.array([1.0, 2.0]))
+V = tg.Variable(np.array([1, 2], np.int64), name="V")  # assigned by the rows that fail
 
 
 # -- tapes in the states the rows need ---------------------------------------------------------
@@ -175,6 +177,41 @@ CASES = [
     Case(lambda: tg.function(lambda x: np.fft.fft(x))(np.ones(4)), NotImplementedError,
          E.UnsupportedOpError),
     Case(lambda: len(tg.constant(1.0)), TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x, i: tnp.take(x, i), backend="numba")(np.ones(3), np.array([7])),  # noqa: E501
+         IndexError, E.TracegradIndexError),  # in the kernel
+    # tg.function's arguments, signatures and concrete functions
+    Case(lambda: tg.function(42), TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x, backend="gpu"), ValueError, E.InvalidArgumentError),
+    Case(lambda: compile_graph(tg.trace(lambda x: x * 2.0)(1.0), "gpu"), ValueError,
+         E.InvalidArgumentError),
+    Case(lambda: tg.function(lambda x: x, input_signature=[3]), TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x, static_argnums=3), ValueError, E.InvalidArgumentError),
+    Case(lambda: tg.function(max, static_argnums=-1), ValueError, E.InvalidArgumentError),
+    Case(lambda: tg.function(lambda x: x, static_argnames="y"), ValueError,
+         E.InvalidArgumentError),
+    Case(lambda: tg.function(lambda x: x)(1.0, y=2.0), TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x, s: x, static_argnums=1)(1.0, [1]), TypeError,
+         E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x)(tg.TensorSpec([2])), TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x, input_signature=[tg.TensorSpec([2])])((X, X)),
+         TypeError, E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x, input_signature=[tg.TensorSpec([2])])("a"), TypeError,
+         E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x: x).get_concrete_function(1.0)((1.0, 2.0)), TypeError,
+         E.ArgumentTypeError),
+    Case(lambda: tg.function(lambda x, s: x).get_concrete_function(1.0, "a")(1.0, "b"), TypeError,
+         E.ArgumentTypeError),
+    # Variable updates, eager and inside tg.function
+    Case(lambda: tg.Variable([1.0, 2.0]).assign([1.0, 2.0, 3.0]), ValueError, E.ShapeError),
+    Case(lambda: tg.Variable(np.ones(2, np.float32)).assign(np.ones(2)), TypeError, E.DTypeError),
+    Case(lambda: tg.function(lambda x: V.assign_add(x) and x)(np.ones(3)), ValueError,
+         E.ShapeError),
+    Case(lambda: tg.function(lambda x: V.assign(x * 0.5) and x)(np.ones(2, np.int64)), TypeError,
+         E.DTypeError),
+    Case(lambda: tg.function(lambda x: tg.cond(x > 0, lambda: V.assign_sub(x) and x, lambda: x))(1.0),  # noqa: E501
+         NotImplementedError, E.UnsupportedOpError),
+    Case(lambda: tg.grad(lambda x: tnp.sum(V.assign([x, x]) * x))(1.0), NotImplementedError,
+         E.UnsupportedOpError),
 ]
 
 

@@ -35,6 +35,15 @@ def test_train_mlp_reduces_the_loss():
     assert "traced 1 time(s)" in out
 
 
+def test_train_variables_reduces_the_loss_in_one_traced_kernel():
+    out = run("train_variables.py", TRAIN_STEPS="1200")
+    losses = [float(v) for v in re.findall(r"loss (\d+\.\d+)", out)]
+    assert losses[-1] < 0.1 * losses[0]
+    assert float(re.findall(r"accuracy (\S+)", out)[-1]) > 0.95
+    assert "1201 updates; the traced step has 13 assign ops and compiles to 1 kernel(s)" in out
+    assert "traced 1 time(s)" in out
+
+
 def test_eager_tape_example_values():
     out = run("eager_tape.py")
     assert "w = [ 1.5 -2.   0.5]  b = 0.3" in out

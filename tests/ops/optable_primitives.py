@@ -163,6 +163,10 @@ for _src, _dst in _CASTS:
         grad_argnums=(0,) if _src == _dst == F64 else (), primitive="convert_element_type")
 
 case("stop_gradient[f64]", ops.stop_gradient, lambda x: x, rand((3,)), primitive="stop_gradient")
+case("assign[f64 2x3]", lambda c, x: ops.assign(c, x, variable="w"), lambda c, x: x,
+     rand((2, 3)), rand((2, 3), seed=1), primitive="assign")
+case("assign[i32]", lambda c, x: ops.assign(c, x, variable="n"), lambda c, x: x,
+     rand((4,), I32), rand((4,), I32, seed=1), primitive="assign")
 
 # -- shape primitives --------------------------------------------------------------------------
 

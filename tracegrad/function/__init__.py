@@ -25,7 +25,9 @@ from tracegrad.core.source import user_frame, user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable
-from tracegrad.errors import RetracingWarning, TracegradError
+from tracegrad.errors import (
+    ArgumentTypeError, InvalidArgumentError, RetracingWarning, TracegradError,
+)
 from tracegrad.function._keys import (
     _check_leaf,
     _describe,
@@ -45,6 +47,7 @@ from tracegrad.function._keys import (
     check_narrowed,
     narrowed_int_inputs,
 )
+from tracegrad.function._effects import traced_write
 from tracegrad.function._trace import trace_graph
 from tracegrad.ops import convert_element_type
 from tracegrad.ops.custom import call_p
@@ -96,7 +99,7 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
             verify(optimized)
         return compile_numba(optimized, parallel=config.parallel if parallel is None
                              else parallel)
-    raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
 def compiled_source(graph: FuncGraph) -> str:
@@ -128,7 +131,7 @@ class ConcreteFunction:
     """
 
     def __init__(self, owner: Function, graph: FuncGraph, treedef, entries, statics,
-                 out_treedef):
+                 out_treedef, written=()):
         self.graph = graph
         self.name = owner.__name__
         self._owner = owner
@@ -137,12 +140,19 @@ class ConcreteFunction:
         self._statics = statics
         self._statics_key = _typed_key(statics, "static arguments")
         self._out_treedef = out_treedef
+        # The Variables the function assigns: the graph's last outputs are their final
+        # values, written back when a call succeeds (_effects.py, docs/variables.md).
+        self._written = tuple(written)
+        self._n_results = len(graph.outputs) - len(self._written)
+        self._donating = None  # the executor's run with donated output buffers, if it has one
         self._pack = _packer(out_treedef)
-        self._numpy_out = _numpy_packer(out_treedef, [t.ndim for t in graph.outputs])
+        self._numpy_out = _numpy_packer(out_treedef,
+                                        [t.ndim for t in graph.outputs[:self._n_results]])
         self._array_leaves = [i for i, e in enumerate(entries) if _is_array(e)]
         self._in_dtypes = [entries[i][1] for i in self._array_leaves]
         self._captures = [ext for ext, _ in graph.captures]
         self._variables = any(isinstance(c, Variable) for c in self._captures)
+        self._plain_captures = all(isinstance(c, (Variable, EagerTensor)) for c in self._captures)
         self._narrowed = narrowed_int_inputs(graph)
         self._executor = None
         self._callee = None
@@ -166,14 +176,17 @@ class ConcreteFunction:
     @property
     def structured_outputs(self):
         return tree.unflatten(self._out_treedef,
-                              [TensorSpec(t.shape, t.dtype) for t in self.graph.outputs])
+                              [TensorSpec(t.shape, t.dtype)
+                               for t in self.graph.outputs[:self._n_results]])
 
     @property
     def executor(self):
         """`run(list of arrays) -> list of arrays`, compiled on first use."""
         if self._executor is None:
-            self._executor = compile_graph(self.graph, self._owner._backend,
-                                           self._owner._parallel)
+            with self._owner._lock:  # threads of a first call: one compiles, the rest wait
+                if self._executor is None:
+                    self._executor = compile_graph(self.graph, self._owner._backend,
+                                                   self._owner._parallel)
         return self._executor
 
     @property
@@ -193,7 +206,7 @@ class ConcreteFunction:
     def __call__(self, *args, **kwargs):
         leaves, treedef, statics = self._owner._canonicalize(args, kwargs)
         if treedef != self._treedef or _typed_key(statics, "") != self._statics_key:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{self.name}: this concrete function takes arguments structured as "
                 f"{_describe(self._treedef, self._statics)}, got {_describe(treedef, statics)}"
             )
@@ -204,8 +217,8 @@ class ConcreteFunction:
                 _check_leaf(self.name, names[k], x, e[0], e[1], "the traced input")
                 k += 1
             elif type(e) is _StaticLeaf and _entry(x) != e:
-                raise TypeError(f"{self.name}: this concrete function was traced with "
-                                f"{e.value!r} where it is now given {x!r}")
+                raise ArgumentTypeError(f"{self.name}: this concrete function was traced "
+                                        f"with {e.value!r} where it is now given {x!r}")
         return self._call_leaves(leaves)
 
     def _call_leaves(self, leaves):
@@ -234,17 +247,42 @@ class ConcreteFunction:
             if eager and tapes:
                 captured = [self._capture_tensor(c) for c in self._captures]
                 arrays = arrays + [t._value for t in captured]
+            elif self._plain_captures:  # Variables and eager tensors: their arrays
+                arrays = arrays + [c._value for c in self._captures]
             else:
                 arrays = arrays + [self._capture_tensor(c)._value for c in self._captures]
-        outs = self.executor(arrays)
-        if not eager:
-            return self._numpy_out(outs)
+        if self._written:
+            outs = self._run_writing(arrays)
+            if not eager:
+                return self._numpy_out(outs[:self._n_results])
+        else:
+            outs = self.executor(arrays)
+            if not eager:
+                return self._numpy_out(outs)
         results = [EagerTensor(o) for o in outs]
         if tapes and _CALL_RECORDER[0] is not None:
             fed = [x if type(x) is EagerTensor else EagerTensor(a)
                    for x, a in zip(inputs, arrays[:len(inputs)], strict=True)]
             _CALL_RECORDER[0](self, fed + list(captured), results)
-        return self._pack(results)
+        return self._pack(results[:self._n_results] if self._written else results)
+
+    def _run_writing(self, arrays):
+        """Run a graph that assigns Variables, then write their new values (the graph's last
+        outputs) into them: only once the whole call has succeeded, so a call that raises
+        leaves every Variable unchanged. Each new value is a buffer the Variable owns from
+        then on (O(1), no copy); the numba executor writes it into the Variable's spare
+        buffer when nothing else references that one, so a step allocates nothing."""
+        executor = self.executor
+        if self._donating is None:
+            donating = getattr(executor, "donating", None)
+            self._donating = donating(len(self._written)) if donating is not None else False
+        if self._donating:
+            outs = self._donating(arrays, [v._donated_buffer() for v in self._written])
+        else:
+            outs = executor(arrays)
+        for v, new in zip(self._written, outs[self._n_results:], strict=True):
+            v._commit(new)
+        return outs
 
     def _capture_tensor(self, external) -> EagerTensor:
         """The current value of a captured external (a Variable read reports to tapes)."""
@@ -265,12 +303,25 @@ class ConcreteFunction:
         outer = state.graph
         operands = [outer.to_tensor(x) for x in inputs]
         if self._enclosed:
-            return self._pack(list(inline_recorded(self.graph, outer, operands)))
+            return self._pack(self._written_in_trace(
+                outer, list(inline_recorded(self.graph, outer, operands))))
         for i, (x, p) in enumerate(zip(operands, self.graph.inputs, strict=True)):
             if x.dtype != p.dtype:  # a Python scalar or weak tensor given to a strong spec
                 operands[i] = convert_element_type(x, new_dtype=p.dtype)
         operands += [outer.to_tensor(c) for c in self._captures]
-        return self._pack(list(call_p.bind(*operands, callee=self.callee)))
+        return self._pack(self._written_in_trace(outer, list(call_p.bind(*operands,
+                                                                         callee=self.callee))))
+
+    def _written_in_trace(self, outer, outs):
+        """The function's results among `outs` (the call's outputs); the Variables it
+        assigns are assigned their final values in the enclosing trace (in program order
+        there), which must be a `tg.function`'s."""
+        if not self._written:
+            return outs
+        n = self._n_results
+        for v, t in zip(self._written, outs[n:], strict=True):
+            traced_write(v, outer, t, "assign")
+        return outs[:n]
 
     def __repr__(self):
         args, kwargs = self.structured_input_signature
@@ -333,9 +384,9 @@ class Function:
                  static_argnames=(), backend: str | None = None, reduce_retracing: bool = False,
                  parallel: bool | None = None):
         if not callable(fn):
-            raise TypeError(f"tg.function needs a callable, got {type(fn).__name__}")
+            raise ArgumentTypeError(f"tg.function needs a callable, got {type(fn).__name__}")
         if backend is not None and backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+            raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):  # a partial, a callable object
             self.__name__ = getattr(getattr(fn, "func", type(fn)), "__name__", "function")
@@ -351,8 +402,9 @@ class Function:
             input_signature = tuple(input_signature)
             for s in tree.flatten(input_signature)[0]:
                 if not isinstance(s, TensorSpec):
-                    raise TypeError(f"{self.__name__}: input_signature holds a "
-                                    f"{type(s).__name__}; it takes tg.TensorSpec structures")
+                    raise ArgumentTypeError(
+                        f"{self.__name__}: input_signature holds a {type(s).__name__}; it "
+                        "takes tg.TensorSpec structures")
         self.input_signature = input_signature
         self.tracing_count = 0
         self._cache: dict[Any, ConcreteFunction] = {}  # signature key -> trace
@@ -456,7 +508,7 @@ class Function:
             try:
                 bound = self._signature.bind(*args, **kwargs)
             except TypeError as e:
-                raise TypeError(f"{self.__name__}(): {e}") from None
+                raise ArgumentTypeError(f"{self.__name__}(): {e}") from None
             moved = tuple(bound.arguments)[len(args):len(bound.args)]
             plan = self._bind_plans[pattern] = (moved, tuple(sorted(bound.kwargs)))
         moved, rest = plan
@@ -527,7 +579,7 @@ class Function:
         arg_leaves, arg_def = tree.flatten(traced)
         if stray or sig_def != arg_def:
             got = tree.treedef_str(arg_def) + (f" and keywords {stray}" if stray else "")
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{self.__name__}: arguments structured as {got} do not match "
                 f"input_signature {tree.treedef_str(sig_def)} (at {user_location()})"
             )
@@ -552,8 +604,10 @@ class Function:
         if self.input_signature is not None:
             specs = tree.flatten(self.input_signature)[0]
             array_names = [s.name or n for s, n in zip(specs, array_names, strict=True)]
-        graph, out_treedef = trace_graph(self.python_function, treedef, entries, statics,
-                                         array_names, self.__name__, config.verify)
+        # A transform (tg.grad(f) ...) is a pure function: Variables are not assigned in it.
+        graph, out_treedef, written = trace_graph(
+            self.python_function, treedef, entries, statics, array_names, self.__name__,
+            config.verify, effects=not self._inline_in_trace)
         if not any(isinstance(c, GraphTensor) for c, _ in graph.captures):
             graph.outer = None  # made inside another trace, but independent of it
         self.tracing_count += 1
@@ -567,7 +621,7 @@ class Function:
                 RetracingWarning,
                 stacklevel=_user_stacklevel(),
             )
-        return ConcreteFunction(self, graph, treedef, entries, statics, out_treedef)
+        return ConcreteFunction(self, graph, treedef, entries, statics, out_treedef, written)
 
     # -- introspection ---------------------------------------------------------------------
 

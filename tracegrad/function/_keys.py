@@ -21,7 +21,9 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec, TensorType
 from tracegrad.core.variables import Variable
-from tracegrad.errors import DTypeError, ShapeError, TracegradError
+from tracegrad.errors import (
+    ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError, TracegradError,
+)
 
 _ndarray = np.ndarray
 _PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, bool: dtypes.bool_}
@@ -72,7 +74,7 @@ def _typed_key(value, where):
     try:
         hash(value)
     except TypeError:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{where} must be hashable (it is part of the trace cache key), got "
             f"{type(value).__name__}; pass arrays as traced arguments instead"
         ) from None
@@ -104,8 +106,9 @@ def _entry(x):
             f"function at {user_location()} outside the trace that made it (a leaked tracer)"
         )
     if isinstance(x, TensorSpec):
-        raise TypeError(f"a TensorSpec ({x}) stands for an array only in "
-                        "get_concrete_function and tg.trace; call the function with arrays")
+        raise ArgumentTypeError(f"a TensorSpec ({x}) stands for an array only in "
+                                "get_concrete_function and tg.trace; call the function with "
+                                "arrays")
     return _StaticLeaf(x, "a non-array argument")
 
 
@@ -171,8 +174,8 @@ def _check_leaf(fname, name, x, shape, dtype, what):
         return
     spec = f"{what} {TensorType(shape, dtype)}"
     if not _is_array(entry):
-        raise TypeError(f"{fname}: argument {name} must be an array for {spec}, got "
-                        f"{type(x).__name__} (at {user_location()})")
+        raise ArgumentTypeError(f"{fname}: argument {name} must be an array for {spec}, "
+                                f"got {type(x).__name__} (at {user_location()})")
     if not _dims_fit(shape, entry[0]):
         raise ShapeError(f"{fname}: argument {name} has shape {tuple(entry[0])}, which does "
                          f"not fit {spec} (at {user_location()})")
@@ -257,7 +260,8 @@ def _normalize_static(fname, signature, argnums, argnames):
     argnames = (argnames,) if isinstance(argnames, str) else tuple(argnames)
     if signature is None:
         if any(i < 0 for i in argnums):
-            raise ValueError(f"{fname}: negative static_argnums need an inspectable signature")
+            raise InvalidArgumentError(
+                f"{fname}: negative static_argnums need an inspectable signature")
         return tuple(sorted(set(argnums))), argnames
     params = list(signature.parameters.values())
     positional = [p.name for p in params
@@ -267,14 +271,15 @@ def _normalize_static(fname, signature, argnums, argnames):
     for i in argnums:
         j = i + len(positional) if i < 0 else i
         if j < 0 or (j >= len(positional) and not has_varargs):
-            raise ValueError(f"{fname}: static_argnums {i} is out of range for a function "
-                             f"of {len(positional)} positional parameters")
+            raise InvalidArgumentError(
+                f"{fname}: static_argnums {i} is out of range for a function of "
+                f"{len(positional)} positional parameters")
         nums.add(j)
     known = {p.name for p in params if p.kind != p.VAR_POSITIONAL}
     has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
     for name in argnames:
         if name not in known and not has_varkw:
-            raise ValueError(f"{fname}: static_argnames {name!r} names no parameter")
+            raise InvalidArgumentError(f"{fname}: static_argnames {name!r} names no parameter")
         if name in positional:
             nums.add(positional.index(name))
     names = set(argnames) | {positional[i] for i in nums if i < len(positional)}

@@ -11,7 +11,7 @@ from tracegrad.core.ir import FuncGraph, Tensor
 from tracegrad.core.source import _skipped
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
-from tracegrad.core.variables import Variable
+from tracegrad.core.variables import Variable, close_effect_scope, effect_scope
 from tracegrad.errors import TracegradError
 from tracegrad.function._keys import _is_array, _Static
 
@@ -36,12 +36,28 @@ def _located(e: TracegradError, tb) -> TracegradError:
     return new.with_traceback(e.__traceback__)
 
 
-
-
-def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verify: bool):
+def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verify: bool,
+                effects: bool = True):
     """Trace `fn` with a placeholder per array entry (named by `names`); returns
-    `(graph, out_treedef)`. `verify` checks the graph with `tracegrad.core.verify`."""
+    `(graph, out_treedef, written)`. With `effects`, `fn` may assign Variables: the final
+    value of each (`written`, in order of first assignment) is an output of the graph after
+    `fn`'s results. `verify` checks the graph with `tracegrad.core.verify`."""
     graph = FuncGraph(name, outer=state.graph)
+    if effects:
+        effect_scope(graph)
+    try:
+        out_treedef = _trace_into(graph, fn, treedef, entries, statics, names, name)
+    finally:
+        written = close_effect_scope(graph)
+    graph.outputs += [t for _, t in written]
+    if verify:
+        from tracegrad.core.verify import verify as check
+
+        check(graph)
+    return graph, out_treedef, [v for v, _ in written]
+
+
+def _trace_into(graph, fn, treedef, entries, statics, names, name):
     values = []
     with graph.as_default():
         k = 0
@@ -69,8 +85,4 @@ def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verif
                 )
             outputs.append(graph.to_tensor(x))
         graph.outputs = outputs
-    if verify:
-        from tracegrad.core.verify import verify as check
-
-        check(graph)
-    return graph, out_treedef
+    return out_treedef

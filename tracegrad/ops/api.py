@@ -355,3 +355,6 @@ from tracegrad.ops.shape_ops import broadcast_like, full_like, ones_like, zeros_
 __all__ += ["full_like", "zeros_like", "ones_like", "broadcast_like"]
 from tracegrad.ops.custom import call_p, custom_gradient_p  # noqa: E402,F401  (registers them)
 from tracegrad.ops.control_flow import cond_p, while_p  # noqa: E402,F401
+from tracegrad.ops.effects import assign, assign_p  # noqa: E402
+
+__all__ += ["assign", "assign_p"]

@@ -103,14 +103,15 @@ class Interpreter:
                     _check_op_shapes(op, args, result)
                 for i, r in zip(outs, result):
                     env[i] = r
-        return [_owned(env[i], i < self.n_inputs) for i in self.out_slots]
-
-
-def _owned(x: np.ndarray, is_input: bool) -> np.ndarray:
-    """`x`, copied when it may alias an input, a constant or a read-only view."""
-    if is_input or x.base is not None or not x.flags.writeable:
-        return np.array(x)
-    return x
+        fed = {id(a) for a in arrays}  # an op that returns its operand returns an input
+        outs = []
+        for i in self.out_slots:
+            x = env[i]
+            if i < self.n_inputs or id(x) in fed or x.base is not None or not x.flags.writeable:
+                x = np.array(x)
+            fed.add(id(x))  # the same array as two outputs: the second is a copy
+            outs.append(x)
+        return outs
 
 
 def compile_graph(graph: FuncGraph) -> Interpreter:

@@ -30,8 +30,9 @@ __all__ = [
 
 
 # Primitives the backend removes before planning: a `call` is its callee's graph inlined,
-# a `custom_gradient` boundary is its first operands (the gradient is not computed here).
-LOWERED = ("call", "custom_gradient")
+# a `custom_gradient` boundary is its first operands (the gradient is not computed here), an
+# `assign` its value (the function layer writes the Variable from the graph's outputs).
+LOWERED = ("call", "custom_gradient", "assign")
 
 
 def _lower(graph: FuncGraph) -> FuncGraph:
@@ -43,6 +44,8 @@ def _lower(graph: FuncGraph) -> FuncGraph:
             name = op.primitive.name
             if name == "custom_gradient":
                 return ins[: len(op.outputs)]
+            if name == "assign":
+                return ins[1:]
             if name == "call":
                 callee = op.attrs["callee"].graph
                 env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}

@@ -7,6 +7,12 @@ here from shapes known at compile time, or, for graphs with unknown dims, comput
 per distinct input shapes (which also checks them: a mismatch is a ShapeError naming the
 op). Errors raised inside the kernel carry an op tag and become messages naming the op
 and the user's line that created it.
+
+`donating(k)` gives a second entry point, `run(arrays, donated)`, for graphs whose last `k`
+outputs are the new values of Variables (tracegrad/function/_effects.py): a donated buffer
+(an array of that output's shape and dtype, C-contiguous, referenced by nobody else; None
+for "allocate") is written instead of a fresh one, so a training step that updates its
+parameters allocates nothing. A donated buffer is never an input of the call.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class Executor:
         "_F",
         "_I",
         "_consts",
+        "_donating",
         "_has_I",
         "_shape_cache",
         "entry",
@@ -70,6 +77,7 @@ class Executor:
             self.out_shapes = None
             self.tail = None
         self.run = self._build_run()
+        self._donating: dict = {}
 
     def _int_vector(self, shapes) -> list:
         return [self.plan.int_values(shapes)] if self._has_I else []
@@ -77,15 +85,33 @@ class Executor:
     def __call__(self, arrays):
         return self.run(arrays)
 
-    def _build_run(self):
+    def donating(self, k: int):
+        """`run(arrays, donated)`: as `self(arrays)`, the last `k` outputs written into the
+        buffers of `donated` (a list of `k` arrays or None) where given."""
+        run = self._donating.get(k)
+        if run is None:
+            run = self._donating[k] = self._build_run(k)
+        return run
+
+    def _build_run(self, donated: int = 0):
         """A Python function specialised to this graph's arity, dtypes and (static) shapes:
-        no loops, no zips, one C call per input and per output, then the kernel."""
+        no loops, no zips, one C call per input and per output, then the kernel. With
+        `donated`, it takes buffers for the last `donated` outputs as a second argument."""
         n, m = self.n_in, len(self.out_dtypes)
         ins = [f"a{i}" for i in range(n)]
         outs = [f"o{i}" for i in range(m)]
         env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
                "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS}
-        lines = ["def run(arrays):"]
+        lines = ["def run(arrays, donated):" if donated else "def run(arrays):"]
+        first_donated = m - donated
+
+        def alloc(i: int, shape: str) -> str:
+            if i < first_donated:
+                return f"    o{i} = E({shape}, od{i})"
+            return (f"    o{i} = donated[{i - first_donated}]\n"
+                    f"    if o{i} is None or o{i}.shape != {shape}:\n"
+                    f"        o{i} = E({shape}, od{i})")
+
         if n:
             lines.append(f"    {', '.join(ins)}{',' if n == 1 else ''} = arrays")
         else:
@@ -106,20 +132,21 @@ class Executor:
                 tail.append(f"t{k}")
             for i, (shape, dt) in enumerate(zip(self.out_shapes, self.out_dtypes)):
                 env[f"os{i}"], env[f"od{i}"] = shape, dt
-                lines.append(f"    o{i} = E(os{i}, od{i})")
+                lines.append(alloc(i, f"os{i}"))
             call_args = ins + tail + outs
         else:
             lines.append(f"    shapes, tail = ex._dynamic([{', '.join(ins)}])")
             for i, dt in enumerate(self.out_dtypes):
                 env[f"od{i}"] = dt
-                lines.append(f"    o{i} = E(shapes[{i}], od{i})")
+                lines.append(alloc(i, f"shapes[{i}]"))
             call_args = ins + ["*tail"] + outs
         lines += ["    try:",
                   f"        entry({', '.join(call_args)})",
                   "    except errors as e:",
                   "        raise ex._error(e) from None",
                   f"    return [{', '.join(outs)}]"]
-        code = compile("\n".join(lines), f"<tracegrad executor @{self.name}>", "exec")
+        # named under the package, so that error locations skip it for the user's line
+        code = compile("\n".join(lines), f"{__file__}: generated run of @{self.name}", "exec")
         exec(code, env)  # noqa: S102 - the call path generated above
         return env["run"]
 
@@ -146,11 +173,11 @@ class Executor:
             op = self.raises[args[0]]
             name, where = op.primitive.name, f"(op created at {op.source})"
             if isinstance(e, IndexError):
-                return TracegradIndexError(f"{name}: index {args[1]} is out of bounds for an axis of "
-                                  f"size {args[2]} {where}")
+                return TracegradIndexError(f"{name}: index {args[1]} is out of bounds for an "
+                                           f"axis of size {args[2]} {where}")
             if name == "pow":
                 return InvalidArgumentError(f"pow: integers to negative integer powers are not "
-                                  f"allowed {where}")
+                                            f"allowed {where}")
             if name == "triangular_solve":
                 return np.linalg.LinAlgError(
                     f"triangular_solve: singular matrix: zero on the diagonal at row "

@@ -4,6 +4,7 @@ unwritable directories and two processes filling one entry at once."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -236,3 +237,260 @@ def test_calls_and_custom_gradient_boundaries_are_inlined():
     graph = tg.trace(outer)(x)
     got = nb.compile_graph(graph)([x])[0]
     np.testing.assert_allclose(got, np.sin(x) * 2.0 + np.exp(x), rtol=1e-13)
+
+
+# -- faults: damaged, foreign and untrusted files, full and read-only directories, killed
+# writers, other versions. Each recovers with at most a warning and the right answer.
+
+
+def _numba_files(cache_dir, suffix):
+    return glob.glob(str(cache_dir / "numba" / "__pycache__" / f"tg_*{suffix}"))
+
+
+def _truncate_module(cache_dir):
+    (path,) = kernel_files(cache_dir)
+    text = open(path).read()
+    with open(path, "w") as f:
+        f.write(text[: len(text) // 2])
+
+
+def _foreign_module(cache_dir):
+    # Code that is not tracegrad's under a kernel's name, with a header whose digest is
+    # right: the digest alone would let it run.
+    (path,) = kernel_files(cache_dir)
+    key = open(path).readline().split()[3]
+    body = (open(path).read().split("\n", 1)[1]
+            + f"\nopen({str(cache_dir / 'pwned')!r}, 'w').close()\n")
+    with open(path, "w") as f:
+        f.write(nb.cache._header(key, body) + body)
+
+
+def _truncate_numba_data(cache_dir):
+    for path in _numba_files(cache_dir, ".nbc"):
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 3)
+
+
+def _stray_files(cache_dir):
+    d = cache_dir / "numba"
+    (d / "notes.txt").write_text("not a kernel")
+    (d / "tg_0123456789abcdef0123456789abcdef.py").write_text("raise SystemExit(3)\n")
+    (d / "__pycache__" / "tg_junk.kernel-9.py311.nbi").write_bytes(b"\x80\x04junk")
+
+
+@pytest.mark.parametrize("damage, warns", [
+    (_truncate_module, "corrupt or not tracegrad's own code"),
+    (_foreign_module, "corrupt or not tracegrad's own code"),
+    (_truncate_numba_data, "could not be loaded"),
+    (_stray_files, None),
+])
+def test_a_damaged_or_foreign_cache_file_is_rebuilt(tmp_path, damage, warns):
+    run_script(tmp_path)
+    damage(tmp_path)
+    result = run_script(tmp_path)
+    assert result["ok"], result
+    assert not (tmp_path / "pwned").exists(), "code from the cache ran"
+    if warns is None:
+        assert not result["warnings"] and result["disk_hits"] == 1, result
+    else:
+        assert result["rebuilt"] == 1 and any(warns in w for w in result["warnings"]), result
+    again = run_script(tmp_path)
+    assert again["ok"] and again["compiled"] == 0 and not again["warnings"], again
+
+
+def test_cache_directories_are_created_private(tmp_path):
+    base = tmp_path / "home" / "cache"
+    assert run_script(base)["ok"]
+    for d in (tmp_path / "home", base, base / "numba", base / "numba" / "__pycache__"):
+        assert d.stat().st_mode & 0o777 == 0o700, (d, oct(d.stat().st_mode))
+
+
+def test_a_cache_directory_others_can_read_is_made_private(tmp_path):
+    d = tmp_path / "numba"
+    d.mkdir()
+    d.chmod(0o755)  # as tracegrad made them before
+    assert run_script(tmp_path)["ok"]
+    assert d.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("where", ["numba", "numba/__pycache__"])
+@pytest.mark.parametrize("mode", [0o777, 0o770])
+def test_a_cache_directory_others_can_write_is_refused(tmp_path, where, mode):
+    run_script(tmp_path)
+    (tmp_path / where).chmod(mode)
+    _foreign_module(tmp_path)  # what another user could have put there
+    result = run_script(tmp_path)
+    assert result["ok"] and result["compiled"] == 1 and result["disk_hits"] == 0, result
+    assert any("is refused" in w and "writable by" in w for w in result["warnings"]), result
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_cache_directory_of_another_user_is_refused(tmp_path):
+    run_script(tmp_path)
+    if os.geteuid() == 0:  # root may hand the directory to another user
+        os.chown(tmp_path / "numba", 4242, -1)
+        result = run_script(tmp_path)
+    else:  # this process plays another user
+        result = run_script(tmp_path, "import os\nos.geteuid = lambda: 4242\n" + SCRIPT)
+    assert result["ok"] and result["compiled"] == 1, result
+    assert any("owned by uid" in w for w in result["warnings"]), result
+
+
+def test_a_numba_file_of_another_user_is_deleted(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a file of another user")
+    run_script(tmp_path)
+    (index,) = [p for p in _numba_files(tmp_path, ".nbi") if "helpers" not in p]
+    os.chown(index, 4242, -1)
+    result = run_script(tmp_path)
+    assert result["ok"] and result["rebuilt"] == 1, result
+    assert any("is not trusted" in w for w in result["warnings"]), result
+    again = run_script(tmp_path)
+    assert again["ok"] and again["disk_hits"] == 1 and not again["warnings"], again
+
+
+@contextlib.contextmanager
+def _read_only(d):
+    """`d` read-only: its mode, or for root (who writes anyway) a read-only bind mount."""
+    if os.geteuid() != 0:
+        for sub in (d / "numba", d / "numba" / "__pycache__"):
+            sub.chmod(0o555)
+        yield
+        return
+    mount = subprocess.run(["mount", "--bind", str(d), str(d)], capture_output=True,
+                           check=False)
+    if mount.returncode:
+        pytest.skip(f"root without mount privileges cannot make a read-only directory: "
+                    f"{mount.stderr!r}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(d)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def test_a_read_only_cache_directory_works_with_a_warning(tmp_path):
+    run_script(tmp_path)
+    with _read_only(tmp_path):
+        result = run_script(tmp_path)
+    assert result["ok"] and any("not writable" in w for w in result["warnings"]), result
+
+
+# The process may write no byte to any file (RLIMIT_FSIZE 0: writes fail with EFBIG, as
+# on a full disk).
+FULL_DISK = textwrap.dedent("""
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+""")
+
+
+@pytest.mark.parametrize("warm_sources", [False, True])
+def test_a_full_cache_directory_compiles_in_memory(tmp_path, warm_sources):
+    if warm_sources:  # the modules are there, Numba's files are not
+        run_script(tmp_path)
+        for f in glob.glob(str(tmp_path / "numba" / "__pycache__" / "*")):
+            os.unlink(f)
+    result = run_script(tmp_path, FULL_DISK + SCRIPT)
+    assert result["ok"] and result["compiled"] == 1, result
+    assert any("compiling this kernel in memory" in w for w in result["warnings"]), result
+    after = run_script(tmp_path)
+    assert after["ok"] and after["compiled"] + after["disk_hits"] == 1, after
+
+
+def _killed_at(point: str) -> str:
+    """A prelude that SIGKILLs the process at `point` of writing the cache."""
+    return textwrap.dedent(f"""
+        import os, signal
+        point = {point!r}
+        if point == "before-link":  # a kernel's temp file written, not linked
+            real_link = os.link
+            def link(src, dst):
+                if "tg_helpers" not in dst:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real_link(src, dst)
+            os.link = link
+        else:  # Numba wrote its index, not the machine code it names
+            from numba.core import caching
+            real_save = caching.IndexDataCacheFile._save_data
+            def save_data(self, name, data):
+                if "tg_helpers" not in name:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real_save(self, name, data)
+            caching.IndexDataCacheFile._save_data = save_data
+    """)
+
+
+def _run_killed(cache_dir, script):
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(cache_dir))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          timeout=300, check=False)
+    assert proc.returncode == -9, proc.stderr
+
+
+@pytest.mark.parametrize("point", ["before-link", "before-machine-code"])
+def test_a_process_killed_while_writing_leaves_a_usable_cache(tmp_path, point):
+    _run_killed(tmp_path, _killed_at(point) + SCRIPT)
+    result = run_script(tmp_path)
+    assert result["ok"] and result["compiled"] == 1 and not result["warnings"], result
+    again = run_script(tmp_path)
+    assert again["ok"] and again["disk_hits"] == 1 and not again["warnings"], again
+
+
+KILLS = int(os.environ.get("TRACEGRAD_CACHE_KILLS", "20" if os.environ.get(
+    "TRACEGRAD_SLOW", "") not in ("", "0") else "3"))
+
+
+def test_processes_killed_at_random_times_while_compiling(tmp_path):
+    # SIGKILL after a random delay over the whole run (import, trace, write, compile,
+    # Numba's writes); then one process must still get the right answer.
+    import random
+    import time
+
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    start = time.perf_counter()
+    run_script(tmp_path / "timing")
+    whole = time.perf_counter() - start
+    rng = random.Random(13)
+    for _ in range(KILLS):
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 1.0) * whole)
+        proc.kill()
+        proc.wait(timeout=60)
+        for f in glob.glob(str(tmp_path / "numba" / "**" / "*"), recursive=True):
+            assert os.stat(f).st_mode & 0o022 == 0, f
+    result = run_script(tmp_path)
+    assert result["ok"], result
+    assert all("could not be loaded" in w or "corrupt" in w for w in result["warnings"])
+    again = run_script(tmp_path)
+    assert again["ok"] and again["disk_hits"] == 1 and not again["warnings"], again
+
+
+def test_a_numba_index_of_another_numba_version_is_recompiled(tmp_path):
+    import pickle
+
+    run_script(tmp_path)
+    for path in _numba_files(tmp_path, ".nbi"):
+        with open(path, "rb") as f:
+            pickle.load(f)  # the version
+            rest = f.read()
+        with open(path, "wb") as f:
+            pickle.dump("0.1.0", f)
+            f.write(rest)
+    result = run_script(tmp_path)
+    assert result["ok"] and result["compiled"] == 1, result
+    again = run_script(tmp_path)
+    assert again["ok"] and again["disk_hits"] == 1 and not again["warnings"], again
+
+
+def test_a_cache_of_another_tracegrad_version_is_not_read(tmp_path):
+    other = ("from tracegrad.backends.numba import cache\n"
+             "cache._versions = (lambda real: lambda: real() + ';tracegrad=0.0.1')"
+             "(cache._versions)\n")
+    first = run_script(tmp_path, other + SCRIPT)
+    second = run_script(tmp_path)
+    assert first["ok"] and second["ok"] and first["compiled"] == second["compiled"] == 1
+    assert len(kernel_files(tmp_path)) == 2 and not second["warnings"]

@@ -8,6 +8,7 @@ a treedef.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tracegrad.errors import InvalidArgumentError
@@ -30,7 +31,18 @@ def _sorted_keys(d: dict) -> tuple:
 def flatten(tree: Any, is_leaf=None) -> tuple[list, Any]:
     """The leaves of `tree` in order, and its treedef."""
     leaves: list = []
-    return leaves, _flatten(tree, leaves, is_leaf)
+    try:
+        return leaves, _flatten(tree, leaves, is_leaf)
+    except RecursionError:
+        raise _too_deep("flatten") from None
+
+
+def _too_deep(what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"{what}: the structure is nested too deeply for Python's recursion limit "
+        f"({sys.getrecursionlimit()} frames; a few hundred levels of lists, tuples and "
+        "dicts); pass fewer levels (a list of arrays, a stacked array) or raise the limit "
+        "with sys.setrecursionlimit")
 
 
 def _flatten(x, leaves, is_leaf):
@@ -54,7 +66,10 @@ def _flatten(x, leaves, is_leaf):
 def unflatten(treedef, leaves) -> Any:
     """The structure `treedef` filled with `leaves` (an iterable)."""
     it = iter(leaves)
-    out = _unflatten(treedef, it)
+    try:
+        out = _unflatten(treedef, it)
+    except RecursionError:
+        raise _too_deep("unflatten") from None
     for _ in it:
         raise InvalidArgumentError("unflatten: more leaves than the structure holds")
     return out

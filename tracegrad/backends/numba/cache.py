@@ -4,17 +4,25 @@ Each generated module is written to `<cache dir>/tg_<hash>.py`, where the hash c
 its source, the kernel signature (ranks, dtypes), the Numba, NumPy, Python and
 tracegrad versions. A file is written once (temp file, then an atomic link) and never
 rewritten, so Numba's `cache=True` (which keys its machine code on the file's path and
-time stamp) can never pair a file with stale code; it is loaded by compiling its text
+content) can never pair a file with stale code; it is loaded by compiling its text
 directly (no .pyc is read or written). Modules are self-contained: every helper they call
 is in them, so the hash covers all the code.
 
-A file whose text does not match its hash, or a Numba cache entry that fails to load, is
-rebuilt with a warning; an unwritable cache directory is replaced by a temporary one
-with a warning. Two processes filling one entry at once both succeed (the first link
-wins; the text is identical).
+The cache holds code that is run and Numba files that Numba unpickles, so whoever can
+write it can run code as the user. Its directories are created private (0700), and one of
+this user's that others may read is made private; a directory owned by another user or
+writable by group or others is refused with a warning (kernels then go to a private
+temporary directory), and a Numba file owned by another user is deleted. A module file is
+run only when its code is, line for line, the code generated in this process (only
+comments may differ: they name concrete shapes); anything else is deleted and rebuilt with
+a warning, as is a Numba cache entry that fails to load. An unwritable cache directory is
+replaced by a private temporary one, and one where writing fails (a full disk) by
+compiling in memory, each with a warning. Two processes filling one entry at once both
+succeed (the first link wins; the text is identical).
 
 `TRACEGRAD_CACHE_DIR` sets the directory (default `$XDG_CACHE_HOME/tracegrad` or
-`~/.cache/tracegrad`); kernels live in its `numba/` sub-directory.
+`~/.cache/tracegrad`); kernels live in its `numba/` sub-directory. docs/reliability.md
+lists what is read from it and how each file is checked.
 """
 
 from __future__ import annotations
@@ -24,16 +32,22 @@ import glob
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
+import time
 import types
 import warnings
 
 STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
 _MEMORY: dict = {}
 _LOCK = threading.RLock()
-_FALLBACK_DIR: list = []
+_FALLBACK: dict = {}  # a refused or unwritable cache directory -> the private one used instead
+_SWEPT: set = set()  # directories whose stale temporary files this process removed
+_STALE_SECONDS = 3600  # a temporary file this old was left by a process that died writing it
+_PRIVATE = 0o700
+_CACHED_DECORATOR = "@njit(cache=True"
 
 
 def cache_dir() -> str:
@@ -60,13 +74,16 @@ def _versions() -> str:
            f"python={sys.version_info[:3]};{sys.platform}"
 
 
+def _code(source: str) -> str:
+    """`source` without its comment lines (what runs)."""
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+
+
 def kernel_key(source: str, signature: str) -> str:
     """The cache key: the code without its comments (IR lines name concrete shapes), the
     signature and the versions."""
-    code = "\n".join(line for line in source.splitlines()
-                     if not line.lstrip().startswith("#"))
     h = hashlib.sha256()
-    for part in (code, signature, _versions()):
+    for part in (_code(source), signature, _versions()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -80,33 +97,108 @@ def _header(key: str, text: str) -> str:
     return f"# tracegrad kernel {key} text-digest {_source_digest(text)}\n"
 
 
-def _writable_dir() -> str:
-    """The cache directory, or a temporary one (with a warning) when it is not writable."""
-    if _FALLBACK_DIR:
-        return _FALLBACK_DIR[0]
-    d = cache_dir()
+# -- the directory: private, trusted, writable -------------------------------------------------
+
+
+def _unsafe(path: str, st=None, *, files: bool = False) -> str | None:
+    """Why `path` cannot be trusted to hold code run as this user, or None: it is owned by
+    another user (root excepted) or, a directory, writable by group or others (the modes of
+    files do not matter: they sit in directories only this user can enter)."""
+    if not hasattr(os, "geteuid"):  # no POSIX owners and modes (Windows)
+        return None
+    st = st if st is not None else os.stat(path)
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"it is owned by uid {st.st_uid}, not by this user"
+    if not files and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'} " \
+               f"(mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _make_private(path: str) -> None:
+    """Make a directory of this user that others may read or enter (an older tracegrad
+    made them 0755) mode 0700."""
+    st = os.stat(path)
+    if hasattr(os, "geteuid") and st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(path, _PRIVATE)
+
+
+def _private_dir(path: str) -> None:
+    """Create `path` (and missing parents) mode 0700, unless it exists."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        _private_dir(parent)
     try:
-        os.makedirs(d, exist_ok=True)
+        os.mkdir(path, _PRIVATE)
+    except FileExistsError:
+        pass
+
+
+def _fallback(d: str, why: str) -> str:
+    """A private temporary directory replacing `d` for this process, with a warning."""
+    tmp = tempfile.mkdtemp(prefix="tracegrad-kernels-")  # mode 0700
+    os.mkdir(os.path.join(tmp, "__pycache__"), _PRIVATE)
+    atexit.register(shutil.rmtree, tmp, True)
+    warnings.warn(
+        f"tracegrad: the kernel cache directory {d} {why}; compiled kernels go to the "
+        f"private directory {tmp} and will not persist across processes (set "
+        "TRACEGRAD_CACHE_DIR to a private, writable directory)",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+    _FALLBACK[d] = tmp
+    return tmp
+
+
+def _writable_dir() -> str:
+    """The cache directory, or a private temporary one (with a warning) when it or its
+    `__pycache__` (where Numba keeps its files) could be changed by another user, or is not
+    writable."""
+    d = cache_dir()
+    found = _FALLBACK.get(d)
+    if found is not None:
+        return found
+    pycache = os.path.join(d, "__pycache__")
+    try:
+        _private_dir(pycache)
+        for path in (d, pycache):
+            why = _unsafe(path)
+            if why is not None:
+                return _fallback(d, f"is refused: {path} could be changed by another user "
+                                    f"({why})")
+        for path in (d, pycache):
+            _make_private(path)
         with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-"):
-            return d
+            pass
     except OSError as e:
-        tmp = tempfile.mkdtemp(prefix="tracegrad-kernels-")
-        atexit.register(shutil.rmtree, tmp, True)
-        warnings.warn(
-            f"tracegrad: the kernel cache directory {d} is not writable ({e}); compiled "
-            f"kernels go to {tmp} and will not persist across processes (set "
-            "TRACEGRAD_CACHE_DIR to a writable directory)",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        _FALLBACK_DIR.append(tmp)
-        return tmp
+        return _fallback(d, f"is not writable ({e})")
+    if d not in _SWEPT:
+        _SWEPT.add(d)
+        _sweep(d)
+    return d
+
+
+def _sweep(d: str) -> None:
+    """Remove the temporary files of writers that died (SIGKILL, power loss) long ago."""
+    now = time.time()
+    for pattern in (".tmp-*.py", os.path.join("__pycache__", "*.tmp.*")):
+        for f in glob.glob(os.path.join(d, pattern)):
+            try:
+                if now - os.stat(f).st_mtime > _STALE_SECONDS:
+                    os.unlink(f)
+            except OSError:
+                pass
+
+
+# -- files ----------------------------------------------------------------------------------
 
 
 def _write_once(path: str, text: str) -> None:
     """Create `path` with `text` atomically unless it exists; never rewrite it."""
     d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".py")
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".py")  # mode 0600
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -136,42 +228,92 @@ def _purge(path: str) -> None:
             pass
 
 
-def _module_text(path: str, key: str):
+def _module_text(path: str, key: str, source: str):
     """The file's text if it is intact (its first line names `key` and the digest of the
-    rest), else None."""
+    rest) and its code is, line for line, the code of `source` (only comments, which name
+    concrete shapes, may differ), else None."""
     try:
         with open(path) as f:
             text = f.read()
     except (OSError, UnicodeDecodeError):
         return None
     first, _, rest = text.partition("\n")
-    return text if first + "\n" == _header(key, rest) else None
+    if first + "\n" != _header(key, rest) or _code(rest) != _code(source):
+        return None
+    return text
 
 
-def _exec_module(path: str, text: str, name: str):
+def _check_numba_files(path: str) -> None:
+    """Delete (with a warning) the Numba cache files of `path` that another user could have
+    written: Numba unpickles them."""
+    for f in _numba_cache_files(path):
+        try:
+            why = _unsafe(f, os.lstat(f), files=True)
+        except OSError:
+            continue
+        if why is not None:
+            warnings.warn(f"tracegrad: the Numba cache file {f} is not trusted ({why}); "
+                          "deleting it", RuntimeWarning, stacklevel=5)
+            STATS["rebuilt"] += 1
+            for g in _numba_cache_files(path):  # the module file stays: it was checked
+                try:
+                    os.unlink(g)
+                except OSError:
+                    pass
+            return
+
+
+def _exec_module(path: str, text: str, name: str, cached: bool = True):
+    """Run `text` as module `name` (registered in `sys.modules`: Numba's cache looks the
+    defining module up). Not `cached`: Numba keeps its code in memory only."""
+    if not cached:
+        text = text.replace(_CACHED_DECORATOR, "@njit(cache=False")
     module = types.ModuleType(name)
     module.__file__ = path
-    sys.modules[name] = module  # Numba's cache looks the defining module up
+    sys.modules[name] = module
     exec(compile(text, path, "exec"), module.__dict__)  # noqa: S102 - our generated module
     return module
 
 
-def _ensure_helpers(d: str) -> None:
+def _in_memory(module_name: str) -> None:
+    """Stop the dispatchers of a loaded module from reading or writing Numba's cache."""
+    from numba.core.dispatcher import Dispatcher
+
+    module = sys.modules.get(module_name)
+    for obj in vars(module).values() if module is not None else ():
+        if isinstance(obj, Dispatcher):
+            obj._cache.disable()
+
+
+def _load_file(d: str, name: str, key: str, source: str, cached: bool):
+    """Module `name` from `<d>/<name>.py`, written there first (header `key`, then `source`)
+    when missing; a file that is not `source` up to comments is deleted and rebuilt."""
+    path = os.path.join(d, name + ".py")
+    text = _header(key, source) + source
+    if not cached:
+        return _exec_module(path, text, name, cached=False)
+    found = _module_text(path, key, source)
+    if found is None:
+        if os.path.lexists(path):
+            warnings.warn(f"tracegrad: kernel cache file {path} is corrupt or not "
+                          "tracegrad's own code; rebuilding it", RuntimeWarning, stacklevel=5)
+            STATS["rebuilt"] += 1
+            _purge(path)
+        _write_once(path, text)
+        found = _module_text(path, key, source) or text
+    _check_numba_files(path)
+    return _exec_module(path, found, name)
+
+
+def _ensure_helpers(d: str, cached: bool) -> None:
     """Load the shared helper module (written to `d` once) under its digest name."""
     from tracegrad.backends.numba import helpers
 
     if helpers.MODULE in sys.modules:
+        if not cached:
+            _in_memory(helpers.MODULE)
         return
-    path = os.path.join(d, helpers.MODULE + ".py")
-    text = _header(helpers.MODULE, helpers.SOURCE) + helpers.SOURCE
-    if _module_text(path, helpers.MODULE) is None:
-        if os.path.exists(path):
-            warnings.warn(f"tracegrad: kernel cache file {path} is corrupt; rebuilding it",
-                          RuntimeWarning, stacklevel=5)
-            STATS["rebuilt"] += 1
-            _purge(path)
-        _write_once(path, text)
-    _exec_module(path, _module_text(path, helpers.MODULE) or text, helpers.MODULE)
+    _load_file(d, helpers.MODULE, helpers.MODULE, helpers.SOURCE, cached)
 
 
 def load_kernel(source: str, signature, entry: str):
@@ -182,46 +324,43 @@ def load_kernel(source: str, signature, entry: str):
         if found is not None:
             STATS["memory_hits"] += 1
             return found
-        _ensure_helpers(_writable_dir())
-        result = _load_from_disk(key, source, signature, entry)
+        d = _writable_dir()
+        try:
+            _ensure_helpers(d, True)
+            result = _load_from_disk(d, key, source, signature, entry, True)
+        except OSError as e:  # the disk is full, or the directory stopped being writable
+            warnings.warn(f"tracegrad: cannot write to the kernel cache directory {d} ({e}); "
+                          "compiling this kernel in memory", RuntimeWarning, stacklevel=3)
+            _ensure_helpers(d, False)
+            result = _load_from_disk(d, key, source, signature, entry, False)
         _MEMORY[key] = result
         return result
 
 
-def _load_from_disk(key, source, signature, entry):
+def _load_from_disk(d, key, source, signature, entry, cached):
     from numba.core.errors import NumbaError, NumbaPerformanceWarning
 
     from tracegrad.backends.numba import helpers
 
-    d = _writable_dir()
     name = f"tg_{key}"
     path = os.path.join(d, name + ".py")
-    text = _header(key, source) + source
     for attempt in range(2):
-        if _module_text(path, key) is None:
-            if os.path.exists(path):
-                warnings.warn(f"tracegrad: kernel cache file {path} is corrupt; rebuilding it",
-                              RuntimeWarning, stacklevel=4)
-                STATS["rebuilt"] += 1
-                _purge(path)
-            try:
-                _write_once(path, text)
-            except OSError as e:
-                raise RuntimeError(f"tracegrad: cannot write kernel {path}: {e}") from e
+        module = _load_file(d, name, key, source, cached)
         try:
-            module = _exec_module(path, _module_text(path, key) or text, name)
             dispatcher = getattr(module, entry)
             with warnings.catch_warnings():
                 # e.g. "prange loop will not run in parallel" for a loop that may raise
                 warnings.simplefilter("ignore", NumbaPerformanceWarning)
                 dispatcher.compile(signature)
+        except OSError:
+            raise  # Numba could not write its cache: load_kernel compiles in memory
         except NumbaError as e:
             raise RuntimeError(
                 f"tracegrad: Numba failed to compile the generated kernel {path} "
                 f"(a tracegrad bug; the numpy backend runs this graph): {e}"
             ) from e
         except Exception as e:  # a Numba cache file that cannot be loaded
-            if attempt or not (_numba_cache_files(path) or _numba_cache_files(
+            if attempt or not cached or not (_numba_cache_files(path) or _numba_cache_files(
                     os.path.join(d, helpers.MODULE + ".py"))):
                 raise RuntimeError(
                     f"tracegrad: Numba failed to compile the generated kernel {path} "

@@ -188,3 +188,33 @@ def test_a_costly_value_broadcast_into_a_larger_loop_is_computed_once():
     # unknown sizes: the broadcast may repeat elements, so the exp is still stored
     both_backends(fn, m, v, input_signature=[tg.TensorSpec([None, None]),
                                              tg.TensorSpec([None])])
+
+
+def w2(x):
+    return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
+
+
+def test_a_sum_and_the_gradient_of_one_array_are_one_pass_with_each_value_once():
+    """value_and_grad of sum(tanh(x) sin(x) + x**2): one loop over x (the sum in blocks, no
+    buffer of x's size), tanh, sin and cos evaluated once per element."""
+    x = np.random.default_rng(8).standard_normal(5000)
+    fn = tg.value_and_grad(w2)
+    source = source_of(fn, x)
+    fast = source[:source.index("    if big")]  # the re-run with the full sin/cos reduction
+    assert outer_loops(fast) == 1, source
+    for helper in ("_tanh_v", "_sin_fast_v", "_cos_fast_v"):
+        assert _count_calls(fast, helper) == 1, source
+    assert "np.empty(n" not in source and "np.empty(1024" in source, source
+    both_backends(fn, x)
+
+
+def test_a_fused_sum_is_reinitialised_when_huge_sin_arguments_rerun_its_loop():
+    """An argument beyond the fast sin/cos reduction re-runs the loop nest; the sum fused
+    into it starts again from nothing and the gradient is rewritten."""
+    x = np.random.default_rng(9).standard_normal(3000)
+    x[[5, 2500]] = [1e7, -3e9]
+    fn = tg.value_and_grad(w2)
+    got = tg.function(fn, backend="numba")(x)
+    want = tg.function(fn, backend="numpy")(x)
+    np.testing.assert_allclose(got[0], want[0], rtol=4 * np.finfo(float).eps * np.log2(x.size))
+    assert_close_backends([np.asarray(got[1])], [np.asarray(want[1])])

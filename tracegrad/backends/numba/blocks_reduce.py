@@ -1,12 +1,13 @@
 """Numba code for the reductions (reduce_sum, reduce_prod, reduce_max, reduce_min).
 
 Each evaluates its operand in a nest from `cg.loop_nest`, so sibling reductions of one
-array (and elementwise roots over the same dims) share one pass over it. The order of
-float sums is NumPy's exactly (pairwise over the trailing run of reduced axes, then
-accumulated in memory order), so they are bit-identical; max/min do not depend on the
-order, so a whole-operand max/min keeps one running value per column (a loop that
-vectorizes) and reduces that row at the end.
-"""
+array (and elementwise roots over the same dims) share one pass over it. Float sums over
+the trailing reduced axes are blocked pairwise sums (NumPy's pairwise order within blocks
+of `helpers.SUM_BLOCK` elements, blocks combined pairwise: docs/numba.md, "Float sums"):
+a fused operand is evaluated block by block into a buffer of one block (`_blocked_row`).
+Sums over other axes accumulate in NumPy's memory order (bit-identical). max/min do not
+depend on the order, so a whole-operand max/min keeps one running value per column (a loop
+that vectorizes) and reduces that row at the end."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from tracegrad.backends.numba.blocks import (
     _prod,
     block,
 )
+from tracegrad.backends.numba import helpers
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes
 
-# Float reductions over a trailing run of axes call a row helper: NumPy's pairwise sum
-# (bit-identical sums), or an 8-lane max/min (vectorizes; the order does not matter).
-_ROW_HELPER = {"reduce_sum": "pairwise", "reduce_max": "rowmax", "reduce_min": "rowmin"}
+# Float reductions over a trailing run of axes call a row helper: the blocked pairwise sum
+# (deterministic; NumPy's bits up to one block), or an 8-lane max/min (vectorizes; the
+# order does not matter).
+_ROW_HELPER = {"reduce_sum": "bsum", "reduce_max": "rowmax", "reduce_min": "rowmin"}
 
 
 @block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -108,37 +111,37 @@ def _init(cg, nest, target, t, name, dt):
 
 def _row_reduce(cg, op, d, accumulate):
     """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
-    memory order (combining into the result when some of them are reduced too)."""
+    memory order (combining into the result when some of them are reduced too). A fused
+    operand whose row one loop walks is evaluated in blocks of SUM_BLOCK elements into a
+    small buffer, reduced block by block (`_blocked_row`): no buffer of a row's size."""
     (x,), t = op.inputs, op.outputs[0]
     name, dt = op.primitive.name, x.dtype
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     xd, td = cg.dims(x), cg.dims(t)
-    pw = helper(cg.helpers, _ROW_HELPER[name], dt)
     rows, m = _prod(xd[:d]), _prod(xd[d:])
     ref = cg.refs.get(id(x))
     acc = cg.fresh("acc")
     if ref is not None and ref.kind == "arr":  # the operand's rows are there: no buffer
+        pw = helper(cg.helpers, _ROW_HELPER[name], dt)
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
         flat = cg.fresh("xf")
         nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
-    else:  # a fused operand: evaluate one row into a buffer, then reduce it
+    else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)
         groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
         nest = cg.loop_nest(xd, x, groups=groups, op=op)
         depth = min(d, 1) if groups else d
-        buf = cg.fresh("buf")
-        nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
         v, _ = cg.elem(x, nest.index(), nest)
-        inner = frozenset(range(len(nest.dims)))
-        if groups or d == x.ndim - 1:  # one loop walks the row
-            nest.stmt(inner, f"{buf}[{nest.vars[-1]}] = {v}")
-        else:
-            pos = cg.fresh("pos")
-            nest.pre[depth].append(f"{pos} = 0")
-            nest.stmt(inner, f"{buf}[{pos}] = {v}\n{pos} += 1")
         row_end = nest.post[depth]
-        row_end.append(f"{acc} = {pw}({buf}, 0, {m})")
+        if groups or d == x.ndim - 1:  # one loop walks the row
+            _blocked_row(cg, nest, name, dt, v, acc)
+        else:
+            buf, pos = cg.fresh("buf"), cg.fresh("pos")
+            nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
+            nest.pre[depth].append(f"{pos} = 0")
+            nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1")
+            row_end.append(f"{acc} = {helper(cg.helpers, _ROW_HELPER[name], dt)}({buf}, 0, {m})")
         if groups and t.ndim:
             target = cg.alloc(t, nest.prologue)
             row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
@@ -154,6 +157,30 @@ def _row_reduce(cg, op, d, accumulate):
     cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
     row_end.append(f"{cur} = {_combine(cg, name, dt, cur, acc)}" if accumulate else
                    f"{cur} = {acc}")
+
+
+def _blocked_row(cg, nest, name, dt, v, acc):
+    """`acc` (set after the innermost loop) = the reduction of value `v` over that loop,
+    run in blocks: each block's values go to a buffer of SUM_BLOCK elements, reduced by the
+    row helper when the block ends. Sums combine the block sums pairwise (`_bpush`,
+    `_bfinish`: the order depends only on the row's length); max/min combine them as they
+    come (their result does not depend on the order)."""
+    k, count, m, j = nest.blocked()
+    inner = len(nest.dims)
+    buf = cg.fresh("buf")
+    nest.prologue.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
+    nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
+    row = "pairwise" if name == "reduce_sum" else _ROW_HELPER[name]  # a block: NumPy's order
+    part = f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})"
+    if name == "reduce_sum":
+        stk = cg.fresh("stk")
+        nest.prologue.append(f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
+        nest.block_end.append(f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k}, {part})")
+        nest.post[inner - 1].append(f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, "
+                                    f"{count})")
+    else:
+        nest.pre[inner - 1].append(f"{acc} = {_identity(name, dt)}")
+        nest.block_end.append(f"{acc} = {_combine(cg, name, dt, acc, part)}")
 
 
 def _extreme_by_columns(cg, op):

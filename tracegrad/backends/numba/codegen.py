@@ -15,7 +15,9 @@ Blocks for the other primitives (reductions, dot_general, sort, ...) live in `bl
 Sibling fusion: reductions (`fusion.LOOP_BLOCKS`) also evaluate into the open nest when
 they walk the same iteration space and read nothing it produces; `Fusion.schedule` moves
 such independent siblings next to each other (a topological order), so several reductions
-of one array are one pass over it. A nest holds at most `fusion.MAX_FUSED_OPS` fused ops: a
+of one array are one pass over it; a value several of them read is evaluated once per
+element (`Nest.memo`), and a float sum runs the nest's inner loop in blocks
+(`Nest.blocked`). A nest holds at most `fusion.MAX_FUSED_OPS` fused ops: a
 longer elementwise region is cut into several loops with an array in between (Numba's
 compile time grows faster than linearly with a loop body's size).
 """
@@ -78,6 +80,23 @@ class Nest:
         self.results: set = set()  # ids of reduction results (complete after the loops)
         self.size = 0  # fused ops evaluated in the nest
         self.trig_flag = None  # counts arguments the fast sin/cos/tan reduction is wrong for
+        self.trig_args: set = set()  # the argument expressions it counts
+        # the innermost loop in blocks of SUM_BLOCK (see `blocked`): loop variable names, and
+        # the statements run after each block
+        self.block: tuple | None = None
+        self.block_end: list[str] = []
+
+    def blocked(self) -> tuple:
+        """Make the innermost loop run in blocks of `helpers.SUM_BLOCK` elements (for a
+        reduction that sums each block, then combines the block sums); returns the names
+        `(k, count, m, j)`: the block's number, the number of blocks, its length and the
+        index in it. Statements in `block_end` run after each block."""
+        if self.block is None:
+            k, count, m, j = (self.cg.fresh(p) for p in ("kb", "nb", "mb", "jb"))
+            self.block = (k, count, m, j)
+            self.prologue.append(f"{count} = ({self.dims[-1]} + {helpers.SUM_BLOCK - 1}) // "
+                                 f"{helpers.SUM_BLOCK}")
+        return self.block
 
     def collapse(self, groups):
         """Make this nest loop over a view of its arrays with the dims of each group
@@ -113,7 +132,16 @@ class Nest:
 
         def level(d, indent):
             lines = [indent + s for s in self.pre[d]]
-            if d < len(self.dims):
+            if self.block is not None and d == len(self.dims) - 1:
+                k, count, m, j = self.block
+                b = helpers.SUM_BLOCK
+                lines += [f"{indent}for {k} in range({count}):",
+                          f"{indent}    {m} = min({b}, {self.dims[d]} - {k} * {b})",
+                          f"{indent}    for {j} in range({m}):",
+                          f"{indent}        {self.vars[d]} = {k} * {b} + {j}"]
+                lines.extend(level(d + 1, indent + "        "))
+                lines.extend(f"{indent}    {s}" for s in self.block_end)
+            elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
                     rng = "prange" if (self.parallel and d == 0) else "range"
@@ -247,8 +275,11 @@ class CodeGen:
             if nest.trig_flag is None:
                 nest.trig_flag = self.fresh("big")
                 nest.prologue.append(f"{nest.trig_flag} = 0")
-            nest.stmt(deps, f"{var} = {expr}\n{nest.trig_flag} += np.int64(np.abs({args[0]}) >= "
-                            f"{TRIG_FAST_LIMIT})", op)
+            nest.stmt(deps, f"{var} = {expr}", op)
+            if args[0] not in nest.trig_args:  # sin(x) and cos(x): x is counted once
+                nest.trig_args.add(args[0])
+                nest.stmt(deps, f"{nest.trig_flag} += np.int64(np.abs({args[0]}) >= "
+                                f"{TRIG_FAST_LIMIT})")
             return var, deps
         nest.stmt(deps, f"{var} = {expr}", op)
         return var, deps
@@ -492,7 +523,13 @@ class CodeGen:
     def _scalar(self, op, t):
         nest = Nest(self, ())
         if op.primitive.name == "constant":
-            self.set_scalar(t, self._const_scalar(op.attrs["value"].value))
+            expr = self._const_scalar(op.attrs["value"].value)
+            if self.plan.is_output(t):
+                self.set_scalar(t, expr)
+            else:  # loaded at kernel entry: the open nest stays open for its siblings
+                name = self.tname(t).replace("t", "s", 1)
+                self.locals_loaded[name] = expr
+                self.refs[id(t)] = Ref("scal", name)
             return
         self.refs[id(t)] = Ref("virtual")
         e, _ = self.elem(t, [], nest)

@@ -148,7 +148,9 @@ class Fusion:
                     continue
                 if id(p) in group or id(p) in failed:
                     return False
-                virtual = self.kinds[id(x)] == "virtual"
+                # a scalar constant is loaded at kernel entry: it closes no nest
+                virtual = self.kinds[id(x)] == "virtual" or (
+                    self.kinds[id(x)] == "scalar" and p.primitive.name == "constant")
                 if id(p) in placed and not virtual:
                     continue
                 if not virtual or not ready(p, group, acc, failed):

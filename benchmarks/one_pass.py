@@ -1,0 +1,113 @@
+"""One pass over a large array: `value_and_grad` of an elementwise sum (issue W2) in
+tracegrad against JAX, PyTorch (eager and `torch.compile`), NumPy by hand and autograd.
+
+    python benchmarks/one_pass.py [--only w2] [--json FILE]
+
+- W2: `value_and_grad(lambda x: sum(tanh(x) * sin(x) + x ** 2))` on x of 10**7 float64: a
+  reduction and an elementwise gradient over the same array. tracegrad's kernel is one loop
+  that reads `x` once, evaluates `tanh`, `sin` and `cos` once per element and sums in blocks
+  (docs/numba.md).
+
+float64, CPU, one thread for every library (set before they load). Steady-state times are
+the median of 9 batches of calls after a warm-up (`benchmarks/run.py`'s `median_time`); the
+first call (trace + transform + compile, tracegrad with an empty kernel cache) is timed
+separately. Ratios are `library time / tracegrad time`: above 1 means tracegrad is faster.
+The CPU model and its vector-unit flags are printed first. Not a test: nothing here asserts
+but that every library computes the same values.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
+
+import numpy as np  # noqa: E402
+from run import _optional, first_call, median_report, median_time  # noqa: E402
+
+import tracegrad as tg  # noqa: E402
+import tracegrad.numpy as tnp  # noqa: E402
+
+autograd = _optional("autograd")
+N = 10**7
+LABELS = {"w2": f"W2 value_and_grad sum(tanh(x)*sin(x)+x**2) [{N}]"}
+
+
+def cpu() -> str:
+    """The CPU model and its x86 vector-unit flags (Linux's /proc/cpuinfo)."""
+    model, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    vec = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl")
+           if f in flags]
+    return f"{model}; {os.cpu_count()} CPUs; flags: {' '.join(vec) or '?'}"
+
+
+def w2_value(np_):
+    def f(x):
+        return np_.sum(np_.tanh(x) * np_.sin(x) + x ** 2)
+    return f
+
+
+def numpy_w2(x):
+    """NumPy by hand: the value and its gradient, each transcendental computed once."""
+    t, s = np.tanh(x), np.sin(x)
+    return np.sum(t * s + x ** 2), (1 - t * t) * s + t * np.cos(x) + 2 * x
+
+
+def torch_w2(x):
+    x = x.detach().requires_grad_(True)
+    v = torch.sum(torch.tanh(x) * torch.sin(x) + x ** 2)
+    (g,) = torch.autograd.grad(v, x)
+    return v.detach(), g
+
+
+def _same(got, want):
+    v, g = (np.asarray(a) for a in got)
+    np.testing.assert_allclose(v, want[0], rtol=1e-12)
+    np.testing.assert_allclose(g, want[1], rtol=1e-12, atol=1e-12)
+
+
+def measure(name, rng):
+    x = rng.standard_normal(N)
+    ours = tg.function(tg.value_and_grad(w2_value(tnp)), backend="numba")
+    compile_s = {"tracegrad": first_call(lambda: ours(x))}
+    want = [np.asarray(a) for a in ours(x)]
+    times = {"tracegrad": median_time(lambda: ours(x))}
+    _same(numpy_w2(x), want)
+    times["numpy (hand)"] = median_time(lambda: numpy_w2(x))
+    time_peers([x], times, compile_s, lambda got: _same(got, want),
+               jax_fn=jax.jit(jax.value_and_grad(w2_value(jnp))) if jax is not None else None,
+               torch_fn=torch_w2 if torch is not None else None, torch_label="torch (eager)")
+    if torch is not None:
+        compiled = torch.compile(torch_w2)
+        xt = torch.from_numpy(x)
+        compile_s["torch.compile"] = first_call(lambda: compiled(xt))
+        _same(compiled(xt), want)
+        times["torch.compile"] = median_time(lambda: compiled(xt))
+    if autograd is not None:
+        ag = autograd.value_and_grad(w2_value(__import__("autograd.numpy").numpy))
+        _same(ag(x), want)
+        times["autograd"] = median_time(lambda: ag(x))
+    return times, compile_s
+
+
+def main(argv=None):
+    print("cpu:", cpu())
+    median_report(argv, description=__doc__.splitlines()[0], default="w2", labels=LABELS,
+                  measure=measure, libraries=(jax, torch, autograd))
+
+
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,8 @@ os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-c
 import tracegrad as tg
 import tracegrad.numpy as tnp
 
+tg.config.background_compile = False  # timed calls measure the kernel, not the interim
+
 
 def _optional(name):
     try:

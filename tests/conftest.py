@@ -5,7 +5,14 @@ import os
 import numpy as np
 import pytest
 
-import tracegrad as tg
+# A numba function's first calls wait for its kernel (they would run the numpy reference
+# while it compiles in the background): numba tests test numba code from the first call.
+# Set in the environment so that examples run as subprocesses inherit it.
+os.environ.setdefault("TRACEGRAD_BACKGROUND_COMPILE", "0")
+
+import tracegrad as tg  # noqa: E402
+
+tg.config.background_compile = os.environ["TRACEGRAD_BACKGROUND_COMPILE"] not in ("", "0")
 
 # Every graph traced by a test is checked by the verifier (TRACEGRAD_VERIFY=0 turns it off).
 tg.config.verify = os.environ.get("TRACEGRAD_VERIFY", "1") not in ("", "0")

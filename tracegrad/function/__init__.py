@@ -65,13 +65,20 @@ class Config:
     - `backend`: used when a function names none ("numpy" or "numba"; env TRACEGRAD_BACKEND);
     - `parallel`: the numba backend's default for `parallel`;
     - `verify`: check every traced graph, and every optimized graph the numba backend
-      compiles, with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1).
+      compiles, with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1);
+    - `background_compile`: a numba function's first calls run the numpy backend (the
+      reference) while its kernel compiles in a background thread, and switch to the kernel
+      once it is ready (default on; env TRACEGRAD_BACKGROUND_COMPILE=0 makes the first call
+      wait for the kernel). Results of the two agree within the numba backend's documented
+      bounds (docs/function.md, "The first call").
     """
 
     def __init__(self):
         self.backend = os.environ.get("TRACEGRAD_BACKEND", "numba")
         self.parallel = False
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
+        self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
+            "", "0")
 
 
 config = Config()
@@ -100,6 +107,58 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
         return compile_numba(optimized, parallel=config.parallel if parallel is None
                              else parallel)
     raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+class _Interim:
+    """The executor of a concrete function while its kernel compiles in the background:
+    runs the graph with the numpy backend, and once the kernel is ready installs it as the
+    function's executor (later calls go straight to it)."""
+
+    def __init__(self, concrete, backend, parallel):
+        self._concrete = concrete
+        self._reference = compile_graph(concrete.graph, "numpy")
+        self._kernel = _compiler().submit(compile_graph, concrete.graph, backend, parallel)
+
+    def __call__(self, arrays):
+        if self._kernel.done():
+            return self._install()(arrays)
+        return self._reference(arrays)
+
+    def wait(self):
+        """The executor installed once the compile ends (blocks until then)."""
+        self._kernel.exception()
+        return self._install()
+
+    def _install(self):
+        concrete = self._concrete
+        try:
+            run = self._kernel.result()
+        except Exception as e:  # noqa: BLE001 - a tracegrad bug: keep the reference, say so
+            warnings.warn(f"{concrete.name}: the numba backend could not compile this "
+                          f"function ({type(e).__name__}: {e}); it runs on the numpy backend",
+                          RuntimeWarning, stacklevel=4)
+            run = self._reference
+        if concrete._executor is self:
+            concrete._executor = run
+            concrete._donating = None  # the kernel may take donated buffers
+        return run
+
+
+_COMPILER: list = []
+
+
+def _compiler():
+    """The one background thread that compiles kernels (Numba compiles one at a time)."""
+    if not _COMPILER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _COMPILER_LOCK:
+            if not _COMPILER:
+                _COMPILER.append(ThreadPoolExecutor(1, thread_name_prefix="tracegrad-compile"))
+    return _COMPILER[0]
+
+
+_COMPILER_LOCK = threading.Lock()
 
 
 def compiled_source(graph: FuncGraph) -> str:
@@ -185,8 +244,12 @@ class ConcreteFunction:
         if self._executor is None:
             with self._owner._lock:  # threads of a first call: one compiles, the rest wait
                 if self._executor is None:
-                    self._executor = compile_graph(self.graph, self._owner._backend,
-                                                   self._owner._parallel)
+                    backend = self._owner._backend or config.backend
+                    if backend == "numba" and config.background_compile:
+                        self._executor = _Interim(self, backend, self._owner._parallel)
+                    else:
+                        self._executor = compile_graph(self.graph, backend,
+                                                       self._owner._parallel)
         return self._executor
 
     @property

@@ -1,0 +1,113 @@
+"""A numba function's first calls run the numpy reference while its kernel compiles in a
+background thread (`tg.config.background_compile`), then switch to the kernel."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+
+pytest.importorskip("numba")
+tg_function = importlib.import_module("tracegrad.function")
+
+
+@pytest.fixture
+def gated(monkeypatch):
+    """Background compiling on, with numba compiles held until the returned event is set;
+    yields (event, backends compiled so far)."""
+    monkeypatch.setattr(tg.config, "background_compile", True)
+    gate, compiled = threading.Event(), []
+    real = tg_function.compile_graph
+
+    def held(graph, backend=None, parallel=None):
+        if backend == "numba":
+            assert gate.wait(60), "the test never released the compile"
+            compiled.append(backend)
+        return real(graph, backend, parallel)
+
+    monkeypatch.setattr(tg_function, "compile_graph", held)
+    yield gate, compiled
+    gate.set()
+
+
+def loss(w, x):
+    return tnp.mean(tnp.tanh(x @ w) ** 2)
+
+
+def reference(w, x):
+    return tg.function(tg.value_and_grad(loss), backend="numpy")(w, x)
+
+
+def test_the_first_call_does_not_wait_for_the_kernel(gated):
+    gate, compiled = gated
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((6, 3)), rng.standard_normal((10, 6))
+    f = tg.function(tg.value_and_grad(loss), backend="numba")
+    want = reference(w, x)
+    for _ in range(3):  # the kernel is held: these run the numpy reference, bit for bit
+        got = f(w, x)
+        assert compiled == []
+        for g, r in zip(got, want):
+            np.testing.assert_array_equal(g, r)
+    concrete = f.get_concrete_function(w, x)
+    interim = concrete._executor
+    assert isinstance(interim, tg_function._Interim)
+    gate.set()
+    kernel = interim.wait()
+    assert compiled == ["numba"] and concrete._executor is kernel
+    assert type(kernel).__module__.startswith("tracegrad.backends.numba")
+    got = f(w, x)  # the kernel now, through the call's short path
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-13)
+    assert f.tracing_count == 1
+
+
+def test_variable_updates_run_in_both_phases(gated):
+    gate, _ = gated
+    v = tg.Variable(np.zeros(4))
+
+    @tg.function(backend="numba")
+    def step(x):
+        v.assign_add(tnp.sin(x))
+        return v.read_value() * 2.0
+
+    x = np.linspace(0, 1, 4)
+    np.testing.assert_allclose(step(x), 2 * np.sin(x), rtol=1e-15)
+    gate.set()
+    step.get_concrete_function(x)._executor.wait()
+    for k in (2, 3):
+        np.testing.assert_allclose(step(x), 2 * k * np.sin(x), rtol=1e-14)
+    np.testing.assert_allclose(v.numpy(), 3 * np.sin(x), rtol=1e-14)
+
+
+def test_a_kernel_that_fails_to_compile_keeps_the_reference_with_a_warning(monkeypatch):
+    monkeypatch.setattr(tg.config, "background_compile", True)
+    real = tg_function.compile_graph
+
+    def broken(graph, backend=None, parallel=None):
+        if backend == "numba":
+            raise RuntimeError("no kernel today")
+        return real(graph, backend, parallel)
+
+    monkeypatch.setattr(tg_function, "compile_graph", broken)
+    f = tg.function(lambda x: tnp.exp(x) + 1.0, backend="numba")
+    x = np.arange(3.0)
+    f(x)
+    with pytest.warns(RuntimeWarning, match="no kernel today"):
+        f.get_concrete_function(x)._executor.wait()
+    np.testing.assert_array_equal(f(x), np.exp(x) + 1.0)
+
+
+def test_off_the_first_call_runs_the_kernel(monkeypatch):
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    f = tg.function(lambda x: tnp.cos(x) * 3.0, backend="numba")
+    x = np.arange(5.0)
+    np.testing.assert_allclose(f(x), np.cos(x) * 3.0, rtol=1e-15)
+    executor = f.get_concrete_function(x)._executor
+    assert not isinstance(executor, tg_function._Interim)
+    assert type(executor).__module__.startswith("tracegrad.backends.numba")

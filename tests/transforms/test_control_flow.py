@@ -364,8 +364,9 @@ def test_fori_loop_counts_in_the_bounds_dtype():
 def test_a_loop_gradient_reads_the_next_carry_from_the_history(backend):
     # tanh's gradient needs tanh's output: the carry after the step, which the history
     # holds; the backward loop does not compute the step again
-    w = RNG.normal(size=(4, 4)) / 2
-    xs = RNG.normal(size=(30, 4))
+    rng = np.random.default_rng(11)  # its own: the values do not depend on test order
+    w = rng.normal(size=(4, 4)) / 2
+    xs = rng.normal(size=(30, 4))
 
     def loss(w, h):
         return tnp.sum(tg.scan(lambda h, x: (tnp.tanh(w @ h + x),) * 2, h, xs)[1] ** 2)
@@ -384,5 +385,6 @@ def test_a_loop_gradient_reads_the_next_carry_from_the_history(backend):
             total += np.sum(h ** 2)
         return total
 
-    np.testing.assert_allclose(tg.grad(loss)(w, np.zeros(4)).ravel(),
-                               central_difference(loss_np, w.ravel()), rtol=1e-6)
+    want = central_difference(loss_np, w.ravel())  # differences of a 30-step sum: ~1e-8 noise
+    np.testing.assert_allclose(tg.grad(loss)(w, np.zeros(4)).ravel(), want, rtol=1e-6,
+                               atol=1e-7 * np.abs(want).max())

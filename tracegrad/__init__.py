@@ -5,6 +5,7 @@ from tracegrad import numpy  # noqa: F401  (installs Tensor operators and NumPy 
 from tracegrad import nn  # noqa: F401
 from tracegrad.core.ir import FuncGraph, Tensor
 from tracegrad.core.types import TensorSpec
+from tracegrad.core.version import __version__  # noqa: F401
 from tracegrad.core.variables import Variable
 from tracegrad.function import (
     ConcreteFunction, Function, compiled_source, config, function, trace,
@@ -26,7 +27,6 @@ from tracegrad.transforms.eager_api import (
 from tracegrad.transforms.indexed_slices import IndexedSlices
 from tracegrad.transforms.tape import GradientTape
 
-__version__ = "0.1.0"
 
 __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",

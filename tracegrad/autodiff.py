@@ -26,9 +26,11 @@ from tracegrad.transforms import jacobian as jac
 from tracegrad.transforms import vectorize as vec
 
 
-def _staged(inline: Callable, fn: Callable, what: str, same_args: bool = True) -> Function:
+def _staged(inline: Callable, fn: Callable, what: str, recipe: tuple | None = None,
+            same_args: bool = True) -> Function:
     """`inline` as a tg.Function named after `fn`, compiled with `fn`'s backend; when
-    `inline` takes `fn`'s arguments (`same_args`), with its signature and static arguments."""
+    `inline` takes `fn`'s arguments (`same_args`), with its signature and static arguments.
+    With a `recipe`, `(transform, fn, options)`, it pickles as `transform(fn, **options)`."""
     if same_args:
         functools.update_wrapper(inline, fn)
     inline.__name__ = inline.__qualname__ = f"{what}_{getattr(fn, '__name__', 'fn')}"
@@ -40,6 +42,7 @@ def _staged(inline: Callable, fn: Callable, what: str, same_args: bool = True) -
             options["static_argnames"] = fn._static_argnames
     staged = Function(inline, **options)
     staged._inline_in_trace = True  # inside a trace, a transform emits its ops inline
+    staged._recipe = recipe
     return staged
 
 
@@ -66,7 +69,7 @@ def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
     def grad_fn(*args, **kwargs):
         return ad.grad_inline(fn, args, kwargs, argnums, has_aux)
 
-    return _staged(grad_fn, fn, "grad")
+    return _staged(grad_fn, fn, "grad", (grad, fn, {"argnums": argnums, "has_aux": has_aux}))
 
 
 def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
@@ -80,7 +83,8 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
     def value_and_grad_fn(*args, **kwargs):
         return ad.value_and_grad_inline(fn, args, kwargs, argnums, has_aux)
 
-    return _staged(value_and_grad_fn, fn, "value_and_grad")
+    return _staged(value_and_grad_fn, fn, "value_and_grad",
+                   (value_and_grad, fn, {"argnums": argnums, "has_aux": has_aux}))
 
 
 def _check_primals(what: str, primals) -> None:
@@ -110,18 +114,21 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
         return ad.vjp_inline(fn, primals, has_aux)
     _check_primals("vjp", primals)
 
+    forward = fn if isinstance(fn, Function) else Function(fn)
+    results = forward(*primals)
+    out, aux = ad.split_aux("vjp", results) if has_aux else (results, None)
+    vjp_fn = functools.partial(_pullback(fn, has_aux=has_aux), primals)  # picklable
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _pullback(fn: Callable, has_aux: bool) -> Function:
+    """`pullback(primals, cotangent)`: the gradients `vjp(fn, *primals)[1](cotangent)`."""
+
     def backward(args, cotangent):
         return ad.vjp_inline(fn, args, has_aux)[1](cotangent)
 
-    forward = fn if isinstance(fn, Function) else Function(fn)
-    results = forward(*primals)
-    pullback = _staged(backward, fn, "vjp", same_args=False)
-    out, aux = ad.split_aux("vjp", results) if has_aux else (results, None)
-
-    def vjp_fn(cotangent):
-        return pullback(primals, cotangent)
-
-    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+    return _staged(backward, fn, "vjp", (_pullback, fn, {"has_aux": has_aux}),
+                   same_args=False)
 
 
 def hvp(fn: Callable, primals, tangents) -> tuple:
@@ -182,7 +189,9 @@ def jacobian(fn: Callable, argnums=0, *, use_pfor: bool = True, parallel_iterati
         return jac.jacobian_inline(fn, args, kwargs, argnums, use_pfor=use_pfor,
                                    parallel_iterations=parallel_iterations, mode=mode)
 
-    return _staged(jacobian_fn, fn, "jacobian")
+    options = {"argnums": argnums, "use_pfor": use_pfor,
+               "parallel_iterations": parallel_iterations, "mode": mode}
+    return _staged(jacobian_fn, fn, "jacobian", (jacobian, fn, options))
 
 
 def batch_jacobian(fn: Callable, argnum: int = 0, *, use_pfor: bool = True,
@@ -202,7 +211,9 @@ def batch_jacobian(fn: Callable, argnum: int = 0, *, use_pfor: bool = True,
         return jac.batch_jacobian_inline(fn, args, kwargs, argnum, use_pfor=use_pfor,
                                          parallel_iterations=parallel_iterations)
 
-    return _staged(batch_jacobian_fn, fn, "batch_jacobian")
+    options = {"argnum": argnum, "use_pfor": use_pfor,
+               "parallel_iterations": parallel_iterations}
+    return _staged(batch_jacobian_fn, fn, "batch_jacobian", (batch_jacobian, fn, options))
 
 
 def hessian(fn: Callable, argnums=0) -> Function:
@@ -218,7 +229,7 @@ def hessian(fn: Callable, argnums=0) -> Function:
     def hessian_fn(*args, **kwargs):
         return jac.hessian_inline(fn, args, kwargs, argnums)
 
-    return _staged(hessian_fn, fn, "hessian")
+    return _staged(hessian_fn, fn, "hessian", (hessian, fn, {"argnums": argnums}))
 
 
 def vmap(fn: Callable, in_axes=0, out_axes=0) -> Function:
@@ -239,7 +250,7 @@ def vmap(fn: Callable, in_axes=0, out_axes=0) -> Function:
     def vmap_fn(*args, **kwargs):
         return vec.vmap_inline(fn, args, kwargs, in_axes, out_axes)
 
-    return _staged(vmap_fn, fn, "vmap")
+    return _staged(vmap_fn, fn, "vmap", (vmap, fn, {"in_axes": in_axes, "out_axes": out_axes}))
 
 
 def _staged_loop(inline: Callable, loop_fn: Callable, iters, what: str):

@@ -47,6 +47,7 @@ from tracegrad.function._keys import (
     check_narrowed,
     narrowed_int_inputs,
 )
+from tracegrad.function import _pickle
 from tracegrad.function._effects import traced_write
 from tracegrad.function._trace import trace_graph
 from tracegrad.ops import convert_element_type
@@ -218,6 +219,14 @@ class ConcreteFunction:
         # A trace that reads tensors of the trace it was made in belongs to that trace: it
         # is inlined there, never cached or called.
         self._enclosed = any(isinstance(c, GraphTensor) for c in self._captures)
+        self._payload = None  # (digest, bytes) once pickled (_pickle.py)
+
+    def __reduce__(self):
+        """Pickled as its graph's JSON and its signature, with the tracegrad version."""
+        if self._payload is None:
+            self._payload = _pickle.concrete_payload(self)
+        return (_pickle.rebuild_concrete,
+                (_pickle.__version__, _pickle.GRAPH_FORMAT_VERSION) + self._payload)
 
     @property
     def structured_input_signature(self):
@@ -479,6 +488,15 @@ class Function:
         self._lock = threading.RLock()
         self._bound: dict[int, tuple] = {}
         self._bind_plans: dict[tuple, tuple] = {}
+        self._recipe = None  # (transform, fn, options) for a transformed function
+
+    def __reduce__(self):
+        """Pickled as its Python function and options (a transformed function as the
+        transform, its function and options); the receiver traces again when first called."""
+        if self._recipe is not None:
+            return (_pickle.apply_transform, self._recipe)
+        return (_pickle.rebuild_function,
+                (self.python_function, _pickle.function_options(self)))
 
     # -- the call path ---------------------------------------------------------------------
 

@@ -82,6 +82,7 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                         return out
             return apply_ufunc(ufunc, prim, name, x1, x2)
     fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "tracegrad.numpy"  # where pickle finds it
     fn.__doc__ = doc
     return fn
 

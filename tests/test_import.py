@@ -4,9 +4,10 @@ import subprocess
 import sys
 
 
-def test_import_loads_neither_numba_nor_scipy():
+def test_import_loads_neither_numba_nor_scipy_nor_dask():
     code = ("import sys, tracegrad, tracegrad.numpy; "
-            "print(sorted(m for m in ('numba', 'scipy', 'llvmlite') if m in sys.modules))")
+            "print(sorted(m for m in ('numba', 'scipy', 'llvmlite', 'dask', 'distributed') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
@@ -24,3 +25,13 @@ def test_scipy_backed_impls_load_it_on_first_use():
     x = ops.triangular_solve(tg.constant(a), tg.constant(np.array([[2.0], [9.0]])),
                              left_side=True, lower=True)
     np.testing.assert_allclose(np.asarray(x), [[1.0], [2.0]], rtol=1e-15)
+
+
+def test_tracegrad_dask_without_dask_names_the_extra():
+    code = ("import sys; sys.modules['dask'] = None\n"
+            "try:\n    import tracegrad.dask\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out.startswith("ImportError tracegrad.dask needs Dask")
+    assert 'pip install -e ".[dask]"' in out

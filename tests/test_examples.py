@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
@@ -121,3 +122,16 @@ def test_control_flow_doc_examples_run_and_print_the_ir_shown(capsys):
     shown = re.search(r"^```\n(func @damp.*?)^```", doc.read_text(),
                       flags=re.DOTALL | re.MULTILINE).group(1)
     assert capsys.readouterr().out == shown
+
+
+def test_dask_logistic_regression_descends_with_the_numpy_gradient():
+    pytest.importorskip("dask.distributed")
+    out = run("dask_logistic_regression.py", DASK_LR_ROWS="20000", DASK_LR_CHUNK="6000",
+              DASK_LR_STEPS="10")
+    assert "in 4 chunks on 2 worker processes" in out
+    diff = float(re.search(r"max \|tracegrad - dask.array NumPy\| = (\S+)", out).group(1))
+    assert diff < 1e-9
+    losses = [float(v) for v in re.findall(r"mean loss (\d+\.\d+)", out)]
+    assert losses[0] == pytest.approx(np.log(2), abs=1e-6)  # w = 0: every row log 2
+    assert losses[-1] < 0.6 * losses[0]
+    assert float(re.search(r"accuracy (\S+)", out).group(1)) > 0.8

@@ -83,7 +83,7 @@ def value_and_grad(loss: Callable, argnums=0) -> Callable:
         partials = [_call(step.get_concrete_function(*specs), block_args)
                     for _, block_args, specs in _split_rows("value_and_grad", args)]
         while len(partials) > 1:
-            partials = [dask.delayed(_sum_partials, pure=True)(*partials[i:i + SPLIT_EVERY])
+            partials = [dask.delayed(_sum_partials)(*partials[i:i + SPLIT_EVERY])
                         for i in range(0, len(partials), SPLIT_EVERY)]
         (value, grads), = dask.compute(partials[0])
         return value, grads
@@ -174,7 +174,9 @@ def _split_rows(what: str, args) -> list:
 
 
 def _call(concrete, block_args):
-    return dask.delayed(_run, pure=True)(concrete, *block_args)
+    # Keys unique to the call (not pure): a call repeated with the same arguments must not
+    # ask the cluster for the keys the previous one is releasing.
+    return dask.delayed(_run)(concrete, *block_args)
 
 
 def _run(concrete, *args):

@@ -5,13 +5,16 @@ to kernels between control-flow ops (segments.py)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad.backends.numba import SegmentedExecutor, compile_graph
-from tracegrad.backends.numba.control import HISTORY_ROWS
+from tracegrad.backends.numba.control import COPY_BACK_ELEMENTS, HISTORY_ROWS
+from tracegrad.function import compiled_source
 from tracegrad.passes import optimize
 from tests.finite_diff import central_difference
 
@@ -155,3 +158,39 @@ def test_graphs_the_kernel_cannot_size_fall_back_to_segments():
     np.testing.assert_array_equal(f(-x[:2]), x[:2])
     g = f.get_concrete_function(x).graph
     assert isinstance(compile_graph(optimize(g)), SegmentedExecutor)
+
+
+def _loop_buffers(fn, *args):
+    """The history buffers a loop of `fn`'s kernel allocates, and whether it swaps its
+    carry buffers after each step (rather than copying them back)."""
+    src = compiled_source(tg.trace(fn)(*args))
+    return re.findall(r"(w\d+_h\d+) = np\.empty", src), bool(re.search(r"w\d+_c0, .* = ", src))
+
+
+def test_a_loop_keeps_only_the_histories_that_are_read():
+    rng = np.random.default_rng(3)
+    w, xs = rng.standard_normal((5, 5)) / 3, rng.standard_normal((40, 5))
+
+    def rnn(h0):
+        return tg.scan(lambda h, x: (tnp.tanh(w @ h + x), tnp.sum(h)), h0, xs)
+
+    # the counter's and the state's histories are not read: only the ys' is kept
+    assert len(_loop_buffers(rnn, np.zeros(5))[0]) == 1
+    (c, ys), (cn, ysn) = _both(rnn, np.zeros(5))
+    np.testing.assert_allclose(ys, ysn, rtol=1e-13)
+    np.testing.assert_allclose(c, cn, rtol=1e-13)
+    # its gradient reads the state's history too
+    loss = tg.grad(lambda h0: tnp.sum(rnn(h0)[1] ** 2) + tnp.sum(rnn(h0)[0]))
+    got, want = _both(loss, np.full(5, 0.1))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [10, COPY_BACK_ELEMENTS + 1])
+def test_small_carries_are_copied_back_and_large_ones_swapped(n):
+    def f(x):
+        return tg.fori_loop(0, 7, lambda i, v: v[::-1] * 0.5 + tnp.sin(v), x)
+
+    assert _loop_buffers(f, np.ones(n))[1] == (n > COPY_BACK_ELEMENTS)
+    x = np.linspace(-2.0, 2.0, n)
+    got, want = _both(f, x)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)

@@ -370,7 +370,7 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
         _check_scan_carry(carry, new)
         return i + 1, new, [_as_tensor(v) for v in tree.flatten(y)[0]]
 
-    outs, var_def = _traced_while(cond_fn, body, (0, init, last), None, keep_history=True)
+    outs, var_def = _traced_while(cond_fn, body, (0, init, last), n, keep_history=True)
     m = tree.num_leaves(var_def)
     carry = tree.unflatten(var_def, outs[:m])[1]
     k = len(y_types)

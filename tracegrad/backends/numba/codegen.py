@@ -655,6 +655,8 @@ class CodeGen:
         if any("_cview(" in line for line in self.lines):
             self.module.uses_cview = True
         par = ", parallel=True" if self.parallel else ""
+        if self.sub:  # a branch or loop step: inlined where it is called (no call per step)
+            par += ", forceinline=True"
         src = [f'@njit(cache=True, error_model="numpy", nogil=True{par})',
                f"def {self.entry}({', '.join(params)}):"]
         if self.sub:

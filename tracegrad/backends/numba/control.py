@@ -2,11 +2,15 @@
 
 Each sub-graph (a branch; a loop's condition; its body followed by the condition, as one
 step) becomes a kernel of its own, an `@njit` function of the same module generated and
-fused like any graph, which the entry calls from native code: no Python between
-iterations. The loop keeps two buffers per carry and swaps them after each step; a loop
-that keeps its history writes each iteration's carry into a row of a buffer that grows by
-doubling (its final size is the iteration count, known only when the loop ends: the
-kernel sets that dim itself).
+fused like any graph, which the entry calls and LLVM inlines into it (`forceinline`): no
+Python, and no call, between iterations. The loop keeps two buffers per carry; the step
+writes the second from the first, which is then copied back (small carries of known size)
+or swapped with it (Numba updates the reference counts of swapped arrays, which costs
+more than copying a few thousand elements). A loop that keeps its history writes each
+iteration's carry into a row of a buffer that starts at `maximum_iterations` rows (at
+most HISTORY_ROWS_BOUNDED) or HISTORY_ROWS, and grows by doubling (its final size is the
+iteration count, known only when the loop ends: the kernel sets that dim itself); only
+the histories something reads are kept.
 
 A sub-graph kernel takes every size from its input arrays, so its callers' arrays set
 them (a history grows while the loop runs). A graph this cannot express raises
@@ -17,6 +21,8 @@ result of unknown size, or a size computed after a loop from its history's size.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tracegrad.backends.numba.blocks import block
 from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
 from tracegrad.backends.numba.scalars import NB_TYPE
@@ -25,6 +31,9 @@ from tracegrad.backends.numba.scalars import NB_TYPE
 # double when full); with one, they start at most this many rows and never exceed it.
 HISTORY_ROWS = 64
 HISTORY_ROWS_BOUNDED = 4096
+# A loop copies its carries back after each step when they hold at most this many elements
+# in all (and swaps its two sets of buffers otherwise).
+COPY_BACK_ELEMENTS = 4096
 
 
 class Segment(Exception):
@@ -62,8 +71,6 @@ def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
     """Generate `graph`'s kernel into `cg`'s module; its constant arrays and int and float
     vectors become constant arrays of `cg`'s function. `tied`: (output, input) positions
     whose sizes must be equal (a loop's carry in and out)."""
-    import numpy as np
-
     from tracegrad.backends.numba.codegen import CodeGen
     from tracegrad.passes import optimize
 
@@ -211,6 +218,12 @@ def emit_while(cg, op) -> None:
     nxt = [f"{w}_n{j}" for j in range(m)]
     hist = [f"{w}_h{j}" for j in range(m)]
     go, it = f"{w}_go", f"{w}_it"
+    # Histories nothing reads are not kept (a scan's carries, when only its ys are used).
+    kept = [j for j in range(m) if history and _used(cg.plan, op.outputs[m + 1 + j])]
+    # Small carries of known size are copied back after each step: cheaper than swapping
+    # the two buffers, whose reference counts Numba updates on every swap.
+    copy_back = m and all(None not in x.shape for x in inits) and \
+        sum(int(np.prod(x.shape)) for x in inits) <= COPY_BACK_ELEMENTS
     lines = []
     for j, x in enumerate(inits):
         src = cg.operand_array(x)
@@ -219,15 +232,17 @@ def emit_while(cg, op) -> None:
               f"{it} = 0"]
     test = f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
     body = []
-    if history:
+    if kept:
         rows = HISTORY_ROWS if limit is None else max(1, min(limit, HISTORY_ROWS_BOUNDED))
-        for j, x in enumerate(inits):
+        for j in kept:
+            x = inits[j]
             shape = ", ".join((str(rows), *cg.dims(x)))
             lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
         grown = f"min(2 * {it}, {limit})" if limit is not None else f"2 * {it}"
-        body.append(f"if {it} == {hist[0]}.shape[0]:" if m else "pass")
+        body.append(f"if {it} == {hist[kept[0]]}.shape[0]:")
         g = f"{w}_g"
-        for j, x in enumerate(inits):
+        for j in kept:
+            x = inits[j]
             dims = cg.dims(x)
             shape = ", ".join((grown, *dims))
             r = cg.fresh("r")
@@ -235,10 +250,13 @@ def emit_while(cg, op) -> None:
                      f"    for {r} in range({it}):",
                      *["        " + line for line in _copy(cg, dims, (g, r), (hist[j], r))],
                      f"    {hist[j]} = {g}"]
-        for j, x in enumerate(inits):
-            body += _copy(cg, cg.dims(x), (hist[j], it), (cur[j], None))
+        for j in kept:
+            body += _copy(cg, cg.dims(inits[j]), (hist[j], it), (cur[j], None))
     body.append(step.call(consts + cur, nxt + [go]))
-    if m:
+    if copy_back:
+        for j, x in enumerate(inits):
+            body += _copy(cg, cg.dims(x), (cur[j], None), (nxt[j], None))
+    elif m:
         body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
                     f"{', '.join(cur)},")
     body.append(f"{it} += 1")
@@ -252,10 +270,15 @@ def emit_while(cg, op) -> None:
             cg.refs[id(t)] = _arr(cur[j])
     if history:
         cg.set_scalar(op.outputs[m], f"np.int64({it})")
-        for j, t in enumerate(op.outputs[m + 1:]):
+        for j in kept:
+            t = op.outputs[m + 1 + j]
             cg.emit(f"n{cg.plan.dim_class[(id(t), 0)]} = {it}\n"
                     f"{hist[j]} = {hist[j]}[:{it}]")
             cg.refs[id(t)] = _arr(hist[j])
+
+
+def _used(plan: Plan, t) -> bool:
+    return bool(plan.consumers[id(t)]) or plan.is_output(t)
 
 
 def _copy(cg, dims, dst, src) -> list[str]:

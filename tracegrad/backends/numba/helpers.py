@@ -275,14 +275,29 @@ def _dot_{S}(a, b, o):
 """
 
 # Small matrix-vector products (SMALL_DOT elements of the matrix at most) as loops: below
-# that size BLAS's call costs more than the arithmetic. `mv`: o = a @ x, each row's sum
-# vectorized (reassociated); `vm`: o = x @ a, the rows of `a` scaled and added (in order).
+# that size BLAS's call costs more than the arithmetic. `mv`: o = a @ x, four rows at a
+# time (each read of x[j] serves four sums), each row's sum vectorized (reassociated);
+# `vm`: o = x @ a, the rows of `a` scaled and added (in order).
 _HELPERS["mv"] = """
-@njit(cache=True, fastmath=_REASSOC, **_OPTS)
+@njit(cache=True, forceinline=True, fastmath=_REASSOC, **_OPTS)
 def _mv_{S}(a, x, o):
-    for i in range(a.shape[0]):
+    n, k = a.shape
+    m = n - n % 4
+    for i in range(0, m, 4):
+        s0 = s1 = s2 = s3 = {T}(0)
+        for j in range(k):
+            xj = x[j]
+            s0 += a[i, j] * xj
+            s1 += a[i + 1, j] * xj
+            s2 += a[i + 2, j] * xj
+            s3 += a[i + 3, j] * xj
+        o[i] = s0
+        o[i + 1] = s1
+        o[i + 2] = s2
+        o[i + 3] = s3
+    for i in range(m, n):
         s = {T}(0)
-        for j in range(a.shape[1]):
+        for j in range(k):
             s += a[i, j] * x[j]
         o[i] = s
 """

@@ -181,6 +181,10 @@ class CodeGen:
         self.locals_loaded: dict = {}
         self.uses_I = False
         self.uses_F = False
+        # A loop step's temporaries, allocated once by its caller before the loop (None:
+        # allocated where they are written), but those sized by the step's own loops
+        self.workspace: list[str] | None = None
+        self.loop_classes: set = set()
 
     # -- names -------------------------------------------------------------------------------
 
@@ -398,6 +402,11 @@ class CodeGen:
             shape = ", ".join(self.dims(t))
             shape = f"({shape},)" if t.ndim == 1 else f"({shape})"
             line = f"{name} = np.empty({shape}, dtype={NB_TYPE[t.dtype]})"
+            if self.workspace is not None and not any(
+                    self.plan.dim_class.get((id(t), ax)) in self.loop_classes
+                    for ax in range(t.ndim)):
+                self.workspace.append(line.split(" = ", 1)[1])
+                line = f"{name} = ws{len(self.workspace) - 1}"
             if prologue is not None:
                 prologue.append(line)
             else:
@@ -609,6 +618,9 @@ class CodeGen:
         if self.uses_F:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
+        if self.workspace:
+            return self._workspace_function(params) + "\n" + self._function(
+                params + [f"ws{k}" for k in range(len(self.workspace))])
         return self._function(params)
 
     def _write_outputs(self):
@@ -647,11 +659,20 @@ class CodeGen:
             head.append(f"from {helpers.MODULE} import {', '.join(sorted(names))}")
         return "\n".join(head) + "\n\n\n"
 
+    def _loads(self) -> list[str]:
+        loads = [f"n{c} = {self._class_value(c)}" for c in range(len(self.plan.class_members))]
+        return loads + [f"{n} = {src}" for n, src in self.locals_loaded.items()]
+
+    def _workspace_function(self, params) -> str:
+        """`{entry}_ws`: the step's temporaries for these arguments, as a tuple."""
+        body = self._loads() + [f"return ({', '.join(self.workspace)},)"]
+        return "\n".join(['@njit(cache=True, error_model="numpy", nogil=True)',
+                          f"def {self.entry}_ws({', '.join(params)}):",
+                          *("    " + line for line in body)]) + "\n"
+
     def _function(self, params) -> str:
         plan = self.plan
-        loads = [f"n{c} = {self._class_value(c)}" for c in range(len(plan.class_members))]
-        loads += [f"{n} = {src}" for n, src in self.locals_loaded.items()]
-        body = loads + self.lines + ["return None"]
+        body = self._loads() + self.lines + ["return None"]
         if any("_cview(" in line for line in self.lines):
             self.module.uses_cview = True
         par = ", parallel=True" if self.parallel else ""

@@ -10,7 +10,9 @@ more than copying a few thousand elements). A loop that keeps its history writes
 iteration's carry into a row of a buffer that starts at `maximum_iterations` rows (at
 most HISTORY_ROWS_BOUNDED) or HISTORY_ROWS, and grows by doubling (its final size is the
 iteration count, known only when the loop ends: the kernel sets that dim itself); only
-the histories something reads are kept.
+the histories something reads are kept. A step's temporaries are allocated once, before
+the loop, by a companion function of the step (`while_step3_ws`: the same arguments, the
+same sizes), and passed to every call: an iteration allocates nothing.
 
 A sub-graph kernel takes every size from its input arrays, so its callers' arrays set
 them (a history grows while the loop runs). A graph this cannot express raises
@@ -57,14 +59,23 @@ class Module:
 
 
 class SubKernel:
-    """A sub-graph's kernel in the module, and the caller's names of its extra arrays."""
+    """A sub-graph's kernel in the module, the caller's names of its extra arrays, and how
+    many temporaries it takes from its caller (a loop step's)."""
 
-    def __init__(self, name: str, extras: list[str]):
+    def __init__(self, name: str, extras: list[str], workspace: int = 0):
         self.name = name
         self.extras = extras
+        self.workspace = workspace
 
-    def call(self, ins, outs) -> str:
-        return f"{self.name}({', '.join([*ins, *self.extras, *outs])})"
+    def call(self, ins, outs, workspace=()) -> str:
+        return f"{self.name}({', '.join([*ins, *self.extras, *outs, *workspace])})"
+
+    def alloc_workspace(self, ins, outs, prefix: str) -> tuple[str, list[str]]:
+        """The line allocating the temporaries for a call with these arrays, and their
+        names."""
+        names = [f"{prefix}_s{k}" for k in range(self.workspace)]
+        args = ", ".join([*ins, *self.extras, *outs])
+        return f"{', '.join(names)}, = {self.name}_ws({args})", names
 
 
 def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
@@ -76,15 +87,18 @@ def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
 
     graph = _prepare(optimize(graph))
     plan = Plan(graph)
-    _check_sizes(plan, tied, role)
+    loop_classes = _check_sizes(plan, tied, role)
     sub = CodeGen(plan, parallel=False, module=cg.module, entry=cg.module.name(role))
+    if role == "while_step":  # called once per iteration: its temporaries are hoisted
+        sub.workspace = []
+        sub.loop_classes = loop_classes
     cg.module.functions.append(sub.function())
     extras = [cg.const_array(c) for c in sub.const_arrays]
     if sub.uses_I:
         extras.append(cg.const_array(np.array(_int_values(plan, role), dtype=np.int64)))
     if sub.uses_F:
         extras.append(cg.const_array(np.array(plan.float_values, dtype=np.float64)))
-    return SubKernel(sub.entry, extras)
+    return SubKernel(sub.entry, extras, len(sub.workspace or ()))
 
 
 def _prepare(graph):
@@ -93,9 +107,9 @@ def _prepare(graph):
     return _lower(graph)
 
 
-def _check_sizes(plan: Plan, tied, role: str) -> None:
+def _check_sizes(plan: Plan, tied, role: str) -> set:
     """Every unknown size of the sub-graph comes from an input (and a tied output has its
-    input's sizes)."""
+    input's sizes); returns the dim classes its own loops size (check_outer)."""
     graph = plan.graph
     kernel_classes = check_outer(plan)
     for t in plan.tensors:
@@ -110,6 +124,7 @@ def _check_sizes(plan: Plan, tied, role: str) -> None:
                 if a == 1 or b == 1 or plan.dim_class[(id(out), ax)] != \
                         plan.dim_class[(id(inp), ax)]:
                     raise Segment(f"{role} may change the size of a carry")
+    return kernel_classes
 
 
 def _source(plan: Plan, t, ax):
@@ -230,6 +245,10 @@ def emit_while(cg, op) -> None:
         lines += [f"{cur[j]} = {src}.copy()", f"{nxt[j]} = np.empty_like({cur[j]})"]
     lines += [f"{go} = np.empty((), dtype=np.bool_)", cond.call(consts + cur, [go]),
               f"{it} = 0"]
+    workspace = []
+    if step.workspace:
+        line, workspace = step.alloc_workspace(consts + cur, nxt + [go], w)
+        lines.append(line)
     test = f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
     body = []
     if kept:
@@ -252,7 +271,7 @@ def emit_while(cg, op) -> None:
                      f"    {hist[j]} = {g}"]
         for j in kept:
             body += _copy(cg, cg.dims(inits[j]), (hist[j], it), (cur[j], None))
-    body.append(step.call(consts + cur, nxt + [go]))
+    body.append(step.call(consts + cur, nxt + [go], workspace))
     if copy_back:
         for j, x in enumerate(inits):
             body += _copy(cg, cg.dims(x), (cur[j], None), (nxt[j], None))

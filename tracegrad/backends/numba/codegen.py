@@ -24,6 +24,8 @@ compile time grows faster than linearly with a loop body's size).
 
 from __future__ import annotations
 
+import re
+
 from tracegrad.backends.numba import (
     blocks,
     blocks_linalg,
@@ -50,6 +52,9 @@ FAST_TRIG = {"sin", "cos", "tan"}
 BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 
 ENTRY = "kernel"
+# Names a nest's loops assign and nothing after the nest reads (values, gather indices,
+# loop and block variables): see `Nest.render`.
+_LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
 
 
 class Ref:
@@ -152,8 +157,15 @@ class Nest:
 
         out.extend(level(0, ""))
         if self.trig_flag is not None:
-            out.append(f"if {self.trig_flag} != 0:")
-            out.extend("    " + line.replace("_fast_v(", "_v(") for line in out[:-1])
+            # the re-run with the full reduction: its loop-local names get a suffix, so each
+            # is assigned once (Numba's SSA pass repairs every name assigned twice with a
+            # walk over the whole function: quadratic in the kernel's size), and it does
+            # not count huge arguments again
+            flag = self.trig_flag
+            copy = [_LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v("))
+                    for line in out if not re.search(rf"\b{flag}\b", line)]
+            out.append(f"if {flag} != 0:")
+            out.extend("    " + line for line in copy)
         return out
 
 

@@ -218,3 +218,52 @@ def test_a_fused_sum_is_reinitialised_when_huge_sin_arguments_rerun_its_loop():
     want = tg.function(fn, backend="numpy")(x)
     np.testing.assert_allclose(got[0], want[0], rtol=4 * np.finfo(float).eps * np.log2(x.size))
     assert_close_backends([np.asarray(got[1])], [np.asarray(want[1])])
+
+
+def sin_tanh_chain(steps):
+    """The compile-time chain of issue 12: `sin(x)*0.9 + x*0.1` / `tanh(x)*0.8 - x*0.05`."""
+    def f(x):
+        for k in range(steps):
+            x = tnp.sin(x) * 0.9 + x * 0.1 if k % 2 == 0 else tnp.tanh(x) * 0.8 - x * 0.05
+        return x
+    return f
+
+
+def _assigned(source: str) -> dict:
+    """How many statements assign (`=`, or a `for` target) each name of the kernel."""
+    import ast
+
+    counts: dict = {}
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.For) else []
+        for t in targets:
+            if isinstance(t, ast.Name):
+                counts[t.id] = counts.get(t.id, 0) + 1
+    return counts
+
+
+def test_a_long_sin_chain_assigns_each_name_once_and_its_rerun_calls_the_helpers():
+    """A chain longer than a loop nest's cap, with arguments past the fast sin reduction:
+    the re-run of each nest with the full reduction has names of its own (Numba's SSA
+    repair of a name assigned twice walks the whole function: a quadratic compile time),
+    calls the helpers' called twins (`_sin_vc`: LLVM optimizes one copy, not one per use)
+    and counts nothing; values match the numpy backend."""
+    x = np.linspace(-3.0, 3.0, 301)
+    x[[7, 150]] = [1e7, -3e12]
+    fn = sin_tanh_chain(2 * fusion.MAX_FUSED_OPS // 4 + 10)
+    source = source_of(fn, x)
+    twice = {n: c for n, c in _assigned(source).items()
+             if c > 1 and not n.startswith("big")}
+    assert not twice, twice
+    reruns = []  # the body of each `if big...:`
+    for part in source.split("\n    if big")[1:]:
+        lines = part.split("\n")[1:]
+        n = next((k for k, line in enumerate(lines) if not line.startswith("        ")),
+                 len(lines))
+        reruns.append("\n".join(lines[:n]))
+    assert outer_loops(source) >= 3 and len(reruns) >= 3
+    for rerun in reruns:
+        assert "_sin_vc(" in rerun and "_tanh_vc(" in rerun
+        assert "_fast_v(" not in rerun and "_tanh_v(" not in rerun and "+= np.int64" not in rerun
+    both_backends(fn, x)

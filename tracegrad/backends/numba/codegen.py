@@ -54,6 +54,8 @@ BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 ENTRY = "kernel"
 # Names a nest's loops assign and nothing after the nest reads (values, gather indices,
 # loop and block variables): see `Nest.render`.
+_ALLOC = re.compile(r"t\w+ = np\.empty\(")
+_CALLS = re.compile(r"\b(_\w+_v)\(")
 _LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
 
 
@@ -118,6 +120,14 @@ class Nest:
             self.prologue.append(f"{found} = _cview({name}, ({', '.join(shape)},))")
         return found
 
+    def _called(self, m) -> str:
+        """The called (not inlined) twin of a vector-math helper (helpers.CALLED)."""
+        name = m.group(1)
+        if name not in helpers.CALLED:
+            return m.group(0)
+        self.cg.helpers[name + "c"] = None
+        return name + "c("
+
     def index(self):
         return [(v, frozenset((k,))) for k, v in enumerate(self.vars)]
 
@@ -157,13 +167,16 @@ class Nest:
 
         out.extend(level(0, ""))
         if self.trig_flag is not None:
-            # the re-run with the full reduction: its loop-local names get a suffix, so each
-            # is assigned once (Numba's SSA pass repairs every name assigned twice with a
-            # walk over the whole function: quadratic in the kernel's size), and it does
-            # not count huge arguments again
+            # the re-run with the full reduction: its loop-local names get a suffix and it
+            # writes the buffers already allocated, so each name is assigned once (Numba's
+            # SSA pass repairs every name assigned twice with a walk over the whole
+            # function: quadratic in the kernel's size); it calls the vector-math helpers
+            # instead of inlining them (a rare path: LLVM optimizes one copy of each) and
+            # does not count huge arguments again
             flag = self.trig_flag
-            copy = [_LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v("))
-                    for line in out if not re.search(rf"\b{flag}\b", line)]
+            copy = [_CALLS.sub(self._called, _LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v(")))
+                    for line in out if not re.search(rf"\b{flag}\b", line)
+                    and not _ALLOC.match(line)]
             out.append(f"if {flag} != 0:")
             out.extend("    " + line for line in copy)
         return out

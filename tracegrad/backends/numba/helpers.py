@@ -13,6 +13,7 @@ which doubled the compile time of kernels that call exp, log or tanh a few times
 from __future__ import annotations
 
 import hashlib
+import re
 
 from tracegrad.backends.numba import vecmath, vecmath_trig
 from tracegrad.core import dtypes
@@ -397,10 +398,29 @@ def _module_source() -> str:
         else:
             parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt]) for dt in dts]
     parts.append(_TRISOLVE)
+    parts += [_CALLED.format(name=name, args=args) for name, args in _vector_math(parts)]
     return "\n".join(parts)
 
 
+# Every vector-math helper `_<f>_v` has a twin `_<f>_vc` that is called, not inlined: the
+# full-reduction re-run of a sin/cos/tan nest (taken only for arguments past 823549) calls
+# these, so LLVM optimizes one copy of each function instead of one per use.
+_CALLED = """
+@njit(cache=True, **_OPTS)
+def {name}c({args}):
+    return {name}({args})
+"""
+
+
+def _vector_math(parts) -> list:
+    """`(name, arguments)` of each forced-inline `_<f>_v` function in `parts`."""
+    found = re.finditer(r"forceinline=True, \*\*_OPTS\)\ndef (_\w+_v)\(([^)]*)\)",
+                        "\n".join(parts))
+    return [(m.group(1), m.group(2)) for m in found]
+
+
 SOURCE = _module_source()
+CALLED = {name for name, _ in _vector_math([SOURCE])}  # have a called twin `<name>c`
 MODULE = "tg_helpers_" + hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
 
 

@@ -230,40 +230,70 @@ def sin_tanh_chain(steps):
 
 
 def _assigned(source: str) -> dict:
-    """How many statements assign (`=`, or a `for` target) each name of the kernel."""
+    """How many statements assign (`=`, or a `for` target) each name, per function."""
     import ast
 
     counts: dict = {}
-    for node in ast.walk(ast.parse(source)):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, ast.For) else []
-        for t in targets:
-            if isinstance(t, ast.Name):
-                counts[t.id] = counts.get(t.id, 0) + 1
+    for fn in ast.parse(source).body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.For) else []
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    key = (fn.name, t.id)
+                    counts[key] = counts.get(key, 0) + 1
     return counts
 
 
-def test_a_long_sin_chain_assigns_each_name_once_and_its_rerun_calls_the_helpers():
+@pytest.mark.parametrize("outline", [False, True])
+def test_a_long_sin_chain_assigns_each_name_once_and_its_rerun_calls_the_helpers(
+        outline, monkeypatch):
     """A chain longer than a loop nest's cap, with arguments past the fast sin reduction:
     the re-run of each nest with the full reduction has names of its own (Numba's SSA
     repair of a name assigned twice walks the whole function: a quadratic compile time),
     calls the helpers' called twins (`_sin_vc`: LLVM optimizes one copy, not one per use)
-    and counts nothing; values match the numpy backend."""
+    and counts nothing; values match the numpy backend. In one function, and with the
+    nests outlined."""
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 256 if outline else 10**9)
     x = np.linspace(-3.0, 3.0, 301)
     x[[7, 150]] = [1e7, -3e12]
     fn = sin_tanh_chain(2 * fusion.MAX_FUSED_OPS // 4 + 10)
     source = source_of(fn, x)
-    twice = {n: c for n, c in _assigned(source).items()
-             if c > 1 and not n.startswith("big")}
+    assert bool(re.search(r"^def nest", source, re.M)) == outline
+    twice = {n: c for n, c in _assigned(source).items() if c > 1}
     assert not twice, twice
-    reruns = []  # the body of each `if big...:`
-    for part in source.split("\n    if big")[1:]:
+    reruns = []  # the body of each `if <flag> != 0:`
+    for part in re.split(r"\n    if \w+ != 0:", source)[1:]:
         lines = part.split("\n")[1:]
         n = next((k for k, line in enumerate(lines) if not line.startswith("        ")),
                  len(lines))
         reruns.append("\n".join(lines[:n]))
-    assert outer_loops(source) >= 3 and len(reruns) >= 3
+    assert len(reruns) >= 3
     for rerun in reruns:
         assert "_sin_vc(" in rerun and "_tanh_vc(" in rerun
-        assert "_fast_v(" not in rerun and "_tanh_v(" not in rerun and "+= np.int64" not in rerun
+        assert "_fast_v(" not in rerun and "_tanh_v(" not in rerun and "_trig_huge" not in rerun
     both_backends(fn, x)
+
+
+def test_a_long_chain_is_outlined_loop_nests_the_same_code_compiled_once(monkeypatch):
+    """Past OUTLINE_OPS fused ops, each elementwise loop nest is a function of the module
+    (names numbered, so nests with the same code are one function), called by the kernel
+    with the buffers it allocates; values match the numpy backend. Below it, one function."""
+    cg = pytest.importorskip("tracegrad.backends.numba.codegen")
+    x = np.linspace(-3.0, 3.0, 257)
+    x[11] = 2e6
+    nests = 8  # loop nests of the chain
+    fn = sin_tanh_chain(nests * fusion.MAX_FUSED_OPS // 4)
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 2 * fusion.MAX_FUSED_OPS)
+    source = source_of(fn, x)
+    kernel = source[source.index("def kernel("):]
+    defs = re.findall(r"^def (nest\d+)\(", source, re.M)
+    calls = re.findall(r"^    (nest\d+)\(", kernel, re.M)
+    assert len(calls) >= nests and set(calls) == set(defs), source
+    assert len(defs) < len(calls) / 2, defs  # the chain repeats: the nests are few
+    assert "for " not in kernel and "_sin_fast_v(" not in kernel
+    both_backends(fn, x)
+    small = source_of(sin_tanh_chain(fusion.MAX_FUSED_OPS // 8), x)
+    assert not re.search(r"^def nest", small, re.M) and cg.ENTRY in small

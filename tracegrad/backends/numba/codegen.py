@@ -41,7 +41,6 @@ from tracegrad.backends.numba.plan import (
     squeeze_map,
 )
 from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
-from tracegrad.backends.numba.vecmath_trig import TRIG_FAST_LIMIT
 from tracegrad.core import dtypes
 from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import ELEMENTWISE
@@ -54,6 +53,13 @@ BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 ENTRY = "kernel"
 # Names a nest's loops assign and nothing after the nest reads (values, gather indices,
 # loop and block variables): see `Nest.render`.
+# `Nest` lines made a function (`CodeGen._outlined`): the names they assign, the names they
+# use (not attributes), and the names that are not the nest's.
+_ASSIGNS = re.compile(r"\s*(?:for ([A-Za-z_]\w*) in |([A-Za-z_]\w*)\s*[-+*/]?=[^=])")
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+_GLOBALS = {"for", "in", "if", "else", "elif", "and", "or", "not", "range", "prange", "min",
+            "max", "abs", "raise", "ValueError", "IndexError", "ZeroDivisionError",
+            "None", "True", "False", "np", "math", "int", "float", "bool", "return"}
 _ALLOC = re.compile(r"t\w+ = np\.empty\(")
 _CALLS = re.compile(r"\b(_\w+_v)\(")
 _LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
@@ -210,6 +216,7 @@ class CodeGen:
         # allocated where they are written), but those sized by the step's own loops
         self.workspace: list[str] | None = None
         self.loop_classes: set = set()
+        self.outline = False  # elementwise nests become functions: see `function`
 
     # -- names -------------------------------------------------------------------------------
 
@@ -307,8 +314,8 @@ class CodeGen:
             nest.stmt(deps, f"{var} = {expr}", op)
             if args[0] not in nest.trig_args:  # sin(x) and cos(x): x is counted once
                 nest.trig_args.add(args[0])
-                nest.stmt(deps, f"{nest.trig_flag} += np.int64(np.abs({args[0]}) >= "
-                                f"{TRIG_FAST_LIMIT})")
+                self.helpers["_trig_huge"] = None  # one call to type, not three
+                nest.stmt(deps, f"{nest.trig_flag} += _trig_huge({args[0]})")
             return var, deps
         nest.stmt(deps, f"{var} = {expr}", op)
         return var, deps
@@ -407,7 +414,50 @@ class CodeGen:
         nest = self.open_nest
         if nest is not None:
             self.open_nest = None
-            self.lines.extend(nest.render())
+            if self.outline and nest.size and not (
+                    nest.results or nest.block or nest.parallel or any(nest.post)):
+                self.lines.extend(self._outlined(nest))
+            else:
+                self.lines.extend(nest.render())
+
+    def _outlined(self, nest: Nest) -> list[str]:
+        """The kernel's lines for elementwise `nest` made a function of the module: its
+        buffers are allocated in the kernel and passed in with every other name it reads;
+        names are numbered in order of appearance and comments left in the kernel, so
+        nests with the same code are one function, compiled once (see `outline`)."""
+        lines = nest.render()
+        allocs = [line for line in lines if _ALLOC.match(line)]
+        comments = [line for line in lines if line.lstrip().startswith("#")]
+        body = [line for line in lines if line.strip() and not _ALLOC.match(line)
+                and not line.lstrip().startswith("#")]
+        defined = set()
+        for line in body:
+            m = _ASSIGNS.match(line)
+            if m is not None:
+                defined.add(m.group(1) or m.group(2))
+        rename: dict = {}
+        params: list = []
+        for line in body:
+            for name in _NAME.findall(line):
+                if name in rename or name in _GLOBALS or name.startswith("_"):
+                    continue
+                if name in defined:
+                    rename[name] = f"l{len(rename) - len(params)}"
+                else:
+                    rename[name] = f"p{len(params)}"
+                    params.append(name)
+        code = [_NAME.sub(lambda m: rename.get(m.group(0), m.group(0)), line) for line in body]
+        code = "\n".join("    " + line for line in code)
+        if "_cview(" in code:
+            self.module.uses_cview = True
+        found = self.module.outlined.get(code)
+        if found is None:
+            found = self.module.outlined[code] = self.module.name("nest")
+            self.module.functions.append(
+                f'@njit(cache=True, error_model="numpy", nogil=True)\n'
+                f"def {found}({', '.join(f'p{k}' for k in range(len(params)))}):\n"
+                f"{code}\n    return None\n")
+        return allocs + comments + [f"{found}({', '.join(params)})"]
 
     def new_nest(self, dims, parallel: bool = False) -> Nest:
         """A nest for a block; the caller renders it with `add_nest` when done."""
@@ -594,6 +644,11 @@ class CodeGen:
         plan, graph = self.plan, self.graph
         plan_fusion = fusion.Fusion(plan)
         self.kinds, self.region_size = plan_fusion.kinds, plan_fusion.region_size
+        # a large kernel's elementwise loop nests are functions of the module, the same code
+        # compiled once (Numba's compile time per op grows with the function's size, and
+        # long chains repeat themselves)
+        self.outline = not self.parallel and sum(
+            1 for k in self.kinds.values() if k in ("virtual", "root")) > fusion.OUTLINE_OPS
         params = []
         for k, t in enumerate(graph.all_inputs):
             name = f"a{k}"

@@ -52,6 +52,7 @@ class Module:
         self.raises: list = []  # raise tag -> op
         self.uses_cview = False
         self.count = 0
+        self.outlined: dict = {}  # the code of an outlined loop nest -> its function
 
     def name(self, role: str) -> str:
         self.count += 1

@@ -19,6 +19,10 @@ from tracegrad.backends.numba.plan import FUSIBLE, NEEDS_ARRAY, Plan, data_input
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
 # see docs/performance.md for the compile times it was chosen from.
 MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
+# A graph with more fused elementwise ops than this has its elementwise loop nests made
+# functions of the module, nests with the same code compiled once (env
+# TRACEGRAD_NUMBA_OUTLINE_OPS; docs/performance.md).
+OUTLINE_OPS = int(os.environ.get("TRACEGRAD_NUMBA_OUTLINE_OPS", "256"))
 
 # Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
 LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}

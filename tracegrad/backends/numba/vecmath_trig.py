@@ -201,6 +201,13 @@ def _tan_from(x, reduced):
 # atan: |x| reduced to |t| <= tan(pi/8) by atan a = pi/4 + atan((a-1)/(a+1)) and
 # atan a = pi/2 + atan(-1/a); asin and acos by asin(s), s <= 1/2, with
 # asin a = pi/2 - 2 asin(sqrt((1-a)/2)) above 1/2 (the sqrt's rounding error carried along).
+TEMPLATES["trig_huge"] = f"""
+@njit(cache=True, forceinline=True, **_OPTS)
+def _trig_huge(x):
+    # 1 where the fast (Cody-Waite) reduction is not right for x: a loop adds these up
+    return np.int64(np.abs(x) >= {TRIG_FAST_LIMIT!r})
+"""
+
 TEMPLATES["atan_v"] = f"""
 @njit(cache=True, forceinline=True, **_OPTS)
 def _atan_pos(a):

@@ -176,13 +176,14 @@ class Nest:
             # the re-run with the full reduction: its loop-local names get a suffix and it
             # writes the buffers already allocated, so each name is assigned once (Numba's
             # SSA pass repairs every name assigned twice with a walk over the whole
-            # function: quadratic in the kernel's size); it calls the vector-math helpers
-            # instead of inlining them (a rare path: LLVM optimizes one copy of each) and
-            # does not count huge arguments again
+            # function: quadratic in the kernel's size); in a large kernel it calls the
+            # vector-math helpers instead of inlining them (a rare path: LLVM optimizes one
+            # copy of each); it does not count huge arguments again
             flag = self.trig_flag
-            copy = [_CALLS.sub(self._called, _LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v(")))
-                    for line in out if not re.search(rf"\b{flag}\b", line)
-                    and not _ALLOC.match(line)]
+            copy = [_LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v(")) for line in out
+                    if not re.search(rf"\b{flag}\b", line) and not _ALLOC.match(line)]
+            if self.cg.outline:  # a large kernel: calls (a slower re-run: 5-7x for W2)
+                copy = [_CALLS.sub(self._called, line) for line in copy]
             out.append(f"if {flag} != 0:")
             out.extend("    " + line for line in copy)
         return out

@@ -229,3 +229,21 @@ def test_a_step_temporary_sized_by_a_loop_inside_the_step_is_allocated_in_the_st
     np.testing.assert_allclose(got, want, rtol=1e-14)
     np.testing.assert_allclose(got, [tg.function(f, backend="numpy")(x) for x in xs],
                                rtol=1e-14)
+
+
+def test_a_loop_step_past_the_outline_size_keeps_its_temporaries_in_the_step():
+    # a step large enough for its loop nests to be outlined functions, with a temporary
+    # (the product) taken from the loop's workspace
+    def chain(x):
+        for k in range(150):
+            x = tnp.sin(x) * 0.9 + x * 0.1 if k % 2 == 0 else tnp.tanh(x) * 0.8 - x * 0.05
+        return x
+
+    def f(x, w):
+        return tg.fori_loop(0, 3, lambda i, v: chain(w @ v), x)
+
+    x, w = np.linspace(-1.0, 1.0, 8), np.eye(8) * 0.9 + 0.01
+    src = compiled_source(tg.trace(f)(x, w))
+    assert "def nest" in src and "_ws(" in src
+    got, want = _both(f, x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)

@@ -60,7 +60,7 @@ _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _GLOBALS = {"for", "in", "if", "else", "elif", "and", "or", "not", "range", "prange", "min",
             "max", "abs", "raise", "ValueError", "IndexError", "ZeroDivisionError",
             "None", "True", "False", "np", "math", "int", "float", "bool", "return"}
-_ALLOC = re.compile(r"t\w+ = np\.empty\(")
+_ALLOC = re.compile(r"t\w+ = (?:np\.empty\(|ws\d+$)")  # a buffer, or a loop step's
 _CALLS = re.compile(r"\b(_\w+_v)\(")
 _LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
 

@@ -28,7 +28,8 @@ _DEFAULT_OF_KIND = {0: bool_, 1: int64, 2: float64}
 
 
 def canonicalize(dtype, *, op: str | None = None) -> np.dtype:
-    """The supported `np.dtype` for `dtype` (a dtype, a scalar type or a name like "f32")."""
+    """The supported `np.dtype` for `dtype` (a dtype, a scalar type or a name like "f32");
+    a dtype of another byte order gives the native one."""
     if isinstance(dtype, np.dtype) and dtype in _KIND:
         return dtype
     if isinstance(dtype, str):
@@ -41,11 +42,14 @@ def canonicalize(dtype, *, op: str | None = None) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError:
         dt = None
+    if dt is not None and not dt.isnative:
+        dt = dt.newbyteorder("=")  # as NumPy's ufuncs give results in the native order
     if dt is not None and dt in _KIND:
         return dt
     where = f"{op}: " if op else ""
+    name = dtype.name if isinstance(dtype, np.dtype) else repr(dtype)
     raise DTypeError(
-        f"{where}dtype {dtype!r} is not supported; tracegrad supports "
+        f"{where}dtype {name} is not supported; tracegrad supports "
         "float64, float32, int64, int32 and bool (convert with .astype first)"
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 import os
 import sys
 import threading
@@ -19,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from tracegrad.core import dtypes, tree
+from tracegrad.core import tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
 from tracegrad.core.source import user_frame, user_location
 from tracegrad.core.state import state
@@ -29,6 +30,7 @@ from tracegrad.errors import (
     ArgumentTypeError, InvalidArgumentError, RetracingWarning, TracegradError,
 )
 from tracegrad.function._keys import (
+    _canonical_entries,
     _check_leaf,
     _describe,
     _dims_fit,
@@ -37,6 +39,7 @@ from tracegrad.function._keys import (
     _fast_key,
     _is_array,
     _leaf_names,
+    _native_leaf,
     _ndarray,
     _normalize_static,
     _safe_signature,
@@ -520,7 +523,8 @@ class Function:
         concrete = self._concrete_for(leaves, treedef, statics)
         if not kwargs and not self._has_statics and len(self._fast) < EXACT_KEYS_PER_FUNCTION:
             fast = _fast_key(args)
-            if fast is not None:
+            # The short path feeds the arguments as they are: not for converted ones.
+            if fast is not None and all(map(operator.is_, leaves, args)):
                 if concrete._executor is None:  # the short path calls `_executor` directly
                     concrete._executor = concrete.executor
                 self._fast[fast[0]] = concrete
@@ -578,7 +582,7 @@ class Function:
                         statics.append(kwargs[k])
                         kwargs[k] = _Static(len(statics) - 1)
         leaves, treedef = tree.flatten((tuple(args), kwargs))
-        return leaves, treedef, tuple(statics)
+        return [_native_leaf(x) for x in leaves], treedef, tuple(statics)
 
     def _bind(self, args, kwargs):
         """Keyword arguments of positional parameters moved into place, as
@@ -611,8 +615,8 @@ class Function:
                 entries = self._signature_entries(leaves, treedef, entries)
                 concrete = self._cache.get((treedef, tuple(entries), statics_key))
             else:
-                entries = [(e[0], dtypes.canonicalize(e[1], op=self.__name__)) + e[2:]
-                           if _is_array(e) else e for e in entries]
+                entries = _canonical_entries(self.__name__, self.python_function, leaves,
+                                             treedef, entries)
                 concrete = self._most_specific(family, entries)
                 if concrete is None and self._reduce_retracing:
                     entries = self._relaxed(family, entries)

@@ -16,7 +16,8 @@ import inspect
 import numpy as np
 
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, GraphTensor
+from tracegrad.core.arrays import as_array, is_foreign_array, native
+from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec, TensorType
@@ -110,6 +111,38 @@ def _entry(x):
                                 "get_concrete_function and tg.trace; call the function with "
                                 "arrays")
     return _StaticLeaf(x, "a non-array argument")
+
+
+def _native_leaf(x):
+    """Leaf `x` as calls take it: another library's array (`__array__`, DLPack) as a NumPy
+    array, an array of another byte order converted to the native one, the rest as is."""
+    t = type(x)
+    if t is _ndarray:
+        return x if x.dtype.isnative else native(x)
+    if t is EagerTensor or t in _PY_SCALARS or t is _Static:
+        return x
+    if isinstance(x, _ndarray):  # np.memmap, other subclasses
+        return x if x.dtype.isnative else native(x)
+    if isinstance(x, (Tensor, Variable, np.generic, TensorSpec)):
+        return x
+    return as_array(x) if is_foreign_array(x) else x
+
+
+def _canonical_entries(fname, fn, leaves, treedef, entries):
+    """`entries` with supported dtypes; a DTypeError naming the argument that has none."""
+    try:
+        return [(e[0], dtypes.canonicalize(e[1])) + e[2:] if _is_array(e) else e
+                for e in entries]
+    except TracegradError:
+        pass
+    args, kwargs = tree.unflatten(treedef, leaves)
+    for name, e in zip(_leaf_names(fn, args, kwargs), entries, strict=True):
+        if _is_array(e) and np.dtype(e[1]).newbyteorder("=") not in dtypes.SUPPORTED:
+            raise DTypeError(
+                f"{fname}: argument {name} has dtype {np.dtype(e[1]).name}, which tracegrad "
+                "does not support (float64, float32, int64, int32 and bool; convert it with "
+                f".astype first) (at {user_location()})")
+    raise AssertionError("an entry of an unsupported dtype")
 
 
 def _fast_key(args):

@@ -8,6 +8,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.core.arrays import as_array, native
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.shapes import broadcast_shapes, normalize_axes, normalize_axis, shape_str
 from tracegrad.core.source import user_location
@@ -32,9 +33,12 @@ def tracing() -> bool:
 
 
 def read(x):
-    """`x` with Variables read (a tensor) and lists turned into arrays; arrays unchanged."""
-    if isinstance(x, (Tensor, np.ndarray)) or type(x) in _PY_SCALARS:
+    """`x` with Variables read (a tensor), lists and other libraries' arrays turned into
+    arrays, arrays of another byte order into native ones; other arrays unchanged."""
+    if isinstance(x, Tensor) or type(x) in _PY_SCALARS:
         return x
+    if isinstance(x, np.ndarray):
+        return x if x.dtype.isnative else native(x)
     if isinstance(x, Variable):
         return x.value()
     if isinstance(x, np.generic):
@@ -47,7 +51,7 @@ def read(x):
         return stack([read(e) for e in x])
     elif getattr(x, "__tg_dense__", None) is not None:
         return x.__tg_dense__()
-    arr = np.asarray(x)
+    arr = as_array(x)
     if arr.dtype not in dtypes.SUPPORTED:
         arr = arr.astype(dtypes.canonicalize(arr.dtype))
     return arr

@@ -19,6 +19,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
+from tracegrad.core.arrays import as_array
 from tracegrad.core.ir import FuncGraph, GraphTensor, Tensor
 from tracegrad.core.op import constant_p, get_primitive
 from tracegrad.core.shapes import shape_str
@@ -140,7 +141,7 @@ def _read(x):
         return x.value()
     if isinstance(x, (Tensor, np.ndarray)):
         return x
-    arr = np.asarray(x)
+    arr = as_array(x)
     return arr.astype(dtypes.canonicalize(arr.dtype), copy=False)
 
 

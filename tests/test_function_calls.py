@@ -1,6 +1,8 @@
 """tg.function calls: structures in and out, output types, closures, nesting, methods."""
 
+import gc
 import importlib
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -10,6 +12,7 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
+from tracegrad.errors import UsageError
 
 function_module = importlib.import_module("tracegrad.function")
 Pair = namedtuple("Pair", ["first", "second"])
@@ -180,6 +183,34 @@ def test_decorated_methods_bind_self(backend):
     np.testing.assert_allclose(a.power(x, n=2), 2 * x**2)
     assert a.power.tracing_count == 2
     assert isinstance(Scaler.apply, tg.Function)
+
+
+def test_an_instance_and_the_traces_of_its_methods_are_freed_with_it(backend):
+    # The class's table of per-instance Functions held each instance (through the bound
+    # Function's partial) and so every trace of every instance (issue 13, point 4).
+    a = Scaler(2.0)
+    x = np.arange(3.0)
+    np.testing.assert_allclose(a.apply(x), 2 * x)
+    np.testing.assert_allclose(a.power(x, 3), 2 * x**3)
+    refs = [weakref.ref(a), weakref.ref(a.apply), weakref.ref(a.apply.get_concrete_function(x)),
+            weakref.ref(a.power)]
+    assert len(Scaler.apply._bound) >= 1
+    del a
+    gc.collect()
+    assert [r() for r in refs] == [None] * 4
+    assert all(r[0]() is not None for r in Scaler.apply._bound.values())
+
+
+def test_a_kept_method_function_outlives_its_instance_with_a_clear_error(backend):
+    a = Scaler(2.0)
+    apply = a.apply
+    np.testing.assert_allclose(apply(np.ones(2)), [2.0, 2.0])
+    del a
+    gc.collect()
+    np.testing.assert_allclose(apply(np.ones(2)), [2.0, 2.0])  # its traces stay with it
+    with pytest.raises(UsageError, match="Scaler.apply: the instance this method was bound "
+                                         "to no longer exists"):
+        apply(np.ones(3))  # a new trace needs the instance
 
 
 def test_methods_of_unhashable_instances(backend):

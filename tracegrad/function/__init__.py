@@ -27,7 +27,7 @@ from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable
 from tracegrad.errors import (
-    ArgumentTypeError, InvalidArgumentError, RetracingWarning, TracegradError,
+    ArgumentTypeError, InvalidArgumentError, RetracingWarning, TracegradError, UsageError,
 )
 from tracegrad.function._keys import (
     _canonical_entries,
@@ -730,8 +730,15 @@ class Function:
         if found is not None and found[0]() is instance:
             return found[1]
         params = list(self._signature.parameters) if self._signature is not None else []
+        key, table = id(instance), self._bound
+        try:
+            ref = weakref.ref(instance, lambda _, key=key, table=table: table.pop(key, None))
+            method = _WeakMethod(self.python_function, instance, ref)
+        except TypeError:  # not weak-referenceable: keep the instance alive with its cache
+            ref = functools.partial(_identity, instance)
+            method = functools.partial(self.python_function, instance)
         bound = Function(
-            functools.partial(self.python_function, instance),
+            method,
             input_signature=self.input_signature,
             static_argnums=tuple(i - 1 for i in self._static_argnums if i > 0),
             static_argnames=tuple(n for n in self._static_argnames if params[:1] != [n]),
@@ -740,11 +747,6 @@ class Function:
             parallel=self._parallel,
         )
         functools.update_wrapper(bound, self.python_function)
-        key, table = id(instance), self._bound
-        try:
-            ref = weakref.ref(instance, lambda _, key=key, table=table: table.pop(key, None))
-        except TypeError:  # not weak-referenceable: keep the instance alive with its cache
-            ref = functools.partial(_identity, instance)
         table[key] = (ref, bound)
         return bound
 
@@ -754,6 +756,24 @@ class Function:
 
 def _identity(x):
     return x
+
+
+class _WeakMethod:
+    """A method's function bound to its instance through a weak reference (as
+    `functools.partial(func, instance)` is through a strong one): the class's table of
+    per-instance Functions must not keep instances, and their traces, alive."""
+
+    def __init__(self, func, instance, ref):
+        self.func = func
+        self._ref = ref
+        self.__signature__ = _safe_signature(functools.partial(func, instance))
+
+    def __call__(self, *args, **kwargs):
+        instance = self._ref()
+        if instance is None:
+            raise UsageError(f"{getattr(self.func, '__qualname__', 'method')}: the instance "
+                             "this method was bound to no longer exists")
+        return self.func(instance, *args, **kwargs)
 
 
 def _user_stacklevel() -> int:

@@ -28,6 +28,7 @@ lists what is read from it and how each file is checked.
 from __future__ import annotations
 
 import atexit
+import functools
 import glob
 import hashlib
 import os
@@ -60,7 +61,9 @@ def cache_dir() -> str:
     return os.path.join(base, "numba")
 
 
+@functools.cache
 def _versions() -> str:
+    """What a kernel's cache key depends on besides its code (read once per process)."""
     import numba
     import numpy
 

@@ -146,6 +146,26 @@ def test_a_scan_of_no_steps_gives_empty_ys_of_the_steps_types(backend):
         assert b.shape == (0, 1, 3) and b.dtype == np.bool_
 
 
+@pytest.mark.parametrize("rows", [3, 0])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_scan_whose_ys_have_unknown_dims(backend, rows, reverse):
+    # found by the fuzzer: ys with a TensorSpec's None dims crashed the trace (a zeros buffer
+    # of shape [?]; np.zeros((0, None)) for no steps)
+    def f(x):
+        return tg.scan(lambda c, r: (c + r, (c * r, tnp.sum(r))), x, tnp.stack([x, -x])[:rows],
+                       reverse=reverse)
+
+    traced = tg.function(f, input_signature=[tg.TensorSpec([None, 2])])
+    for n in (3, 1, 0):
+        x = RNG.normal(size=(n, 2))
+        (c, (a, b)), (want_c, (want_a, want_b)) = traced(x), f(tg.constant(x))
+        np.testing.assert_array_equal(c, want_c)
+        np.testing.assert_array_equal(a, want_a)
+        np.testing.assert_array_equal(b, want_b)
+        assert a.shape == (min(rows, 2), n, 2) and b.shape == (min(rows, 2),)
+    assert traced.tracing_count == 1
+
+
 def test_maximum_iterations_and_dynamic_trip_counts(backend):
     f = tg.function(lambda n: tg.while_loop(lambda i: i < n, lambda i: i + 1, (0,),
                                             maximum_iterations=7))

@@ -23,6 +23,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import control_flow
+from tracegrad.ops._batching import dim_operands
 from tracegrad.ops.control_flow import cond_p, while_p
 from tracegrad.passes import inline_graph, run_pass
 from tracegrad.transforms.backprop import backprop
@@ -350,6 +351,8 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     if graph is None and n:
         return _scan_eagerly(fn, init, x_leaves, x_def, n, reverse)
     y_def, y_types = _y_types(fn, init, x_leaves, x_def, graph)
+    if any(d is None for t in y_types for d in t.shape):
+        return _scan_unknown_dims(fn, init, x_leaves, x_def, n, reverse, graph, y_def)
     if n == 0:  # no step runs: empty ys of the step's types
         ys = [np.zeros((0, *t.shape), t.dtype) for t in y_types]
         return init, tree.unflatten(y_def, ys if graph is None else
@@ -359,7 +362,20 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     # at every step): history[1:] then the final value, in iteration order
     last = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)), shape=t.shape,
                                  broadcast_dimensions=()) for t in y_types]
+    carry, histories, finals = _scan_loop(fn, init, xs_t, x_def, n, reverse, last)
+    ys = []
+    for h, y, t in zip(histories, finals, y_types, strict=True):
+        h = ops.reshape(h, new_sizes=(n, *t.shape))  # the loop ran n times
+        rest = ops.slice(h, start_indices=(1,) + (0,) * len(t.shape),
+                         limit_indices=(n, *t.shape), strides=(1,) * (len(t.shape) + 1))
+        stacked = ops.concatenate(rest, ops.reshape(y, new_sizes=(1, *t.shape)), dimension=0)
+        ys.append(ops.rev(stacked, dimensions=(0,)) if reverse else stacked)
+    return carry, tree.unflatten(y_def, ys)
 
+
+def _scan_loop(fn, init, xs_t, x_def, n, reverse, last):
+    """The scan's `while` (with history) from `last`, a carry for the y: the final carry,
+    the ys' histories and final values."""
     def cond_fn(i, carry, y):
         return i < n
 
@@ -373,16 +389,38 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     outs, var_def = _traced_while(cond_fn, body, (0, init, last), n, keep_history=True)
     m = tree.num_leaves(var_def)
     carry = tree.unflatten(var_def, outs[:m])[1]
-    k = len(y_types)
-    finals, histories = outs[m - k:m], outs[m + 1 + m - k:]
+    k = len(last)
+    return carry, outs[m + 1 + m - k:], outs[m - k:m]
+
+
+def _scan_unknown_dims(fn, init, x_leaves, x_def, n, reverse, graph, y_def):
+    """A traced scan whose ys have dims unknown when traced (from a TensorSpec's None): one
+    step traced in the outer graph gives their run-time sizes (its ops are only read for
+    their shapes), and the ys are stacked from the history with those sizes."""
+    xs_t = [graph.to_tensor(x) for x in x_leaves]
+    if n:
+        x0 = [ops.gather(x, 0, axis=0) for x in xs_t]
+    else:  # no row to read: zeros of a row's shape
+        x0 = [ops.broadcast_in_dim(graph.constant(np.zeros((), x.dtype)), *dim_operands(
+            x, range(1, x.ndim)), shape=x.shape[1:], broadcast_dimensions=()) for x in xs_t]
+    y0 = [_as_tensor(v) for v in tree.flatten(fn(init, tree.unflatten(x_def, x0))[1])[0]]
+    if n == 0:
+        return init, tree.unflatten(y_def, [_stacked(ops.zeros_like(y), 0) for y in y0])
+    carry, histories, finals = _scan_loop(fn, init, xs_t, x_def, n, reverse,
+                                          [ops.zeros_like(y) for y in y0])
     ys = []
-    for h, y, t in zip(histories, finals, y_types, strict=True):
-        h = ops.reshape(h, new_sizes=(n, *t.shape))  # the loop ran n times
-        rest = ops.slice(h, start_indices=(1,) + (0,) * len(t.shape),
-                         limit_indices=(n, *t.shape), strides=(1,) * (len(t.shape) + 1))
-        stacked = ops.concatenate(rest, ops.reshape(y, new_sizes=(1, *t.shape)), dimension=0)
+    for h, y in zip(histories, finals, strict=True):
+        rest = ops.slice(h, start_indices=(1,) + (0,) * y.ndim, limit_indices=h.shape,
+                         strides=(1,) * h.ndim)
+        stacked = ops.concatenate(rest, _stacked(y, 1), dimension=0)
         ys.append(ops.rev(stacked, dimensions=(0,)) if reverse else stacked)
     return carry, tree.unflatten(y_def, ys)
+
+
+def _stacked(y, count):
+    """`y` broadcast along a new leading axis of `count` (known) rows."""
+    return ops.broadcast_in_dim(y, *dim_operands(y), shape=(count, *y.shape),
+                                broadcast_dimensions=tuple(range(1, y.ndim + 1)))
 
 
 def _y_types(fn, init, x_leaves, x_def, graph):

@@ -1,0 +1,140 @@
+"""What the fuzzer checks on each program: the numpy backend equals eager execution bit for
+bit (NaN where NaN, signed zeros alike), a `TensorSpec` signature with None dims gives the
+same values at other sizes, the numba backend equals the numpy backend (bit for bit on
+programs of exact ops, see docs/numba.md "Semantics match the NumPy reference", else within
+the op table's backend bounds: float64 1e-12 relative, float32 4 ulp or 1e-5 relative), and float64 gradients of smooth programs equal central
+finite differences."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tests.backends._util import assert_close_backends, assert_same
+from tests.finite_diff import central_difference
+from tests.fuzz.programs import Program
+from tracegrad.errors import TracegradError
+
+GRAD_RTOL, GRAD_ATOL = 1e-5, 1e-6
+
+
+def _arrays(out):
+    return [np.asarray(o) for o in out]
+
+
+def assert_bitwise(got, want, what):
+    """Same count, dtypes, shapes, NaN positions, and the other values bit for bit (signs of
+    zeros too)."""
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
+    for k, (g, w) in enumerate(zip(_arrays(got), _arrays(want), strict=True)):
+        where = f"{what}, output {k}"
+        if w.dtype.kind != "f" or (g.dtype, g.shape) != (w.dtype, w.shape):
+            assert_same(g, w, what=where)  # exact for integers and bools
+            continue
+        nan = np.isnan(w)
+        np.testing.assert_array_equal(np.isnan(g), nan, err_msg=f"{where}: NaN positions")
+        bits = f"i{w.dtype.itemsize}"
+        assert np.array_equal(g[~nan].view(bits), w[~nan].view(bits)), \
+            f"{where}: not bit for bit\n got {g.tolist()}\n expected {w.tolist()}"
+
+
+@contextlib.contextmanager
+def default_backend(name):
+    """`tg.config.backend` is `name` in the block (eager tg.grad, vmap, jacobian compile
+    their graphs with it)."""
+    saved, tg.config.backend = tg.config.backend, name
+    try:
+        yield
+    finally:
+        tg.config.backend = saved
+
+
+def eager(program: Program, inputs):
+    with np.errstate(all="ignore"), default_backend("numpy"):
+        return _arrays(program(*[tg.constant(x) for x in inputs]))
+
+
+def check_backends(program: Program, numba: bool = False) -> None:
+    want = eager(program, program.inputs)
+    with np.errstate(all="ignore"), default_backend("numpy"):
+        traced = tg.function(program, backend="numpy")(*program.inputs)
+    assert_bitwise(traced, want, "numpy backend vs eager")
+    if program.dynamic:
+        with default_backend("numpy"):
+            check_signature(program)
+    if numba:
+        with np.errstate(all="ignore"), default_backend("numba"):
+            got = tg.function(program, backend="numba")(*program.inputs)
+        if program.exact:
+            assert_bitwise(got, traced, "numba vs numpy backend")
+        else:
+            assert_close_backends(_arrays(got), _arrays(traced))
+
+
+def _resized(program: Program, size: int):
+    out = []
+    for x, axes in zip(program.inputs, program.dynamic, strict=True):
+        for a in axes:
+            x = np.resize(np.moveaxis(x, a, 0), (size,) + tuple(np.delete(x.shape, a)))
+            x = np.moveaxis(x, 0, a)
+        out.append(np.array(x))
+    return out
+
+
+def check_signature(program: Program) -> None:
+    """One trace with the dynamic axes None serves the inputs' own sizes and others (0, 1,
+    4): the values are eager execution's, and where eager raises a tracegrad error (shapes
+    that no longer broadcast) so does the traced call."""
+    spec = [tg.TensorSpec([None if a in axes else n for a, n in enumerate(x.shape)], x.dtype)
+            for x, axes in zip(program.inputs, program.dynamic, strict=True)]
+    f = tg.function(program, input_signature=spec, backend="numpy")
+    for size in (None, 0, 1, 4):
+        inputs = program.inputs if size is None else _resized(program, size)
+        try:
+            want = eager(program, inputs)
+        except TracegradError:
+            try:
+                with np.errstate(all="ignore"):
+                    f(*inputs)
+            except TracegradError:
+                continue
+            raise AssertionError(f"signature, size {size}: eager raises, the trace does not")
+        with np.errstate(all="ignore"):
+            got = f(*inputs)
+        assert_bitwise(got, want, f"signature with None dims, size {size}")
+
+
+def _weights(outputs):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(np.shape(o)) for o in outputs]
+
+
+def check_gradient(program: Program) -> None:
+    """tg.grad of sum(w * outputs) over every input equals central differences."""
+    weights = _weights(eager(program, program.inputs))
+
+    def loss(*xs):
+        return sum((tnp.sum(o * w) for o, w in zip(program(*xs), weights, strict=True)),
+                   0.0)
+
+    n = len(program.inputs)
+    with default_backend("numpy"):
+        _check_gradient(program, loss, n)
+
+
+def _check_gradient(program, loss, n):
+    grads = tg.grad(loss, argnums=tuple(range(n)))(*program.inputs)
+    value = tg.function(loss, backend="numpy")
+    for i, (x, g) in enumerate(zip(program.inputs, grads, strict=True)):
+        def at(xi, i=i):
+            xs = list(program.inputs)
+            xs[i] = xi
+            return value(*xs)
+        fd = central_difference(at, x)
+        g = np.asarray(g)
+        atol = GRAD_ATOL * (1.0 + float(np.max(np.abs(fd), initial=0.0)))
+        np.testing.assert_allclose(g, fd, rtol=GRAD_RTOL, atol=atol,
+                                   err_msg=f"gradient of input {i} vs central differences")

@@ -1,7 +1,8 @@
 """Random programs for the fuzzer: DAGs of steps drawn from the op table's families
 (elementwise, broadcasting, reductions, indexing and `at[]`, shape ops, products,
-cumulative ops, linear algebra, every row of `tests/ops`), transforms (grad, vjp, tape,
-vmap, jacobian) and control flow (cond, fori_loop, scan).
+cumulative ops, linear algebra on 0- to 3-row matrices and batches, every row of
+`tests/ops`), transforms (grad, vjp, tape,
+vmap, jacobian) and control flow (cond, fori_loop, while_loop, scan).
 
 A program is built by running it: each drawn step is applied eagerly (on `tg.constant`s) to
 the values so far, so the generator knows every shape and dtype, and a step NumPy itself
@@ -112,14 +113,15 @@ def _into(x, lo, hi):
     return mid + half * tnp.tanh(x)
 
 
-def _fit(x, shape, dtype):
+def _fit(x, shape, dtype, m=tnp):
     """x's elements repeated (or cut) into `shape`, cast to `dtype` (a gather, a reshape,
-    a cast): how a table row of fixed shape takes any earlier value."""
+    a cast): how a table row of fixed shape takes any earlier value (`m`: tnp, or np for
+    the NumPy counterpart)."""
     n = int(np.prod(shape, dtype=np.int64))
-    flat = tnp.ravel(x)
+    flat = m.ravel(x)
     size = int(np.prod(x.shape))
-    taken = tnp.take(flat, np.arange(n) % size) if n else flat[:0]
-    return tnp.reshape(taken, shape).astype(dtype)
+    taken = m.take(flat, np.arange(n) % size) if n else flat[:0]
+    return m.reshape(taken, shape).astype(dtype)
 
 
 def _smooth_chain(names):
@@ -281,9 +283,12 @@ def indexing(draw, values, smooth, dynamic):
     key = _index(draw, shape)
     if sum(isinstance(i, list) for i in key) > 1:
         key = tuple(i if not isinstance(i, list) else i[:1] for i in key)
-    how = draw(st.sampled_from(("get", "set", "add")))
+    how = draw(st.sampled_from(("get", "at.get", "set", "add")))
     if how == "get":
         return Step(f"getitem[{key}]", lambda x: x[key], (k,), ref=lambda x: x[key])
+    if how == "at.get":
+        return Step(f"at[{key}].get", lambda x: tnp.at(x)[key].get(), (k,),
+                    ref=lambda x: x[key])
     j = draw(st.integers(0, len(values) - 1))
     if None in key:
         key = tuple(i for i in key if i is not None)
@@ -369,6 +374,47 @@ def product(draw, values, smooth, dynamic):
                 (k, j), exact=False)
 
 
+_LINALG = ("inv", "det", "slogdet", "solve", "cholesky", "norm")
+
+
+def _matrix(x, batch, n, dtype, how, smooth, m):
+    """x fitted into a (batch of) n x n matrices; smooth: 2 I + 0.3 tanh(them) (well
+    conditioned); for cholesky: a a^T + I (symmetric positive definite when finite)."""
+    a = _fit(x, (*batch, n, n), dtype, m)
+    if smooth:
+        a = 2 * m.eye(n) + 0.3 * m.tanh(a)
+    if how == "cholesky":
+        a = m.matmul(a, m.swapaxes(a, -1, -2)) + m.eye(n, dtype=dtype)
+    return a
+
+
+def _linalg_call(how, a, b, m):
+    if how == "solve":
+        return m.linalg.solve(a, b)
+    if how == "slogdet":
+        return tuple(m.linalg.slogdet(a))
+    return getattr(m.linalg, how)(a)
+
+
+def linalg(draw, values, smooth, dynamic):
+    """tnp.linalg on (batches of) square matrices of 0 to 3 rows made of earlier values."""
+    ks = [k for k, v in enumerate(values) if np.prod(v.shape) > 0]
+    if not ks:
+        return None
+    k, j = draw(st.sampled_from(ks)), draw(st.sampled_from(ks))
+    how = draw(st.sampled_from(_LINALG))
+    batch = draw(st.sampled_from(((), (2,), (0,))))
+    n = draw(st.sampled_from((0, 1, 2, 3)))
+    dtype = F32 if not smooth and values[k].dtype == F32 else F64
+
+    def call(x, y, m=tnp):
+        with np.errstate(all="ignore"):
+            a = _matrix(x, batch, n, dtype, how, smooth, m)
+            return _linalg_call(how, a, _fit(y, (*batch, n, 2), dtype, m), m)
+    return Step(f"linalg.{how}({batch}+{n}x{n})", call, (k, j), exact=False,
+                ref=lambda x, y: call(x, y, np))
+
+
 # Table rows the fuzzer takes as ops: the rest have no inputs, bind an effect or a callee.
 _ROW_EXCLUDED = {"assign", "custom_gradient", "call", "constant", "iota", "dim_size"}
 ROWS = [c for c in CASES if c.args and c.primitive not in _ROW_EXCLUDED]
@@ -448,7 +494,7 @@ def control(draw, values, smooth, dynamic):
     k = draw(st.sampled_from(floats))
     names = draw(st.lists(st.sampled_from(("sin", "tanh", "atan")), min_size=1, max_size=2))
     g = _smooth_chain(names)
-    how = draw(st.sampled_from(("cond", "fori_loop", "scan")))
+    how = draw(st.sampled_from(("cond", "fori_loop", "while_loop", "scan")))
     label = f"{how}({'.'.join(names)})"
     if how == "cond":
         return Step(label, lambda x: tg.cond(tnp.sum(x) > 0.25, g, lambda v: v * v - 1.0,
@@ -457,6 +503,12 @@ def control(draw, values, smooth, dynamic):
         n = draw(st.integers(0, 4))
         return Step(f"{label},{n}", lambda x: tg.fori_loop(
             0, n, lambda i, c: c + 0.1 * g(c) * (i % 2).astype(c.dtype), x), (k,), exact=False)
+    if how == "while_loop":
+        # a data-dependent trip count (at most 5): halve until the sum is small
+        def loop(x):
+            return tg.while_loop(lambda i, c: (i < 5) & (tnp.sum(c * c) > 0.5),
+                                 lambda i, c: (i + 1, 0.5 * g(c) + 0.25 * c), (0, x))[1]
+        return Step(label, loop, (k,), exact=False)
     rev, m = draw(st.booleans()), draw(st.sampled_from((0, 1, 3)))
 
     def scanned(x):
@@ -466,9 +518,9 @@ def control(draw, values, smooth, dynamic):
     return Step(f"{label},rows={m},reverse={rev}", scanned, (k,), exact=False)
 
 
-FAMILIES = {"unary": unary, "binary": binary, "scalar": scalar, "reduction": reduction, "indexing": indexing,
-            "shape": shape_op, "product": product, "row": table_row, "transform": transform,
-            "control": control}
+FAMILIES = {"unary": unary, "binary": binary, "scalar": scalar, "reduction": reduction,
+            "indexing": indexing, "shape": shape_op, "product": product, "row": table_row,
+            "linalg": linalg, "transform": transform, "control": control}
 DYNAMIC_FAMILIES = ("unary", "binary", "scalar", "reduction", "transform", "control")
 
 

@@ -8,6 +8,7 @@ absolute 1e-6 times 1 + the largest difference quotient)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 
 import numpy as np
@@ -17,9 +18,14 @@ import tracegrad.numpy as tnp
 from tests.backends._util import assert_close_backends, assert_same
 from tests.finite_diff import central_difference
 from tests.fuzz.programs import Program
+from tracegrad.core.ir import FuncGraph
 from tracegrad.errors import ShapeError, TracegradError
+from tracegrad.function import compile_graph
+from tracegrad.passes import optimize
+from tracegrad.transforms.evaluate import Interpreter
 
 GRAD_RTOL, GRAD_ATOL = 1e-5, 1e-6
+STATS = collections.Counter()  # how often a check took its fallback
 
 
 def _arrays(out):
@@ -71,8 +77,48 @@ def check_backends(program: Program, numba: bool = False) -> None:
             got = tg.function(program, backend="numba")(*program.inputs)
         if program.exact:
             assert_bitwise(got, traced, "numba vs numpy backend")
-        else:
+            return
+        try:
             assert_close_backends(_arrays(got), _arrays(traced))
+        except AssertionError:
+            # rounding within an op's bound can be amplified by a later ill-conditioned op
+            # (1 - tanh(x)**2 at large x): then each op alone must be within its bound
+            check_ops_alone(program, program.inputs, traced)
+            STATS["ops alone"] += 1
+
+
+def check_ops_alone(fn, inputs, want) -> None:
+    """Each op of the graph the numba backend compiles for `fn` (the optimized trace), run
+    alone by the numba backend on the operands the numpy backend gave it, is within the
+    backend bounds of the numpy result. The ops are independent outputs of one kernel; the
+    numpy run of the optimized graph must give `want` bit for bit (passes keep bits,
+    docs/passes.md)."""
+    concrete = tg.function(fn, backend="numba").get_concrete_function(*inputs)
+    graph = optimize(concrete.graph)
+    interp = Interpreter(graph)
+    env = list(inputs) + [np.asarray(c._value) for c, _ in graph.captures]
+    env += [None] * (interp.n_slots - len(env))
+    records = []
+    with np.errstate(all="ignore"):
+        for op, impl, attrs, ins, outs, _ in interp.plan:
+            args = [env[i] for i in ins]
+            res = impl(*args, **attrs)
+            res = [np.asarray(r) for r in (res if op.primitive.multiple_results else [res])]
+            for i, r in zip(outs, res, strict=True):
+                env[i] = r
+            if args:  # (constants are no computation)
+                records.append((op, args, res))
+    assert_bitwise([env[i] for i in interp.out_slots], want, "optimized graph, numpy")
+    alone = FuncGraph("ops_alone")
+    with alone.as_default():
+        outs = []
+        for op, _, _ in records:
+            r = op.primitive.bind(*(alone.add_input(t.type) for t in op.inputs), **op.attrs)
+            outs.extend(r if op.primitive.multiple_results else [r])
+        alone.outputs = [alone.to_tensor(o) for o in outs]
+    with np.errstate(all="ignore"):
+        got = compile_graph(alone, "numba")([a for _, args, _ in records for a in args])
+    assert_close_backends(got, [r for _, _, res in records for r in res], graph=alone)
 
 
 def _resized(program: Program, size: int):

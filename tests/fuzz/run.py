@@ -18,7 +18,7 @@ import traceback
 from hypothesis import HealthCheck, given, seed, settings
 
 import tracegrad as tg
-from tests.fuzz.check import check_backends, check_gradient
+from tests.fuzz.check import STATS, check_backends, check_gradient
 from tests.fuzz.programs import programs
 
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
                   flush=True)
         # (re-armed: the next program's generation gets its own hang-seconds)
         faulthandler.dump_traceback_later(a.hang_seconds, exit=True, file=log)
-        if n % 500 == 0:
+        if n % 100 == 0:
             print(f"{n} programs, {time.time() - start:.0f} s, {dict(counts)}", flush=True)
 
     per = -(-a.programs // 3)  # (rounded up: at least N in all)
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
             print(f"=== generation {kind}\n{traceback.format_exc()}", file=log, flush=True)
     faulthandler.cancel_dump_traceback_later()
     print(f"done: {sum(counts[k] for k in KINDS)} "
-          f"programs in {time.time() - start:.0f} s, {dict(counts)}", flush=True)
+          f"programs in {time.time() - start:.0f} s, {dict(counts)}, fallbacks {dict(STATS)}",
+          flush=True)
     return 0
 
 

@@ -226,6 +226,28 @@ def test_linear_algebra_ops():
     check("cholesky", spd.astype(np.float32), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_linear_algebra_of_matrices_with_nan_and_inf_gives_numpys_results(dtype):
+    # found by the fuzzer: Numba's det, slogdet and solve raised LinAlgError ("Array must
+    # not contain infs or NaNs") where NumPy's LAPACK returns NaN, inf or finite values
+    a = np.array([[[np.nan, 1.0], [1.0, 2.0]], [[np.inf, 1.0], [1.0, 2.0]],
+                  [[1.0, 2.0], [3.0, 4.0]]], dtype)
+    b = np.array([[[1.0], [2.0]], [[1.0], [-np.inf]], [[1.0], [2.0]]], dtype)
+    p = REGISTRY
+
+    def fn(a, b):
+        return [p["solve"].bind(a, b), p["det"].bind(a), *p["slogdet"].bind(a)]
+
+    got = nb.compile_graph(graph_of(fn, a, b))([a, b])
+    for k, w in enumerate(reference(graph_of(fn, a, b), [a, b])):
+        assert_same(got[k], w, what=f"output {k}")
+    np.testing.assert_allclose(got[1], np.array([np.nan, np.inf, -2.0], dtype), rtol=1e-6)
+    np.testing.assert_allclose(got[0][2], np.array([[0.0], [0.5]], dtype), atol=1e-6)
+    for m in a:  # one matrix: the scalar code path
+        check("det", m)
+        check("slogdet", m)
+
+
 def test_fused_graph_with_several_regions():
     """Elementwise chains through broadcasts, reductions and a matmul: one kernel."""
     def fn(x, w, b):

@@ -170,7 +170,8 @@ def _solve(cg, op):
     target = cg.alloc(t)
     _, ov = _batched_target(cg, target, t)
     k = cg.fresh("k")
-    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.solve({av}[{k}], {bv}[{k}])")
+    solve = helper(cg.helpers, "solve_f", t.dtype)  # (NumPy's result on NaN and inf)
+    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = {solve}({av}[{k}], {bv}[{k}])")
 
 
 @block("triangular_solve")
@@ -199,13 +200,15 @@ def _det(cg, op):
     (a,), outs = op.inputs, op.outputs
     b, av = _batched(cg, a)
     k = cg.fresh("k")
+    # (NumPy's result on NaN and inf)
+    fn = helper(cg.helpers, op.primitive.name + "_f", a.dtype)
     if outs[0].ndim == 0:
         m = f"{cg.array(a)}.reshape(({', '.join(cg.dims(a))}))"
         if op.primitive.name == "det":
-            cg.set_scalar(outs[0], f"np.linalg.det({m})")
+            cg.set_scalar(outs[0], f"{fn}({m})")
         else:
             pair = cg.fresh("sl")
-            cg.emit(f"{pair} = np.linalg.slogdet({m})")
+            cg.emit(f"{pair} = {fn}({m})")
             cg.set_scalar(outs[0], f"{pair}[0]")
             cg.set_scalar(outs[1], f"{pair}[1]")
         return
@@ -214,7 +217,7 @@ def _det(cg, op):
         target = cg.alloc(t)
         views.append(_batched_target(cg, target, t, mat_dims=0)[1])
     if op.primitive.name == "det":
-        body = f"{views[0]}[{k}] = np.linalg.det({av}[{k}])"
+        body = f"{views[0]}[{k}] = {fn}({av}[{k}])"
     else:
-        body = f"{views[0]}[{k}], {views[1]}[{k}] = np.linalg.slogdet({av}[{k}])"
+        body = f"{views[0]}[{k}], {views[1]}[{k}] = {fn}({av}[{k}])"
     cg.emit(f"for {k} in range({b}):\n    {body}")

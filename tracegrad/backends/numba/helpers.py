@@ -33,9 +33,47 @@ SUFFIX = {dtypes.float64: "f64", dtypes.float32: "f32", dtypes.int64: "i64",
 # of 2**k blocks is in NumPy's order too; 8 KiB of float64 stays in the L1 cache.
 SUM_BLOCK = 1024
 
+# np.linalg's det, slogdet and solve in Numba raise LinAlgError on a matrix holding NaN or
+# inf, where NumPy's LAPACK calls return what LAPACK computes (NaN, inf or even finite
+# values): such matrices go to NumPy itself, in object mode ({N}: the dtype's name).
+_LAPACK = """
+def _lapack(name, *args):
+    with np.errstate(all="ignore"):
+        return getattr(np.linalg, name)(*args)
+"""
+
+_LINALG = """
+@njit(cache=True, error_model="numpy")
+def _det_{S}(a):
+    if np.isfinite(a).all():
+        return np.linalg.det(a)
+    with objmode(r="{N}"):
+        r = _lapack("det", a)
+    return r
+
+
+@njit(cache=True, error_model="numpy")
+def _slogdet_{S}(a):
+    if np.isfinite(a).all():
+        return np.linalg.slogdet(a)
+    with objmode(sign="{N}", logdet="{N}"):
+        sign, logdet = _lapack("slogdet", a)
+    return sign, logdet
+
+
+@njit(cache=True, error_model="numpy")
+def _solve_{S}(a, b):
+    if np.isfinite(a).all() and np.isfinite(b).all():
+        return np.linalg.solve(a, b)
+    with objmode(r="{N}[:, :]"):
+        r = _lapack("solve", a, b)
+    return r
+"""
+
 # -- templates: {T} is the Numba type, {S} the dtype suffix --------------------------------------
 
 _HELPERS = {
+    "linalg": _LINALG,
     "max_f": """
 @njit(cache=True, forceinline=True, **_OPTS)
 def _max_{S}(a, b):
@@ -376,6 +414,7 @@ _INSTANCES = {
     "ipow": (dtypes.int64,),
     "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
     "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
+    "linalg": _FLOATS,
 }
 
 
@@ -383,7 +422,7 @@ def _module_source() -> str:
     parts = [
         "# tracegrad: helper functions of generated Numba kernels (written once, never edited)",
         "import numpy as np",
-        "from numba import njit",
+        "from numba import njit, objmode",
         "",
         '_OPTS = dict(error_model="numpy", nogil=True)',
         '_REASSOC = {"reassoc", "contract"}  # sums that may be reordered (vectorized)',
@@ -391,12 +430,14 @@ def _module_source() -> str:
         *vecmath.TEMPLATES.values(),
         *vecmath_trig.TEMPLATES.values(),
         _CVIEW,
+        _LAPACK,
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:
             parts.append(_HELPERS[kind])
         else:
-            parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt]) for dt in dts]
+            parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name)
+                      for dt in dts]
     parts.append(_TRISOLVE)
     parts += [_CALLED.format(name=name, args=args) for name, args in _vector_math(parts)]
     return "\n".join(parts)

@@ -77,6 +77,27 @@ def test_several_unknown_dims_broadcast():
         f(np.ones((3, 2)), np.ones(4))  # 2 vs 4 do not broadcast: caught when it runs
 
 
+@pytest.mark.parametrize("backend_name", ["numpy", "numba"])
+def test_new_axes_beside_a_zero_dim_and_an_unknown_one(backend_name):
+    # found by the fuzzer: expand_dims, stack and x[None] of an f64[?,0,2] reshaped with a
+    # -1 for the unknown dim, which a size-0 array cannot infer (a ShapeError at run time);
+    # the gradients of a reshape and of a product over axes did the same
+    spec = [tg.TensorSpec([None, 0, 2])]
+    fns = [lambda x: tnp.expand_dims(x, 0), lambda x: tnp.stack([x, -x], axis=1),
+           lambda x: x[None, :, None], lambda x: tnp.squeeze(x[:, None], axis=1)]
+    grads = [tg.grad(lambda x: tnp.sum(tnp.prod(x, axis=(1, 2)))),
+             tg.grad(lambda x: tnp.sum(tnp.reshape(x, (-1, 2, 0)) ** 2))]
+    for n in (0, 1, 3):
+        x = np.ones((n, 0, 2))
+        for fn in fns:
+            got = tg.function(fn, input_signature=spec, backend=backend_name)(x)
+            want = fn(tg.constant(x))
+            assert got.shape == want.shape and got.shape[0] in (1, n) and got.size == 0
+        for g in grads:
+            got = tg.function(g, input_signature=spec, backend=backend_name)(x)
+            assert got.shape == (n, 0, 2) and got.dtype == np.float64
+
+
 @pytest.mark.parametrize("fn, needs", [
     (lambda x: tnp.split(x, 2), "split"),
     (lambda x: tnp.tile(x, 2), "tile"),

@@ -273,7 +273,8 @@ def reshape(x, shape, op: str = "reshape"):
     old = shape_of(x)
     if old == shape:
         return x
-    if sum(d is None for d in shape) <= 1:
+    # (-1 for the unknown dim, unless a dim is 0: then any size fits and -1 is ambiguous)
+    if sum(d is None for d in shape) <= 1 and not (None in shape and 0 in shape):
         return ops.reshape(x, new_sizes=tuple(-1 if d is None else d for d in shape))
     kept = [d for d in old if d != 1]
     if kept == [d for d in shape if d != 1]:
@@ -286,10 +287,11 @@ def reshape(x, shape, op: str = "reshape"):
         bd = tuple(i for i, d in enumerate(shape) if d != 1)
         dyn = [ops.dim_size(x, axis=bd.index(i)) for i, d in enumerate(shape) if d is None]
         return ops.broadcast_in_dim(x, *dyn, shape=shape, broadcast_dimensions=bd)
+    why = "a dim is 0 and another unknown" if 0 in shape else "more than one dim is unknown"
     raise ShapeError(
-        f"{op}: cannot reshape {shape_str(old)} into {shape_str(shape)}: more than one dim "
-        f"is unknown while tracing (at {user_location()}); give static shapes or an "
-        "input_signature with at most one None dim here"
+        f"{op}: cannot reshape {shape_str(old)} into {shape_str(shape)}: {why} while tracing "
+        f"(at {user_location()}); give static shapes or an input_signature with at most one "
+        "None dim here"
     )
 
 

@@ -96,6 +96,8 @@ def _products_of_others(x, axes):
             f"reduce_prod: the gradient over several axes {axes} of {x.type} flattens them and "
             "needs their sizes known (and at most one other unknown dim)"
         )
+    if 0 in x.shape:  # no elements, no products (a -1 among 0 sizes could not be inferred)
+        return shape_ops.zeros_like(x)
     lead_sizes = tuple(-1 if d is None else d for d in lead)
     flat = shape_ops.reshape_p.bind(shape_ops.transpose_p.bind(x, permutation=perm),
                                     new_sizes=lead_sizes + (int(np.prod(reduced)),))

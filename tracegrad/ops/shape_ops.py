@@ -176,6 +176,8 @@ def _reshape_impl(x, *, new_sizes):
 @reshape_p.def_grad
 def _reshape_grad(op, g):
     (x,) = op.inputs
+    if 0 in x.shape:  # no elements (-1 could not be inferred back from g's size 0)
+        return [zeros_like(x)]
     sizes = tuple(-1 if d is None else d for d in x.shape)
     if sizes.count(-1) > 1:
         raise NotDifferentiableError(

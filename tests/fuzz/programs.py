@@ -424,7 +424,8 @@ SMOOTH_ROWS = [c for c in ROWS if c.grad_argnums and c.primitive not in ("max", 
 
 def table_row(draw, values, smooth, dynamic):
     """A row of the op table applied to earlier values fitted to the row's argument shapes
-    (smooth: the row's own sample times 1 + 0.05 tanh(value), inside its domain)."""
+    (smooth: the row's own sample times 1 + 0.05 tanh(value), inside its domain), its own
+    samples for the other arguments."""
     row = draw(st.sampled_from(SMOOTH_ROWS if smooth else ROWS))
     args, fns = [], []
     for i, a in enumerate(row.args):
@@ -444,8 +445,10 @@ def table_row(draw, values, smooth, dynamic):
             fns.append(lambda v, a=a: _fit(v, a.shape, a.dtype))
 
     def fn(*vs):
+        # (the row's own samples as tensors too: the table runs rows on tensors or on NumPy
+        # arrays, not mixed; NumPy's a[i] cannot take a traced i)
         it = iter(vs)
-        return row.fn(*(np.asarray(a) if f is None else f(next(it))
+        return row.fn(*(tg.constant(a) if f is None else f(next(it))
                         for a, f in zip(row.args, fns, strict=True)))
 
     return Step(f"row {row.name}", fn, tuple(args), exact=False)

@@ -78,6 +78,17 @@ def test_several_unknown_dims_broadcast():
 
 
 @pytest.mark.parametrize("backend_name", ["numpy", "numba"])
+def test_unknown_dims_that_do_not_fit_at_run_time_are_a_shape_error(backend_name):
+    # found by the fuzzer: on the numpy backend a broadcast_in_dim whose unknown dims do not
+    # fit when it runs raised NumPy's ValueError, not a tracegrad ShapeError (numba did)
+    f = tg.function(lambda a, b: a // b, backend=backend_name,
+                    input_signature=[tg.TensorSpec([0, None, None]), tg.TensorSpec([0, None])])
+    assert f(np.ones((0, 0, 3)), np.ones((0, 3))).shape == (0, 0, 3)
+    with pytest.raises(ShapeError, match="broadcast_in_dim.*at run time"):
+        f(np.ones((0, 0, 1)), np.ones((0, 3)))  # a 1 meeting an unknown 3 does not stretch
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "numba"])
 def test_new_axes_beside_a_zero_dim_and_an_unknown_one(backend_name):
     # found by the fuzzer: expand_dims, stack and x[None] of an f64[?,0,2] reshaped with a
     # -1 for the unknown dim, which a size-0 array cannot infer (a ShapeError at run time);

@@ -93,6 +93,9 @@ class Interpreter:
                 except Exception as e:  # noqa: BLE001 - re-raised, located
                     if check:
                         _check_op_shapes(op, args, None)
+                        if type(e) is ValueError:  # NumPy's: sizes that do not fit
+                            raise ShapeError(f"{op.primitive.name}: {e} (at run time, op "
+                                             f"created at {op.source})") from None
                     raise runtime_error(e, op.primitive.name,
                                         f"op created at {op.source}") from None
                 if op.primitive.multiple_results:

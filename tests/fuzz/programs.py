@@ -577,8 +577,8 @@ def _steps(draw, values, smooth, dynamic, max_steps, on_error):
                 on_error(f"{step.name}{step.args} on {[values[i] for i in step.args]}\n"
                          + traceback.format_exc())
             continue
-        if smooth and not all(_is_float(o) for o in outs):
-            continue
+        if smooth and not all(_is_float(o) and np.isfinite(np.asarray(o)).all() for o in outs):
+            continue  # (a NaN output, e.g. var of an empty slice, has no finite differences)
         values.extend(outs)
         steps.append(step)
     return steps

@@ -3,8 +3,8 @@
 unlike the pytest tests, keeps going after a failure: each one is written to the log (the
 program and the traceback) for minimizing by hand. A program that runs longer than
 `--hang-seconds` (or whose generation does) is a hang: every thread's traceback goes to
-the log and the run stops. Numba kernels compile before their first call (no background compile) and every traced
-graph is verified, as in the tests (tests/conftest.py)."""
+the log and the run stops. Numba kernels compile before their first call (no background
+compile) and every traced graph is verified, as in the tests (tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """What the fuzzer checks on each program: the numpy backend equals eager execution bit for
-bit (NaN where NaN, signed zeros alike), a `TensorSpec` signature with None dims gives the
-same values at other sizes, the numba backend equals the numpy backend (bit for bit on
-programs of exact ops, see docs/numba.md "Semantics match the NumPy reference", up to the
+bit (NaN where NaN, signed zeros alike; programs of inexact ops within the bounds below
+when not: NumPy's SIMD loops differ in the last bits from its strided ones), a
+`TensorSpec` signature with None dims gives the same values at other sizes, the numba
+backend equals the numpy backend (bit for bit on programs of exact ops, see docs/numba.md "Semantics match the NumPy reference", up to the
 signs of zeros the optimizer's `x + 0 -> x` may change, docs/passes.md; else within
 the op table's backend bounds: float64 1e-12 relative, float32 4 ulp or 1e-5 relative),
 and float64 gradients of smooth programs equal central finite differences (relative 1e-5,
@@ -51,6 +52,19 @@ def assert_bitwise(got, want, what, signed_zeros=True):
             f"{where}: not bit for bit\n got {g.tolist()}\n expected {w.tolist()}"
 
 
+def assert_same_as_eager(program: Program, got, want, what):
+    """Bit for bit; programs of inexact ops within the backend bounds when not: NumPy's
+    float loops for exp, log, tan, arcsin ... give other last bits on contiguous (SIMD) and
+    strided arrays, and a trace may lay out an intermediate otherwise than eager execution
+    (a reversed scan's ys are a view of its history)."""
+    try:
+        assert_bitwise(got, want, what)
+    except AssertionError:
+        if program.exact:
+            raise
+        assert_close_backends(_arrays(got), _arrays(want))
+
+
 @contextlib.contextmanager
 def default_backend(name):
     """`tg.config.backend` is `name` in the block (eager tg.grad, vmap, jacobian compile
@@ -71,7 +85,7 @@ def check_backends(program: Program, numba: bool = False) -> None:
     want = eager(program, program.inputs)
     with np.errstate(all="ignore"), default_backend("numpy"):
         traced = tg.function(program, backend="numpy")(*program.inputs)
-    assert_bitwise(traced, want, "numpy backend vs eager")
+    assert_same_as_eager(program, traced, want, "numpy backend vs eager")
     if program.dynamic:
         with default_backend("numpy"):
             check_signature(program)
@@ -162,7 +176,7 @@ def check_signature(program: Program) -> None:
             if _size_one_dynamic(program, inputs):
                 continue  # unknown dims meeting are taken equal (docs/numpy.md "Unknown dims")
             raise
-        assert_bitwise(got, want, f"signature with None dims, size {size}")
+        assert_same_as_eager(program, got, want, f"signature with None dims, size {size}")
 
 
 def _size_one_dynamic(program: Program, inputs) -> bool:

@@ -378,11 +378,12 @@ _LINALG = ("inv", "det", "slogdet", "solve", "cholesky", "norm")
 
 
 def _matrix(x, batch, n, dtype, how, smooth, m):
-    """x fitted into a (batch of) n x n matrices; smooth: 2 I + 0.3 tanh(them) (well
-    conditioned); for cholesky: a a^T + I (symmetric positive definite when finite)."""
+    """x fitted into a (batch of) n x n matrices made well conditioned, 2 I + 0.3 tanh(them)
+    (raw: plus a - a, NaN where a is NaN or inf: a singular matrix's det, ~1e-16 or exactly 0
+    from different LAPACK calls, is not within an op bound); for cholesky: a a^T + I
+    (symmetric positive definite when finite)."""
     a = _fit(x, (*batch, n, n), dtype, m)
-    if smooth:
-        a = 2 * m.eye(n) + 0.3 * m.tanh(a)
+    a = 2 * m.eye(n, dtype=dtype) + 0.3 * m.tanh(a) + (0 if smooth else a - a)
     if how == "cholesky":
         a = m.matmul(a, m.swapaxes(a, -1, -2)) + m.eye(n, dtype=dtype)
     return a

@@ -2,11 +2,12 @@
 bit (NaN where NaN, signed zeros alike; programs of inexact ops within the bounds below
 when not: NumPy's SIMD loops differ in the last bits from its strided ones), a
 `TensorSpec` signature with None dims gives the same values at other sizes, the numba
-backend equals the numpy backend (bit for bit on programs of exact ops, see docs/numba.md "Semantics match the NumPy reference", up to the
-signs of zeros the optimizer's `x + 0 -> x` may change, docs/passes.md; else within
-the op table's backend bounds: float64 1e-12 relative, float32 4 ulp or 1e-5 relative),
-and float64 gradients of smooth programs equal central finite differences (relative 1e-5,
-absolute 1e-6 times 1 + the largest difference quotient)."""
+backend equals the numpy backend (bit for bit on programs of exact ops, see docs/numba.md
+"Semantics match the NumPy reference", up to the signs of zeros the optimizer's
+`x + 0 -> x` may change, docs/passes.md; else within the op table's backend bounds:
+float64 1e-12 relative, float32 4 ulp or 1e-5 relative), and float64 gradients of smooth
+programs equal central finite differences (relative 1e-5, absolute 1e-6 times 1 + the
+largest difference quotient)."""
 
 from __future__ import annotations
 

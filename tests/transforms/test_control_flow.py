@@ -408,3 +408,59 @@ def test_a_loop_gradient_reads_the_next_carry_from_the_history(backend):
     want = central_difference(loss_np, w.ravel())  # differences of a 30-step sum: ~1e-8 noise
     np.testing.assert_allclose(tg.grad(loss)(w, np.zeros(4)).ravel(), want, rtol=1e-6,
                                atol=1e-7 * np.abs(want).max())
+
+
+def _while_carries(fn, *args):
+    (loop,) = [op for op in tg.trace(fn)(*args).operations if op.primitive.name == "while"]
+    return len(loop.inputs) - loop.attrs["num_consts"]
+
+
+def test_a_scan_y_that_is_the_new_carry_is_read_from_the_carrys_history(backend):
+    rng = np.random.default_rng(5)
+    w, xs = rng.standard_normal((3, 3)) / 2, rng.standard_normal((9, 3))
+
+    def rnn(h0, same):  # ys: the state itself and twice the state; the carry a pair
+        def step(c, x):
+            h = tnp.tanh(w @ c[0] + x)
+            return (h, c[1] + 1.0), (h if same else h * 1.0, h * 2.0)
+        return tg.scan(step, (h0, 0.0), xs)
+
+    def rnn_np(h0):
+        h, hs = h0, []
+        for x in xs:
+            h = np.tanh(w @ h + x)
+            hs.append(h)
+        return h, np.stack(hs)
+
+    h0 = np.full(3, 0.1)
+    # the counter, two carry leaves, a carry per y not aliased
+    assert _while_carries(lambda h: rnn(h, True), h0) == 4
+    assert _while_carries(lambda h: rnn(h, False), h0) == 5
+    for same in (True, False):
+        (h, k), (a, b) = tg.function(lambda h, same=same: rnn(h, same))(h0)
+        want_h, want_hs = rnn_np(h0)
+        np.testing.assert_allclose(a, want_hs, rtol=1e-13)
+        np.testing.assert_allclose(b, 2 * want_hs, rtol=1e-13)
+        np.testing.assert_allclose(h, want_h, rtol=1e-13)
+        assert k == 9.0
+    g = tg.grad(lambda h: tnp.sum(rnn(h, True)[1][0] ** 2))(h0)
+    np.testing.assert_allclose(g, central_difference(
+        lambda v: np.sum(rnn_np(v)[1] ** 2), h0), rtol=1e-6)
+
+
+def test_a_scan_step_traced_otherwise_the_second_time_still_stacks_its_ys(backend):
+    calls = []
+
+    def step(c, x):  # the probe trace returns the carry as y, the loop's trace a new value
+        calls.append(None)
+        h = c * 0.5 + x
+        return h, (h if len(calls) == 1 else h + 0.0)
+
+    xs = np.arange(5.0)
+    c, ys = tg.function(lambda c: tg.scan(step, c, xs))(1.0)
+    want, h = [], 1.0
+    for x in xs:
+        h = h * 0.5 + x
+        want.append(h)
+    np.testing.assert_allclose(ys, want, rtol=1e-15)
+    assert c == want[-1]

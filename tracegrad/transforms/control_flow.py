@@ -350,7 +350,7 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     graph = state.graph
     if graph is None and n:
         return _scan_eagerly(fn, init, x_leaves, x_def, n, reverse)
-    y_def, y_types = _y_types(fn, init, x_leaves, x_def, graph)
+    y_def, y_types, alias = _y_types(fn, init, x_leaves, x_def, graph)
     if any(d is None for t in y_types for d in t.shape):
         return _scan_unknown_dims(fn, init, x_leaves, x_def, n, reverse, graph, y_def)
     if n == 0:  # no step runs: empty ys of the step's types
@@ -359,10 +359,15 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
                                     [graph.constant(y) for y in ys])
     xs_t = [graph.to_tensor(x) for x in x_leaves]
     # the ys come from the loop's history of a carry holding the last y (no buffer copied
-    # at every step): history[1:] then the final value, in iteration order
-    last = [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)), shape=t.shape,
-                                 broadcast_dimensions=()) for t in y_types]
-    carry, histories, finals = _scan_loop(fn, init, xs_t, x_def, n, reverse, last)
+    # at every step): history[1:] then the final value, in iteration order; a y that is
+    # one of the new carry's leaves (`return h, h`) is read from that carry's history
+    try:
+        carry, histories, finals = _scan_loop(fn, init, xs_t, x_def, n, reverse,
+                                              _last_ys(graph, y_types, alias), alias)
+    except _AliasChanged:  # fn traced otherwise the second time: a carry per y
+        alias = [None] * len(y_types)
+        carry, histories, finals = _scan_loop(fn, init, xs_t, x_def, n, reverse,
+                                              _last_ys(graph, y_types, alias), alias)
     ys = []
     for h, y, t in zip(histories, finals, y_types, strict=True):
         h = ops.reshape(h, new_sizes=(n, *t.shape))  # the loop ran n times
@@ -373,9 +378,21 @@ def scan(fn: Callable, init, xs, length=None, reverse=False):
     return carry, tree.unflatten(y_def, ys)
 
 
-def _scan_loop(fn, init, xs_t, x_def, n, reverse, last):
-    """The scan's `while` (with history) from `last`, a carry for the y: the final carry,
-    the ys' histories and final values."""
+class _AliasChanged(Exception):
+    """A scan's step made a y one of its new carry's leaves in one trace, not in another."""
+
+
+def _last_ys(graph, y_types, alias) -> list:
+    """The initial values of the carries that hold the last y (one per y not aliased)."""
+    return [ops.broadcast_in_dim(graph.constant(np.zeros((), t.dtype)), shape=t.shape,
+                                 broadcast_dimensions=())
+            for t, a in zip(y_types, alias, strict=True) if a is None]
+
+
+def _scan_loop(fn, init, xs_t, x_def, n, reverse, last, alias=None):
+    """The scan's `while` (with history) from `last`, the carries for the ys that are not
+    leaves of the new carry (`alias[k]`: the carry leaf y `k` is, or None): the final
+    carry, the ys' histories and final values."""
     def cond_fn(i, carry, y):
         return i < n
 
@@ -384,13 +401,32 @@ def _scan_loop(fn, init, xs_t, x_def, n, reverse, last):
         x = tree.unflatten(x_def, [ops.gather(x, k, axis=0) for x in xs_t])
         new, y = fn(carry, x)
         _check_scan_carry(carry, new)
-        return i + 1, new, [_as_tensor(v) for v in tree.flatten(y)[0]]
+        y_leaves = tree.flatten(y)[0]
+        if alias is None:
+            return i + 1, new, [_as_tensor(v) for v in y_leaves]
+        new_leaves = tree.flatten(new)[0]
+        if [_alias_of(v, new_leaves) for v in y_leaves] != alias:
+            raise _AliasChanged
+        return i + 1, new, [_as_tensor(v) for v, a in zip(y_leaves, alias) if a is None]
 
     outs, var_def = _traced_while(cond_fn, body, (0, init, last), n, keep_history=True)
     m = tree.num_leaves(var_def)
     carry = tree.unflatten(var_def, outs[:m])[1]
-    k = len(last)
-    return carry, outs[m + 1 + m - k:], outs[m - k:m]
+    if alias is None:
+        k = len(last)
+        return carry, outs[m + 1 + m - k:], outs[m - k:m]
+    # outs: i, the carry's leaves, the last ys; the count; the histories in that order
+    histories, finals, own = [], [], iter(range(m - len(last), m))
+    for a in alias:
+        j = 1 + a if a is not None else next(own)
+        histories.append(outs[m + 1 + j])
+        finals.append(outs[j])
+    return carry, histories, finals
+
+
+def _alias_of(v, new_leaves):
+    """The index of the new carry's leaf that `v` is (the same object), or None."""
+    return next((j for j, c in enumerate(new_leaves) if c is v), None)
 
 
 def _scan_unknown_dims(fn, init, x_leaves, x_def, n, reverse, graph, y_def):
@@ -424,8 +460,8 @@ def _stacked(y, count):
 
 
 def _y_types(fn, init, x_leaves, x_def, graph):
-    """The structure and types of `fn`'s `y`: `fn` traced once on one slice, aside (its
-    ops are not kept)."""
+    """The structure and types of `fn`'s `y`, and which leaves of `y` are leaves of the new
+    carry: `fn` traced once on one slice, aside (its ops are not kept)."""
     probe = FuncGraph("scan_probe", outer=graph)
     source = graph if graph is not None else probe  # eagerly: values become its constants
     c_leaves, c_def = tree.flatten(init)
@@ -435,9 +471,11 @@ def _y_types(fn, init, x_leaves, x_def, graph):
         for x in x_leaves:
             t = source.to_tensor(x).type
             x0.append(probe.add_input(TensorType(t.shape[1:], t.dtype)))
-        _, y = fn(tree.unflatten(c_def, c0), tree.unflatten(x_def, x0))
+        new, y = fn(tree.unflatten(c_def, c0), tree.unflatten(x_def, x0))
         y_leaves, y_def = tree.flatten(y)
-        return y_def, [probe.to_tensor(v).type for v in y_leaves]
+        new_leaves = tree.flatten(new)[0]
+        return (y_def, [probe.to_tensor(v).type for v in y_leaves],
+                [_alias_of(v, new_leaves) for v in y_leaves])
 
 
 def _check_scan_carry(carry, new) -> None:

@@ -94,6 +94,9 @@ class Nest:
         self.size = 0  # fused ops evaluated in the nest
         self.trig_flag = None  # counts arguments the fast sin/cos/tan reduction is wrong for
         self.trig_args: set = set()  # the argument expressions it counts
+        # float64 sin(a) or cos(a) emitted as a call of its own: a -> (name, its value);
+        # the other one of the same a replaces that call by one of _sin_cos_fast_v
+        self.trig_calls: dict = {}
         # the innermost loop in blocks of SUM_BLOCK (see `blocked`): loop variable names, and
         # the statements run after each block
         self.block: tuple | None = None
@@ -312,6 +315,11 @@ class CodeGen:
             if nest.trig_flag is None:
                 nest.trig_flag = self.fresh("big")
                 nest.prologue.append(f"{nest.trig_flag} = 0")
+            if name in ("sin", "cos") and expr == f"{fast}({args[0]})":
+                other = nest.trig_calls.get(args[0])
+                if other is not None and other[0] != name:
+                    return self._sin_cos(nest, deps, args[0], other[1], var, op)
+                nest.trig_calls.setdefault(args[0], (name, var))
             nest.stmt(deps, f"{var} = {expr}", op)
             if args[0] not in nest.trig_args:  # sin(x) and cos(x): x is counted once
                 nest.trig_args.add(args[0])
@@ -319,6 +327,22 @@ class CodeGen:
                 nest.stmt(deps, f"{nest.trig_flag} += _trig_huge({args[0]})")
             return var, deps
         nest.stmt(deps, f"{var} = {expr}", op)
+        return var, deps
+
+    def _sin_cos(self, nest: Nest, deps, arg: str, first: str, var: str, op):
+        """sin(arg) and cos(arg) in one nest: the line `first = _sin_fast_v(arg)` (or cos)
+        becomes one call of `_sin_cos_fast_v` (one range reduction, each polynomial once)
+        and `var` (the other one) reads its pair; the re-run with the full reduction calls
+        `_sin_cos_v`. Returns `(var, deps)`."""
+        lines = nest.pre[nest.depth(deps)]
+        name = nest.trig_calls[arg][0]
+        i = lines.index(f"{first} = _{name}_fast_v({arg})")
+        pair = self.fresh("v")
+        self.helpers["_sin_cos_fast_v"] = self.helpers["_sin_cos_v"] = None
+        own, other = (0, 1) if name == "sin" else (1, 0)
+        lines[i:i + 1] = [f"{pair} = _sin_cos_fast_v({arg})", f"{first} = {pair}[{own}]"]
+        nest.stmt(deps, f"{var} = {pair}[{other}]", op)
+        del nest.trig_calls[arg]  # a third sin or cos of arg: evaluated on its own
         return var, deps
 
     def _v_broadcast_in_dim(self, op, t, idx, nest):

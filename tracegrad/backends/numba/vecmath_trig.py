@@ -139,15 +139,25 @@ def _sincos_v(x, want_cos):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
-def _sincos_from(x, want_cos, reduced):
-    ax = np.abs(x)
+def _trig_kernels(reduced):
+    # (q, sin(r + lo), cos(r + lo)) of a reduced argument
     r, lo, q = reduced
     z = r * r
-    sn = _sin_kernel(r, lo, z)
-    cs = _cos_kernel(r, lo, z)
-    q = q + want_cos
+    return q, _sin_kernel(r, lo, z), _cos_kernel(r, lo, z)
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _quadrant(q, sn, cs):
+    # sin(q pi/2 + r) from sn = sin r and cs = cos r
     y = cs if q & 1 else sn
-    y = -y if q & 2 else y
+    return -y if q & 2 else y
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sincos_from(x, want_cos, reduced):
+    ax = np.abs(x)
+    q, sn, cs = _trig_kernels(reduced)
+    y = _quadrant(q + want_cos, sn, cs)
     y = x if ax < 1.4901161193847656e-08 and want_cos == 0 else y
     return y if ax <= 1.7976931348623157e308 else x - x
 
@@ -173,6 +183,30 @@ def _cos_fast_v(x):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _sin_cos_from(x, reduced):
+    # (sin x, cos x) from one reduction and one evaluation of each kernel: the same
+    # operations as _sincos_from(x, 0, reduced) and _sincos_from(x, 1, reduced), so the
+    # same bits
+    ax = np.abs(x)
+    q, sn, cs = _trig_kernels(reduced)
+    ys = _quadrant(q, sn, cs)
+    yc = _quadrant(q + 1, sn, cs)
+    ys = x if ax < 1.4901161193847656e-08 else ys
+    finite = ax <= 1.7976931348623157e308
+    return (ys if finite else x - x), (yc if finite else x - x)
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sin_cos_v(x):
+    return _sin_cos_from(x, _trig_reduce(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sin_cos_fast_v(x):
+    return _sin_cos_from(x, _trig_reduce_small(x))
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _tan_v(x):
     return _tan_from(x, _trig_reduce(x))
 
@@ -185,10 +219,7 @@ def _tan_fast_v(x):
 @njit(cache=True, forceinline=True, **_OPTS)
 def _tan_from(x, reduced):
     ax = np.abs(x)
-    r, lo, q = reduced
-    z = r * r
-    sn = _sin_kernel(r, lo, z)
-    cs = _cos_kernel(r, lo, z)
+    q, sn, cs = _trig_kernels(reduced)
     odd = (q & 1) == 1
     num = -cs if odd else sn
     den = sn if odd else cs

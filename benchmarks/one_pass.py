@@ -5,8 +5,8 @@ tracegrad against JAX, PyTorch (eager and `torch.compile`), NumPy by hand and au
 
 - W2: `value_and_grad(lambda x: sum(tanh(x) * sin(x) + x ** 2))` on x of 10**7 float64: a
   reduction and an elementwise gradient over the same array. tracegrad's kernel is one loop
-  that reads `x` once, evaluates `tanh`, `sin` and `cos` once per element and sums in blocks
-  (docs/numba.md).
+  that reads `x` once, evaluates `tanh` once and `sin` and `cos` from one shared range
+  reduction (`_sin_cos_fast_v`) per element and sums in blocks (docs/numba.md).
 
 float64, CPU, one thread for every library (set before they load). Steady-state times are
 the median of 9 batches of calls after a warm-up (`benchmarks/run.py`'s `median_time`); the

@@ -11,8 +11,9 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-from tests.backends.test_numba_vector_math import (_HALF_PIS, _SPECIALS, MAX_ULP, _near,
-                                                   _ulp_error, _wide)
+from tests.backends._codegen_probe import PACKED
+from tests.backends.test_numba_vector_math import (_HALF_PIS, _LIBM, _SPECIALS, MAX_ULP,
+                                                   _near, _ulp_error, _wide)
 
 pytest.importorskip("tracegrad.backends.numba")
 
@@ -99,3 +100,23 @@ def test_the_helpers_return_the_separate_helpers_values():
         run(x, s, c, s1, c1)
         _same_bits(s, s1)
         _same_bits(c, c1)
+
+
+def test_a_loop_over_the_pair_is_vectorized_and_calls_nothing():
+    import numba
+
+    from tracegrad.backends.numba import helpers
+
+    tg.function(lambda x: tnp.sin(x) + tnp.cos(x), backend="numba")(np.ones(2))
+    pair = sys.modules[helpers.MODULE]._sin_cos_fast_v
+
+    @numba.njit(error_model="numpy")
+    def loop(x, s, c):
+        for i in range(x.shape[0]):
+            p = pair(x[i])
+            s[i], c[i] = p[0], p[1]
+
+    loop(np.linspace(0.1, 0.9, 64), np.empty(64), np.empty(64))
+    asm = "\n".join(loop.inspect_asm().values())
+    assert PACKED.search(asm), "no packed double arithmetic: the loop is scalar"
+    assert not re.search(rf"\$({_LIBM})\b", asm), "the loop calls libm"

@@ -111,3 +111,19 @@ def test_off_the_first_call_runs_the_kernel(monkeypatch):
     executor = f.get_concrete_function(x)._executor
     assert not isinstance(executor, tg_function._Interim)
     assert type(executor).__module__.startswith("tracegrad.backends.numba")
+
+
+def test_wait_for_compiles_makes_the_next_call_run_the_kernel(gated):
+    gate, compiled = gated
+    w, x = np.ones((4, 2)), np.ones((5, 4))
+    f = tg.function(tg.value_and_grad(loss), backend="numba")
+    f(w, x)
+    concrete = f.get_concrete_function(w, x)
+    assert isinstance(concrete._executor, tg_function._Interim)
+    threading.Timer(0.2, gate.set).start()  # the compile is released while we wait
+    tg.wait_for_compiles()
+    assert compiled == ["numba"]
+    got = f(w, x)  # installs the kernel
+    assert not isinstance(concrete._executor, tg_function._Interim)
+    for g, r in zip(got, reference(w, x)):
+        np.testing.assert_allclose(g, r, rtol=1e-14)

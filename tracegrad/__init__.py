@@ -8,7 +8,7 @@ from tracegrad.core.types import TensorSpec
 from tracegrad.core.version import __version__  # noqa: F401
 from tracegrad.core.variables import Variable
 from tracegrad.function import (
-    ConcreteFunction, Function, compiled_source, config, function, trace,
+    ConcreteFunction, Function, compiled_source, config, function, trace, wait_for_compiles,
 )
 from tracegrad.passes import optimize
 from tracegrad.eager import constant, convert_to_tensor
@@ -30,7 +30,8 @@ from tracegrad.transforms.tape import GradientTape
 
 __all__ = [
     "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
-    "config", "function", "trace", "constant", "convert_to_tensor", "optimize", "compiled_source",
+    "config", "function", "trace", "wait_for_compiles", "constant", "convert_to_tensor",
+    "optimize", "compiled_source",
     "grad", "value_and_grad", "vjp", "hvp", "jvp", "jacobian", "batch_jacobian", "hessian",
     "vmap", "pfor", "for_loop", "cond", "while_loop", "fori_loop", "scan", "gradients", "hessians", "stop_gradient",
     "RegisterGradient", "gradient_override_map", "UnconnectedGradients",

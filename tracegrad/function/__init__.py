@@ -165,6 +165,14 @@ def _compiler():
 _COMPILER_LOCK = threading.Lock()
 
 
+def wait_for_compiles() -> None:
+    """Block until every kernel compiling in the background is ready: from then on, each of
+    those functions runs its kernel (its next call installs it). For timing a function
+    right after its first call (docs/function.md, "The first call")."""
+    if _COMPILER:
+        _COMPILER[0].submit(int).result()  # one thread, in order: every earlier compile ended
+
+
 def compiled_source(graph: FuncGraph) -> str:
     """The Python source the numba backend generates for `tg.optimize(graph)` (what
     `tracegrad dump --stage compiled` prints)."""

@@ -78,11 +78,9 @@ f = tg.function(fn)
 t1 = time.perf_counter()
 out = f(*args)
 t_first = time.perf_counter() - t1
-interim = f.get_concrete_function(*args)._executor
-if hasattr(interim, "wait"):
-    interim.wait()
+tg.wait_for_compiles()
+out2 = f(*args)  # installs the kernel
 t_ready = time.perf_counter() - t1
-out2 = f(*args)
 flat = [float(np.sum(np.asarray(o))) for o in (out2 if isinstance(out2, tuple) else [out2])]
 print(json.dumps(dict(import_s=t_import, first_s=t_first, ready_s=t_ready, check=flat)))
 """

@@ -4,12 +4,16 @@ import subprocess
 import sys
 
 
+def _python(code: str) -> str:
+    """What a fresh Python process running `code` prints."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def test_import_loads_neither_numba_nor_scipy_nor_dask():
-    code = ("import sys, tracegrad, tracegrad.numpy; "
-            "print(sorted(m for m in ('numba', 'scipy', 'llvmlite', 'dask', 'distributed') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = _python("import sys, tracegrad, tracegrad.numpy; "
+                  "print(sorted(m for m in ('numba', 'scipy', 'llvmlite', 'dask', 'distributed') "
+                  "if m in sys.modules))")
     assert out == "[]"
 
 
@@ -28,10 +32,8 @@ def test_scipy_backed_impls_load_it_on_first_use():
 
 
 def test_tracegrad_dask_without_dask_names_the_extra():
-    code = ("import sys; sys.modules['dask'] = None\n"
-            "try:\n    import tracegrad.dask\n"
-            "except ImportError as e:\n    print(type(e).__name__, e)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = _python("import sys; sys.modules['dask'] = None\n"
+                  "try:\n    import tracegrad.dask\n"
+                  "except ImportError as e:\n    print(type(e).__name__, e)")
     assert out.startswith("ImportError tracegrad.dask needs Dask")
     assert 'pip install -e ".[dask]"' in out

@@ -309,6 +309,11 @@ def test_loop_over_the_helper_is_vectorized_and_calls_nothing(name):
                 out[i] = fn(x[i])
     jitted = numba.njit(loop, error_model="numpy")
     jitted(np.linspace(0.1, 0.9, 64), np.empty(64))
+    assert_vectorized(jitted, name)
+
+
+def assert_vectorized(jitted, name: str) -> None:
+    """`jitted`'s loop uses packed double arithmetic and calls no libm function."""
     asm = "\n".join(jitted.inspect_asm().values())
     assert _PACKED.search(asm), f"{name}: no packed double arithmetic, the loop is scalar"
     assert not re.search(rf"\$({_LIBM})\b", asm), f"{name}: the loop calls libm"

@@ -51,6 +51,8 @@ FAST_TRIG = {"sin", "cos", "tan"}
 BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 
 ENTRY = "kernel"
+# Every generated function's decorator, before its options (cache.py rewrites `cache=True`)
+DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
 # Names a nest's loops assign and nothing after the nest reads (values, gather indices,
 # loop and block variables): see `Nest.render`.
 # `Nest` lines made a function (`CodeGen._outlined`): the names they assign, the names they
@@ -479,7 +481,7 @@ class CodeGen:
         if found is None:
             found = self.module.outlined[code] = self.module.name("nest")
             self.module.functions.append(
-                f'@njit(cache=True, error_model="numpy", nogil=True)\n'
+                f"{DECORATOR})\n"
                 f"def {found}({', '.join(f'p{k}' for k in range(len(params)))}):\n"
                 f"{code}\n    return None\n")
         return allocs + comments + [f"{found}({', '.join(params)})"]
@@ -771,7 +773,7 @@ class CodeGen:
     def _workspace_function(self, params) -> str:
         """`{entry}_ws`: the step's temporaries for these arguments, as a tuple."""
         body = self._loads() + [f"return ({', '.join(self.workspace)},)"]
-        return "\n".join(['@njit(cache=True, error_model="numpy", nogil=True)',
+        return "\n".join([f"{DECORATOR})",
                           f"def {self.entry}_ws({', '.join(params)}):",
                           *("    " + line for line in body)]) + "\n"
 
@@ -783,7 +785,7 @@ class CodeGen:
         par = ", parallel=True" if self.parallel else ""
         if self.sub:  # a branch or loop step: inlined where it is called (no call per step)
             par += ", forceinline=True"
-        src = [f'@njit(cache=True, error_model="numpy", nogil=True{par})',
+        src = [f"{DECORATOR}{par})",
                f"def {self.entry}({', '.join(params)}):"]
         if self.sub:
             src.insert(0, f"# {plan.header}")

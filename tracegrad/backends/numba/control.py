@@ -69,14 +69,16 @@ class SubKernel:
         self.workspace = workspace
 
     def call(self, ins, outs, workspace=()) -> str:
-        return f"{self.name}({', '.join([*ins, *self.extras, *outs, *workspace])})"
+        return f"{self.name}({self._args(ins, outs, workspace)})"
 
     def alloc_workspace(self, ins, outs, prefix: str) -> tuple[str, list[str]]:
-        """The line allocating the temporaries for a call with these arrays, and their
-        names."""
+        """The line allocating the temporaries for a call with these arrays (the companion
+        `{name}_ws` takes the same arguments), and their names."""
         names = [f"{prefix}_s{k}" for k in range(self.workspace)]
-        args = ", ".join([*ins, *self.extras, *outs])
-        return f"{', '.join(names)}, = {self.name}_ws({args})", names
+        return f"{', '.join(names)}, = {self.name}_ws({self._args(ins, outs)})", names
+
+    def _args(self, ins, outs, workspace=()) -> str:
+        return ", ".join([*ins, *self.extras, *outs, *workspace])
 
 
 def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:

@@ -16,6 +16,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
+from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, ShapeError, TracegradError, UnsupportedOpError
@@ -184,8 +185,8 @@ class Variable:
         if tuple(shape) != self._value.shape:
             unknown = any(d is None for d in shape)
             raise ShapeError(
-                f"Variable.{how}: a value of shape {_shape_str(shape)} does not fit Variable "
-                f"{self.name!r} of shape {_shape_str(self._value.shape)}"
+                f"Variable.{how}: a value of shape {shape_str(shape)} does not fit Variable "
+                f"{self.name!r} of shape {shape_str(self._value.shape)}"
                 + (" (a dim of the value is unknown while tracing: tnp.reshape it to the "
                    "Variable's shape)" if unknown else "")
             )
@@ -265,7 +266,3 @@ class Variable:
 # the Variable's attribute, the local name, the call's argument.
 _SPARE_REFS = 3
 
-
-def _shape_str(shape) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + (",)" if len(shape) == 1
-                                                                            else ")")

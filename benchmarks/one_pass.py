@@ -1,12 +1,15 @@
 """One pass over a large array: `value_and_grad` of an elementwise sum (issue W2) in
 tracegrad against JAX, PyTorch (eager and `torch.compile`), NumPy by hand and autograd.
 
-    python benchmarks/one_pass.py [--only w2] [--json FILE]
+    python benchmarks/one_pass.py [--only w2,sin,sin1,sin_all] [--json FILE]
 
 - W2: `value_and_grad(lambda x: sum(tanh(x) * sin(x) + x ** 2))` on x of 10**7 float64: a
   reduction and an elementwise gradient over the same array. tracegrad's kernel is one loop
   that reads `x` once, evaluates `tanh` once and `sin` and `cos` from one shared range
   reduction (`_sin_cos_fast_v`) per element and sums in blocks (docs/numba.md).
+- sin, sin1, sin_all: `sin(x)` with every |x| small, with one huge argument (only its block
+  of 1024 elements takes the full range reduction again), and with one in every block
+  (every block does).
 
 float64, CPU, one thread for every library (set before they load). Steady-state times are
 the median of 9 batches of calls after a warm-up (`benchmarks/run.py`'s `median_time`); the
@@ -34,7 +37,10 @@ tg.config.background_compile = False  # timed calls measure the kernel, not the 
 
 autograd = _optional("autograd")
 N = 10**7
-LABELS = {"w2": f"W2 value_and_grad sum(tanh(x)*sin(x)+x**2) [{N}]"}
+LABELS = {"w2": f"W2 value_and_grad sum(tanh(x)*sin(x)+x**2) [{N}]",
+          "sin": f"sin(x), |x| < 10 [{N}]",
+          "sin1": f"sin(x), one |x| = 1e9 [{N}]",
+          "sin_all": f"sin(x), |x| = 1e9 every 1000 [{N}]"}
 
 
 def cpu() -> str:
@@ -81,7 +87,28 @@ def _same(got, want):
     np.testing.assert_allclose(g, want[1], rtol=1e-12, atol=1e-12)
 
 
+def measure_sin(name, rng):
+    x = rng.uniform(-10.0, 10.0, N)
+    if name == "sin1":
+        x[N // 2] = 1e9
+    elif name == "sin_all":
+        x[::1000] = 1e9
+    ours = tg.function(tnp.sin, backend="numba")
+    compile_s = {"tracegrad": first_call(lambda: ours(x))}
+    want = np.asarray(ours(x))
+    np.testing.assert_allclose(want, np.sin(x), rtol=1e-14, atol=1e-15)
+    times = {"tracegrad": median_time(lambda: ours(x)), "numpy": median_time(lambda: np.sin(x))}
+    time_peers([x], times, compile_s,
+               lambda got: np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14,
+                                                      atol=1e-15),
+               jax_fn=jax.jit(jnp.sin) if jax is not None else None,
+               torch_fn=torch.sin if torch is not None else None, torch_label="torch")
+    return times, compile_s
+
+
 def measure(name, rng):
+    if name.startswith("sin"):
+        return measure_sin(name, rng)
     x = rng.standard_normal(N)
     ours = tg.function(tg.value_and_grad(w2_value(tnp)), backend="numba")
     compile_s = {"tracegrad": first_call(lambda: ours(x))}

@@ -213,16 +213,70 @@ def test_a_sum_and_the_gradient_of_one_array_are_one_pass_with_each_value_once()
     both_backends(fn, x)
 
 
-def test_a_fused_sum_is_reinitialised_when_huge_sin_arguments_rerun_its_loop():
-    """An argument beyond the fast sin/cos reduction re-runs the loop nest; the sum fused
-    into it starts again from nothing and the gradient is rewritten."""
-    x = np.random.default_rng(9).standard_normal(3000)
-    x[[5, 2500]] = [1e7, -3e9]
+def _trig_flags(source: str) -> dict:
+    """Each flag counting huge trig arguments (`big<k>`) -> "block" when it is reset and
+    tested inside a `for` loop over blocks (only the block that counts one is run again),
+    "nest" when it is tested after the loops (the whole nest is)."""
+    import ast
+
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+                isinstance(node.test.left, ast.Name) and node.test.left.id.startswith("big"):
+            found.setdefault(node.test.left.id, "nest")
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+                node.target.id.startswith("kb"):
+            body = node.body
+            resets = {b.targets[0].id for b in body if isinstance(b, ast.Assign)
+                      and isinstance(b.targets[0], ast.Name) and b.targets[0].id.startswith("big")}
+            tests = {b.test.left.id for b in body if isinstance(b, ast.If)
+                     and isinstance(b.test, ast.Compare) and isinstance(b.test.left, ast.Name)}
+            for flag in resets & tests:
+                found[flag] = "block"
+    return found
+
+
+def test_a_huge_sin_argument_redoes_only_its_block_and_the_block_sum():
+    """An argument beyond the fast sin/cos reduction runs its block of the innermost loop
+    again with the full reduction (not the whole loop): the sum fused into the loop sums
+    that block again and the gradient's block is rewritten; the values are the full
+    reduction's everywhere (the same bits as the fast one below its limit)."""
+    x = np.random.default_rng(9).standard_normal(5000)
+    x[[5, 2500, 4999]] = [1e7, -3e9, np.inf]
     fn = tg.value_and_grad(w2)
+    source = source_of(fn, x)
+    assert set(_trig_flags(source).values()) == {"block"}, source
     got = tg.function(fn, backend="numba")(x)
     want = tg.function(fn, backend="numpy")(x)
     np.testing.assert_allclose(got[0], want[0], rtol=4 * np.finfo(float).eps * np.log2(x.size))
     assert_close_backends([np.asarray(got[1])], [np.asarray(want[1])])
+    y = x.copy()
+    y[[5, 2500, 4999]] = 0.5  # the elements the fast reduction is right for: the same bits
+    alone = np.asarray(tg.function(fn, backend="numba")(y)[1])
+    keep = np.ones(x.size, bool)
+    keep[[5, 2500, 4999]] = False
+    assert (np.asarray(got[1])[keep].view(np.int64) == alone[keep].view(np.int64)).all()
+
+
+@pytest.mark.parametrize("case", ["rows", "columns", "max", "size_one", "tan"])
+def test_huge_trig_arguments_in_every_nest_layout(case):
+    """Rows summed in blocks redo a block; a sum down the columns or a max accumulates in
+    the innermost loop, so a huge argument re-runs the whole nest; a nest whose inner dims
+    have size 1 runs its last other loop in blocks. Values match the numpy backend."""
+    r = np.random.default_rng(10)
+    x, y = r.standard_normal((7, 1500)), r.standard_normal(1500)
+    x[3, 1100], x[6, 0], y[900] = 4e6, -1e300, 2e8
+    fns = {
+        "rows": (lambda x, y: (tnp.sum(tnp.sin(x) * y, axis=1),), {"block"}),
+        "columns": (lambda x, y: (tnp.sum(tnp.cos(x) + y, axis=0),), {"nest"}),
+        "max": (lambda x, y: (tnp.max(tnp.sin(x * y)),), {"nest"}),
+        "size_one": (lambda x, y: (tnp.sin(x[:, :1]) * y,), {"block"}),
+        "tan": (lambda x, y: (tnp.tan(x) * y, tnp.sum(tnp.sin(y))), {"block"}),
+    }
+    fn, layouts = fns[case]
+    source = source_of(fn, x, y)
+    assert set(_trig_flags(source).values()) == layouts, source
+    both_backends(fn, x, y)
 
 
 def sin_tanh_chain(steps):
@@ -232,6 +286,22 @@ def sin_tanh_chain(steps):
             x = tnp.sin(x) * 0.9 + x * 0.1 if k % 2 == 0 else tnp.tanh(x) * 0.8 - x * 0.05
         return x
     return f
+
+
+def redone_blocks(source: str) -> list:
+    """The body of each `if <flag> != 0:` (a block run again with the full reduction)."""
+    lines = source.split("\n")
+    found = []
+    for k, line in enumerate(lines):
+        if re.fullmatch(r"\s*if \w+ != 0:", line):
+            indent = len(line) - len(line.lstrip())
+            body = []
+            for after in lines[k + 1:]:
+                if after.strip() and len(after) - len(after.lstrip()) <= indent:
+                    break
+                body.append(after)
+            found.append("\n".join(body))
+    return found
 
 
 def _assigned(source: str) -> dict:
@@ -268,12 +338,7 @@ def test_a_long_sin_chain_assigns_each_name_once_and_its_rerun_calls_the_helpers
     assert bool(re.search(r"^def nest", source, re.M)) == outline
     twice = {n: c for n, c in _assigned(source).items() if c > 1}
     assert not twice, twice
-    reruns = []  # the body of each `if <flag> != 0:`
-    for part in re.split(r"\n    if \w+ != 0:", source)[1:]:
-        lines = part.split("\n")[1:]
-        n = next((k for k, line in enumerate(lines) if not line.startswith("        ")),
-                 len(lines))
-        reruns.append("\n".join(lines[:n]))
+    reruns = redone_blocks(source)
     assert len(reruns) >= 3
     for rerun in reruns:  # outlined (a large kernel): the helpers are called, not inlined
         called = "_sin_vc(" in rerun and "_tanh_vc(" in rerun

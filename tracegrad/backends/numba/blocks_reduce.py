@@ -33,7 +33,9 @@ _ROW_HELPER = {"reduce_sum": "bsum", "reduce_max": "rowmax", "reduce_min": "rowm
 def _reduce(cg, op):
     """Dispatch on the layout: whole-operand float max/min by columns; float sum/max/min
     over trailing axes by row helpers; leading kept axes: a scalar accumulator per result
-    element; otherwise accumulate into the result in memory order."""
+    element; otherwise accumulate into the result in memory order. Returns whether the
+    innermost loop may be run again for one block (the reduction does not accumulate in
+    it: see `Nest.render`)."""
     (x,) = op.inputs
     name = op.primitive.name
     axes = tuple(op.attrs["axes"])
@@ -45,11 +47,12 @@ def _reduce(cg, op):
     if name in ("reduce_max", "reduce_min") and is_float and not kept and x.ndim > 1:
         _extreme_by_columns(cg, op)
     elif name in _ROW_HELPER and is_float and d < x.ndim:
-        _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
+        return _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
     elif kept != list(range(len(kept))):
         _reduce_in_memory_order(cg, op, kept)
     else:
         _reduce_by_accumulators(cg, op, len(kept))
+    return False
 
 
 def _groups(ndim, d):
@@ -128,15 +131,18 @@ def _row_reduce(cg, op, d, accumulate):
         nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+        safe = True
     else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)
         groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
         nest = cg.loop_nest(xd, x, groups=groups, op=op)
         depth = min(d, 1) if groups else d
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
+        safe = True
         if groups or d == x.ndim - 1:  # one loop walks the row
             _blocked_row(cg, nest, name, dt, v, acc)
         else:
+            safe = False
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
             nest.pre[depth].append(f"{pos} = 0")
@@ -146,10 +152,10 @@ def _row_reduce(cg, op, d, accumulate):
             target = cg.alloc(t, nest.prologue)
             row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
             row_end.append(f"{_flat_view(nest, target, td)}[{row}] = {acc}")
-            return
+            return safe
     if t.ndim == 0:
         cg.nest_scalar(nest, t, acc)
-        return
+        return safe
     target = cg.alloc(t, nest.prologue)
     if accumulate:
         _init(cg, nest, target, t, name, dt)
@@ -157,6 +163,7 @@ def _row_reduce(cg, op, d, accumulate):
     cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
     row_end.append(f"{cur} = {_combine(cg, name, dt, cur, acc)}" if accumulate else
                    f"{cur} = {acc}")
+    return safe
 
 
 def _blocked_row(cg, nest, name, dt, v, acc):

@@ -94,7 +94,12 @@ class Nest:
         self.key = None  # the iteration space: see CodeGen.loop_nest
         self.results: set = set()  # ids of reduction results (complete after the loops)
         self.size = 0  # fused ops evaluated in the nest
-        self.trig_flag = None  # counts arguments the fast sin/cos/tan reduction is wrong for
+        # counts the arguments the fast sin/cos/tan reduction is wrong for: per block of the
+        # innermost loop, which is redone when it counts any (`render`)
+        self.trig_flag = None
+        # a fused reduction accumulates in the innermost loop (not per block): a huge trig
+        # argument re-runs the whole nest instead of its block
+        self.whole_rerun = False
         self.trig_args: set = set()  # the argument expressions it counts
         # float64 sin(a) or cos(a) emitted as a call of its own: a -> (name, its value);
         # the other one of the same a replaces that call by one of _sin_cos_fast_v
@@ -102,19 +107,28 @@ class Nest:
         # the innermost loop in blocks of SUM_BLOCK (see `blocked`): loop variable names, and
         # the statements run after each block
         self.block: tuple | None = None
+        self.block_dim = len(self.dims) - 1
         self.block_end: list[str] = []
 
-    def blocked(self) -> tuple:
-        """Make the innermost loop run in blocks of `helpers.SUM_BLOCK` elements (for a
-        reduction that sums each block, then combines the block sums); returns the names
-        `(k, count, m, j)`: the block's number, the number of blocks, its length and the
-        index in it. Statements in `block_end` run after each block."""
+    def blocked(self, dim: int | None = None) -> tuple:
+        """Make loop `dim` (the innermost one by default) run in blocks of
+        `helpers.SUM_BLOCK` elements (for a reduction that sums each block, then combines
+        the block sums); returns the names `(k, count, m, j)`: the block's number, the
+        number of blocks, its length and the index in it. Statements in `block_end` run
+        after each block."""
         if self.block is None:
+            self.block_dim = len(self.dims) - 1 if dim is None else dim
             k, count, m, j = (self.cg.fresh(p) for p in ("kb", "nb", "mb", "jb"))
             self.block = (k, count, m, j)
-            self.prologue.append(f"{count} = ({self.dims[-1]} + {helpers.SUM_BLOCK - 1}) // "
-                                 f"{helpers.SUM_BLOCK}")
+            self.prologue.append(f"{count} = ({self.dims[self.block_dim]} + "
+                                 f"{helpers.SUM_BLOCK - 1}) // {helpers.SUM_BLOCK}")
         return self.block
+
+    @property
+    def inner(self) -> int:
+        """The innermost loop that is not over a dim of size 1."""
+        sized = [k for k, d in enumerate(self.dims) if d != "1"]
+        return sized[-1] if sized else len(self.dims) - 1
 
     def collapse(self, groups):
         """Make this nest loop over a view of its arrays with the dims of each group
@@ -154,18 +168,31 @@ class Nest:
         self.pre[d].extend(line.split("\n"))
 
     def render(self) -> list[str]:
+        redo = self.trig_flag is not None and not self.whole_rerun and (
+            self.block is None or self.block_dim == self.inner)
+        if redo:
+            self.blocked(self.inner)
         out = list(self.prologue)
+        if self.trig_flag is not None and not redo:
+            out.append(f"{self.trig_flag} = 0")
 
         def level(d, indent):
             lines = [indent + s for s in self.pre[d]]
-            if self.block is not None and d == len(self.dims) - 1:
+            if self.block is not None and d == self.block_dim:
                 k, count, m, j = self.block
                 b = helpers.SUM_BLOCK
+                first = f"{self.vars[d]} = {k} * {b} + {j}"
+                body = [first] + level(d + 1, "")
                 lines += [f"{indent}for {k} in range({count}):",
-                          f"{indent}    {m} = min({b}, {self.dims[d]} - {k} * {b})",
-                          f"{indent}    for {j} in range({m}):",
-                          f"{indent}        {self.vars[d]} = {k} * {b} + {j}"]
-                lines.extend(level(d + 1, indent + "        "))
+                          f"{indent}    {m} = min({b}, {self.dims[d]} - {k} * {b})"]
+                if redo:
+                    lines.append(f"{indent}    {self.trig_flag} = 0")
+                lines.append(f"{indent}    for {j} in range({m}):")
+                lines.extend(f"{indent}        {s}" for s in body)
+                if redo:
+                    lines += [f"{indent}    if {self.trig_flag} != 0:",
+                              f"{indent}        for {j}_f in range({m}):"]
+                    lines.extend(f"{indent}            {s}" for s in self._redo(body))
                 lines.extend(f"{indent}    {s}" for s in self.block_end)
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
@@ -177,21 +204,41 @@ class Nest:
             return lines
 
         out.extend(level(0, ""))
-        if self.trig_flag is not None:
-            # the re-run with the full reduction: its loop-local names get a suffix and it
-            # writes the buffers already allocated, so each name is assigned once (Numba's
-            # SSA pass repairs every name assigned twice with a walk over the whole
-            # function: quadratic in the kernel's size); in a large kernel it calls the
-            # vector-math helpers instead of inlining them (a rare path: LLVM optimizes one
-            # copy of each); it does not count huge arguments again
+        if self.trig_flag is not None and not redo:
+            # the whole nest again with the full reduction: its loop-local names get a suffix
+            # and it writes the buffers already allocated
             flag = self.trig_flag
-            copy = [_LOCAL.sub(r"\1_f", line.replace("_fast_v(", "_v(")) for line in out
+            copy = [_LOCAL.sub(r"\1_f", line) for line in out
                     if not re.search(rf"\b{flag}\b", line) and not _ALLOC.match(line)]
-            if self.cg.outline:  # a large kernel: calls (a slower re-run: 5-7x for W2)
-                copy = [_CALLS.sub(self._called, line) for line in copy]
             out.append(f"if {flag} != 0:")
-            out.extend("    " + line for line in copy)
+            out.extend("    " + line for line in self._full(copy))
         return out
+
+    def _redo(self, body: list[str]) -> list[str]:
+        """The innermost loop's `body` again for one block, with the full sin/cos/tan
+        reduction; the names it assigns get a suffix (Numba's SSA pass repairs every name
+        assigned twice with a walk over the whole function: quadratic in the kernel's
+        size), and it counts no arguments."""
+        flag = self.trig_flag
+        names = {self.block[3]}
+        for line in body:
+            m = _ASSIGNS.match(line)
+            if m is not None:
+                names.add(m.group(1) or m.group(2))
+        names.discard(flag)
+        own = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) +
+                         r")\b")
+        return self._full([own.sub(r"\1_f", line) for line in body
+                           if not re.search(rf"\b{flag}\b", line)])
+
+    def _full(self, lines: list[str]) -> list[str]:
+        """`lines` calling the full sin/cos/tan reduction instead of the fast one; in a
+        large kernel the vector-math helpers are called, not inlined (a rare path: LLVM
+        optimizes one copy of each)."""
+        lines = [line.replace("_fast_v(", "_v(") for line in lines]
+        if self.cg.outline:
+            lines = [_CALLS.sub(self._called, line) for line in lines]
+        return lines
 
 
 class CodeGen:
@@ -308,15 +355,16 @@ class CodeGen:
         name = op.primitive.name
         expr = scalar_expr(name, args, [x.dtype for x in op.inputs], t.dtype, op.attrs,
                            self.helpers)
-        if name in FAST_TRIG and nest.dims and not nest.parallel:
-            # the loop first runs with the cheap reduction and counts the arguments it is not
-            # right for; if there are any, the loop runs again with the full one
+        if name in FAST_TRIG and nest.dims and not nest.parallel and \
+                nest.depth(deps) > nest.inner:
+            # the innermost loop first runs with the cheap reduction and counts the arguments
+            # it is not right for; a block that has any runs again with the full one (a value
+            # hoisted out of the innermost loop takes the full one at once)
             fast = f"_{name}_fast_v"
             self.helpers[fast] = None
             expr = expr.replace(f"_{name}_v(", f"{fast}(")
             if nest.trig_flag is None:
                 nest.trig_flag = self.fresh("big")
-                nest.prologue.append(f"{nest.trig_flag} = 0")
             if name in ("sin", "cos") and expr == f"{fast}({args[0]})":
                 other = nest.trig_calls.get(args[0])
                 if other is not None and other[0] != name:
@@ -708,9 +756,10 @@ class CodeGen:
                         f"{op.source}); use backend='numpy' for this function"
                     )
                 if name in fusion.LOOP_BLOCKS:
-                    emitter(self, op)
+                    per_block = emitter(self, op)
                     if self.open_nest is not None:
                         self.open_nest.results.update(id(t) for t in op.outputs)
+                        self.open_nest.whole_rerun |= not per_block
                     continue
                 self.close_nest()
                 self.comment(op)

@@ -197,13 +197,18 @@ def w2(x):
     return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
 
 
-def test_a_sum_and_the_gradient_of_one_array_are_one_pass_with_each_value_once():
+@pytest.mark.parametrize("known", [True, False])
+def test_a_sum_and_the_gradient_of_one_array_are_one_pass_with_each_value_once(known):
     """value_and_grad of sum(tanh(x) sin(x) + x**2): one loop over x (the sum in blocks, no
     buffer of x's size), tanh evaluated once per element and sin and cos together from one
-    range reduction (test_numba_sincos.py)."""
+    range reduction (test_numba_sincos.py). With an unknown size too: the gradient's
+    `dim_size` of x, a scalar, is computed before the loop instead of closing it."""
     x = np.random.default_rng(8).standard_normal(5000)
     fn = tg.value_and_grad(w2)
-    source = source_of(fn, x)
+    arg = x if known else tg.TensorSpec([None])
+    graph = tg.function(fn, backend="numba").get_concrete_function(arg).graph
+    assert ("dim_size" in str(graph)) != known, graph
+    source = tg.compiled_source(graph)
     fast = source[:source.index("    if big")]  # the re-run with the full sin/cos reduction
     assert outer_loops(fast) == 1, source
     for helper in ("_tanh_v", "_sin_cos_fast_v"):

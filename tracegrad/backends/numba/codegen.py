@@ -690,11 +690,23 @@ class CodeGen:
                 self.locals_loaded[name] = expr
                 self.refs[id(t)] = Ref("scal", name)
             return
+        # one that reads nothing the open nest computes is placed before it, which stays
+        # open for its siblings (a dim_size between a sum and a gradient of the same array)
+        keep_open = self.open_nest is not None and not self._conflicts(
+            t, self.open_nest, False, {})
         self.refs[id(t)] = Ref("virtual")
         e, _ = self.elem(t, [], nest)
-        self.close_nest()
+        if not keep_open:
+            self.close_nest()
+            self.lines.extend(nest.render())
+            self.set_scalar(t, e)
+            return
         self.lines.extend(nest.render())
-        self.set_scalar(t, e)
+        name = self.tname(t).replace("t", "s", 1)
+        self.lines.append(f"{name} = {e}")
+        self.refs[id(t)] = Ref("scal", name)
+        if self.plan.is_output(t):
+            self.lines.append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
 
     def _const_scalar(self, value) -> str:
         which, slot = self.plan.const_slot(value)

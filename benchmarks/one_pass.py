@@ -15,8 +15,9 @@ float64, CPU, one thread for every library (set before they load). Steady-state 
 the median of 9 batches of calls after a warm-up (`benchmarks/run.py`'s `median_time`); the
 first call (trace + transform + compile, tracegrad with an empty kernel cache) is timed
 separately. Ratios are `library time / tracegrad time`: above 1 means tracegrad is faster.
-The CPU model and its vector-unit flags are printed first. Not a test: nothing here asserts
-but that every library computes the same values.
+The CPU model and its vector-unit flags are printed first. `TRACEGRAD_BENCH_ISA=avx2` makes
+every library generate AVX2 code only (benchmarks/one_thread.py). Not a test: nothing here
+asserts but that every library computes the same values.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import ISA, jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
 from run import _optional, first_call, median_report, median_time  # noqa: E402
@@ -59,7 +60,8 @@ def cpu() -> str:
         pass
     vec = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl")
            if f in flags]
-    return f"{model}; {os.cpu_count()} CPUs; flags: {' '.join(vec) or '?'}"
+    code = f"; code: {ISA} only (TRACEGRAD_BENCH_ISA)" if ISA else "; code: the host's"
+    return f"{model}; {os.cpu_count()} CPUs; flags: {' '.join(vec) or '?'}{code}"
 
 
 def w2_value(np_):

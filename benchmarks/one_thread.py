@@ -9,6 +9,22 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                       "intra_op_parallelism_threads=1")
 
+# TRACEGRAD_BENCH_ISA=avx2: every library generates AVX2 code, no AVX-512, on any x86-64
+# that has AVX2 (the figures of an AVX2-only machine, as near as one that has AVX-512 gets):
+# Numba from a CPU name *and* a feature list (a name alone keeps the host's features, so
+# 512-bit vectors), XLA's max ISA, PyTorch's kernels and torch.compile's vector length.
+ISA = os.environ.get("TRACEGRAD_BENCH_ISA", "").lower()
+AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,"
+                 "+lzcnt,+mmx,+movbe,+pclmul,+popcnt,+rdrnd,+sahf,+sse,+sse2,+sse3,+sse4.1,"
+                 "+sse4.2,+ssse3,+xsave,+xsaveopt")
+if ISA == "avx2":
+    os.environ["NUMBA_CPU_NAME"] = "haswell"
+    os.environ["NUMBA_CPU_FEATURES"] = AVX2_FEATURES
+    os.environ["XLA_FLAGS"] += " --xla_cpu_max_isa=AVX2"
+    os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+elif ISA:
+    raise SystemExit(f"TRACEGRAD_BENCH_ISA={ISA!r}: only 'avx2' (or unset: the host's)")
+
 from run import _optional, first_call, median_time  # noqa: E402
 
 jax = _optional("jax")
@@ -19,6 +35,10 @@ if jax is not None:
     import jax.numpy as jnp
 if torch is not None:
     torch.set_num_threads(1)
+    if ISA == "avx2":
+        import torch._inductor.config
+
+        torch._inductor.config.cpp.simdlen = 256
 
 
 def time_peers(args, times: dict, first: dict, same, *, jax_fn=None, torch_fn=None,

@@ -149,9 +149,23 @@ def _two_sum(a, b):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _int_of(k):
+    # integral float k, |k| < 2**51, as an int64, from the bits of k + 1.5 * 2**52: no
+    # float-to-int64 conversion, which AVX2 does not have for vectors (LLVM would convert
+    # lane by lane, scalar)
+    return _bits_of_f64(k + 6755399441055744.0) - 4843621399236968448
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _float_of(i):
+    # int64 i, |i| < 2**51, as a float64: _int_of the other way
+    return _f64_from_bits(i + 4843621399236968448) - 6755399441055744.0
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _scale2(p, k):
     # p * 2**k for integral float k in [-2044, 2046], in two exact steps (no overflow on the way)
-    ki = np.int64(k)
+    ki = _int_of(k)
     k1 = ki >> 1
     return p * _f64_from_bits((k1 + 1023) << 52) * _f64_from_bits((ki - k1 + 1023) << 52)
 """
@@ -188,7 +202,7 @@ def _expm1_v(x):
     xc = xc if xc < 710.0 else 710.0
     k, r = _exp_reduce(xc)
     q = _expm1_poly(r)
-    s = _f64_from_bits(np.int64(k if k < 56.0 else 56.0) + 1023 << 52)
+    s = _f64_from_bits(_int_of(k if k < 56.0 else 56.0) + 1023 << 52)
     y = s * q + (s - 1.0)
     y = _scale2(q + 1.0, k) if k > 55.0 else y
     y = np.inf if x > 709.782712893384 else y
@@ -226,7 +240,7 @@ def _log_parts(x):
 {horner("z", _LOG_P)}
     # log(1+f) = 2s + 2s z p, written around the exact f: f - (f*f/2 - s (f*f/2 + 2 z p))
     hfsq = 0.5 * f * f
-    return np.float64(e), f - (hfsq - s * (hfsq + 2.0 * z * p))
+    return _float_of(e), f - (hfsq - s * (hfsq + 2.0 * z * p))
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -285,7 +299,7 @@ def _tanh_v(x):
     a = np.abs(x)
     k, r = _exp_reduce(-2.0 * a if a < 30.0 else -60.0)
     q = _expm1_poly(r)
-    s = _f64_from_bits(np.int64(k) + 1023 << 52)
+    s = _f64_from_bits(_int_of(k) + 1023 << 52)
     nh, nl = _two_sum(1.0 - s, -s * q)
     dh, dl = _two_sum(1.0 + s, s * q)
     y = nh / dh
@@ -433,7 +447,7 @@ def _log_dd(x):
     ix = _bits_of_f64(x * 18014398509481984.0 if tiny else x)
     tmp = ix - _POW_OFF
     i = (tmp >> 45) & 127
-    fk = np.float64((tmp >> 52) - (54 if tiny else 0))
+    fk = _float_of((tmp >> 52) - (54 if tiny else 0))
     z = _f64_from_bits(ix - (tmp & -4503599627370496))
     invc, lch, lcl = _POW_LOG[i, 0], _POW_LOG[i, 1], _POW_LOG[i, 2]
     ph = z * invc
@@ -461,12 +475,12 @@ def _exp_dd(th, tl):
     tc = th if th > -760.0 else -760.0
     tc = tc if tc < 720.0 else 720.0
     kf = np.rint(tc * {nearest(128 / _LN2)})
-    ki = np.int64(kf)
+    ki = _int_of(kf)
     r = (tc - kf * {_LN2N_HI}) + (tl - kf * {_LN2N_LO})
     q = r + r * r * (0.5 + r * ({nearest(Fraction(1, 6))} + r * ({nearest(Fraction(1, 24))}
                                                          + r * {nearest(Fraction(1, 120))})))
     sh, sl = _POW_EXP[ki & 127, 0], _POW_EXP[ki & 127, 1]
-    y = _scale2(sh + (sl + sh * q), np.float64(ki >> 7))
+    y = _scale2(sh + (sl + sh * q), _float_of(ki >> 7))
     y = np.inf if th > 720.0 else y
     return 0.0 if th < -760.0 else y
 

@@ -74,14 +74,14 @@ def _trig_reduce(x):
     r, e2 = _two_sum(x - n * 1.5707963267341256, -n * 6.077100506303966e-11)
     r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
-    q = np.int64(n) if ax < 823549.0 else 0
+    q = _int_of(n) if ax < 823549.0 else 0
     # larger: Payne-Hanek. |x| = m 2**e; x 2/pi mod 4 = mh T[e + 26] + ml T[e] (mod 4) with
     # m = mh 2**26 + ml; T[e + 26] is T[e]'s pieces shifted by one, so every product is exact
     b = _bits_of_f64(ax)
     i = min(max((b >> 52) - 1075, -33), 971) + 33
     m = (b & 4503599627370495) | 4503599627370496
-    mh = np.float64(m >> 26) * 67108864.0
-    ml = np.float64(m & 67108863)
+    mh = _float_of(m >> 26) * 67108864.0
+    ml = _float_of(m & 67108863)
     tab = _TWO_OVER_PI
     t0, t1, t2, t3, t4, t5, t6 = tab[i, 0], tab[i, 1], tab[i, 2], tab[i, 3], tab[i, 4], \\
         tab[i, 5], tab[i, 6]
@@ -96,7 +96,7 @@ def _trig_reduce(x):
     fl = (f - fh) + fl
     rb = fh * {_PI2_HI}
     rbl = _fma(fh, {_PI2_HI}, -rb) + (fl * {_PI2_HI} + fh * {_PI2_LO})
-    qb = np.int64(nb)
+    qb = _int_of(nb)
     big = ax >= 823549.0
     neg = x < 0
     r = (-rb if neg else rb) if big else r
@@ -113,7 +113,7 @@ def _trig_reduce_small(x):
     r, e2 = _two_sum(x - n * 1.5707963267341256, -n * 6.077100506303966e-11)
     r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
-    q = np.int64(n) if np.abs(x) < 823549.0 else 0
+    q = _int_of(n) if np.abs(x) < 823549.0 else 0
     return r, lo, q
 
 

@@ -1,12 +1,15 @@
 """The first call of a new function, each in a fresh process: import, trace, compile, run.
 
-    python benchmarks/first_call.py [--only mlp,small,chain] [--json FILE]
+    python benchmarks/first_call.py [--only mlp,small,chain,gmm] [--json FILE]
 
 Workloads (float64, one thread):
 - mlp: the gradient of a 784-256-10 MLP's softmax cross-entropy, batch 128;
 - small: `grad(lambda w, x: mean(tanh(x @ w) ** 2))`, w 64x32, x 128x64;
 - chain: 500 steps alternating `sin(x) * 0.9 + x * 0.1` and `tanh(x) * 0.8 - x * 0.05` on
-  1000 elements (about 2000 ops), its value.
+  1000 elements (about 2000 ops), its value;
+- gmm: the value and gradient (means, weights and inverse covariance factors) of a Gaussian
+  mixture's log-likelihood with a Wishart prior, as in ADBench's GMM (d 64, K 50, 1000
+  points; lower-triangular factors unpacked by a gather, the constant terms left out).
 
 Each row is one fresh Python process: `import` is the library's import time, `first` the first
 call after it (trace + transform + compile + run), `ready` (tracegrad only) the time from the
@@ -39,6 +42,8 @@ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_N
     os.environ[v] = "1"
 os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 t0 = time.perf_counter()
+def leaves(out):
+    return [a for o in out for a in leaves(o)] if isinstance(out, (tuple, list)) else [out]
 """
 
 DATA = """
@@ -50,6 +55,12 @@ if WORK == "mlp":
             rng.standard_normal((128, 784)), np.eye(10)[rng.integers(0, 10, 128)]]
 elif WORK == "small":
     args = [rng.standard_normal((64, 32)), rng.standard_normal((128, 64))]
+elif WORK == "gmm":
+    N, K, D = 1000, 50, 64
+    TRI = np.zeros((D, D), np.int64)  # lower triangle -> 1 + its index in icf[:, D:]
+    TRI[np.tril_indices(D, -1)] = 1 + np.arange(D * (D - 1) // 2)
+    args = [rng.standard_normal(K), rng.standard_normal((K, D)),
+            rng.standard_normal((K, D + D * (D - 1) // 2)) * 0.1, rng.standard_normal((N, D))]
 else:
     args = [np.linspace(-2.0, 2.0, 1000)]
 """
@@ -64,6 +75,18 @@ def chain(x):
     for k in range(500):
         x = np_.sin(x) * 0.9 + x * 0.1 if k % 2 == 0 else np_.tanh(x) * 0.8 - x * 0.05
     return x
+def logsumexp(a, axis=None):
+    m = np_.max(a, axis=axis, keepdims=True)
+    return np_.squeeze(m, axis=axis) + np_.log(np_.sum(np_.exp(a - m), axis=axis))
+def gmm(alphas, means, icf, x):
+    qd = np_.exp(icf[:, :D])
+    sum_qs = np_.sum(icf[:, :D], axis=1)
+    ls = np_.take(np_.concatenate([np_.zeros((K, 1)), icf[:, D:]], axis=1), TRI, axis=1)
+    xc = x[:, None, :] - means[None, :, :]
+    lx = qd[None] * xc + np_.einsum("kij,nkj->nki", ls, xc)
+    inner = alphas + sum_qs - 0.5 * np_.sum(lx ** 2, axis=2)
+    return (np_.sum(logsumexp(inner, axis=1)) - N * logsumexp(alphas)
+            + 0.5 * (np_.sum(qd ** 2) + np_.sum(icf[:, D:] ** 2)) - 2.0 * np_.sum(sum_qs))
 """
 
 TRACEGRAD = COMMON + """
@@ -73,7 +96,8 @@ import tracegrad.nn as nn
 t_import = time.perf_counter() - t0
 tg.config.background_compile = MODE == "background"
 """ + DATA + WORKLOADS + """
-fn = {"mlp": tg.grad(mlp, argnums=(0, 1, 2, 3)), "small": tg.grad(small), "chain": chain}[WORK]
+fn = {"mlp": tg.grad(mlp, argnums=(0, 1, 2, 3)), "small": tg.grad(small), "chain": chain,
+      "gmm": tg.value_and_grad(gmm, argnums=(0, 1, 2))}[WORK]
 f = tg.function(fn)
 t1 = time.perf_counter()
 out = f(*args)
@@ -81,7 +105,7 @@ t_first = time.perf_counter() - t1
 tg.wait_for_compiles()
 out2 = f(*args)  # installs the kernel
 t_ready = time.perf_counter() - t1
-flat = [float(np.sum(np.asarray(o))) for o in (out2 if isinstance(out2, tuple) else [out2])]
+flat = [float(np.sum(np.asarray(o))) for o in leaves(out2)]
 print(json.dumps(dict(import_s=t_import, first_s=t_first, ready_s=t_ready, check=flat)))
 """
 
@@ -92,12 +116,13 @@ import jax.numpy as np_
 nn = jax.nn
 t_import = time.perf_counter() - t0
 """ + DATA + WORKLOADS + """
-fn = {"mlp": jax.grad(mlp, argnums=(0, 1, 2, 3)), "small": jax.grad(small), "chain": chain}[WORK]
+fn = {"mlp": jax.grad(mlp, argnums=(0, 1, 2, 3)), "small": jax.grad(small), "chain": chain,
+      "gmm": jax.value_and_grad(gmm, argnums=(0, 1, 2))}[WORK]
 f = jax.jit(fn)
 t1 = time.perf_counter()
 out = jax.block_until_ready(f(*args))
 t_first = time.perf_counter() - t1
-flat = [float(np.sum(np.asarray(o))) for o in (out if isinstance(out, tuple) else [out])]
+flat = [float(np.sum(np.asarray(o))) for o in leaves(out)]
 print(json.dumps(dict(import_s=t_import, first_s=t_first, ready_s=t_first, check=flat)))
 """
 

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from tracegrad import backends
 from tracegrad.core import tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
 from tracegrad.core.source import user_frame, user_location
@@ -75,6 +76,10 @@ class Config:
       once it is ready (default on; env TRACEGRAD_BACKGROUND_COMPILE=0 makes the first call
       wait for the kernel). Results of the two agree within the numba backend's documented
       bounds (docs/function.md, "The first call").
+    - `vector_width`: the vector width in bits (256 or 512) LLVM prefers for the loops of
+      numba kernels compiled from then on; None (the default) leaves it to LLVM, which
+      picks 256 on most AVX-512 CPUs (env TRACEGRAD_VECTOR_WIDTH; docs/numba.md, "Vector
+      units").
     """
 
     def __init__(self):
@@ -83,6 +88,20 @@ class Config:
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")
+        width = os.environ.get("TRACEGRAD_VECTOR_WIDTH", "")
+        self.vector_width = int(width) if width.isdigit() else (width or None)
+
+    @property
+    def vector_width(self) -> int | None:
+        return backends.vector_width
+
+    @vector_width.setter
+    def vector_width(self, bits):
+        if bits is not None and (isinstance(bits, bool) or bits not in (256, 512)):
+            raise InvalidArgumentError(
+                f"tg.config.vector_width must be 256, 512 or None (LLVM's choice), got "
+                f"{bits!r}")
+        backends.vector_width = bits
 
 
 config = Config()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from tracegrad import backends
 from tracegrad.backends.numba import (
     blocks,
     blocks_linalg,
@@ -522,7 +523,7 @@ class CodeGen:
                     rename[name] = f"p{len(params)}"
                     params.append(name)
         code = [_NAME.sub(lambda m: rename.get(m.group(0), m.group(0)), line) for line in body]
-        code = "\n".join("    " + line for line in code)
+        code = "\n".join("    " + line for line in self._width() + code)
         if "_cview(" in code:
             self.module.uses_cview = True
         found = self.module.outlined.get(code)
@@ -838,9 +839,17 @@ class CodeGen:
                           f"def {self.entry}_ws({', '.join(params)}):",
                           *("    " + line for line in body)]) + "\n"
 
+    def _width(self) -> list[str]:
+        """The first line of a function whose loops prefer `backends.vector_width` bits."""
+        bits = backends.vector_width
+        if bits is None:
+            return []
+        self.helpers[f"_vector_width_{bits}"] = None
+        return [f"_vector_width_{bits}()"]
+
     def _function(self, params) -> str:
         plan = self.plan
-        body = self._loads() + self.lines + ["return None"]
+        body = self._width() + self._loads() + self.lines + ["return None"]
         if any("_cview(" in line for line in self.lines):
             self.module.uses_cview = True
         par = ", parallel=True" if self.parallel else ""

@@ -126,6 +126,22 @@ def _bits_of_f64(typingctx, x):
     return _nbtypes.int64(_F64), codegen
 
 
+def _prefer_vector_width(bits):
+    # an intrinsic that gives the function calling it LLVM's "prefer-vector-width" attribute:
+    # the width its loops are vectorized for (LLVM's default on most AVX-512 CPUs is 256)
+    @_intrinsic
+    def width(typingctx):
+        def codegen(context, builder, sig, args):
+            set.add(builder.function.attributes, f'"prefer-vector-width"="{bits}"')
+            return context.get_dummy_value()
+        return _nbtypes.none(), codegen
+    return width
+
+
+_vector_width_256 = _prefer_vector_width(256)
+_vector_width_512 = _prefer_vector_width(512)
+
+
 @_intrinsic
 def _fma(typingctx, a, b, c):
     # a * b + c with one rounding (llvm.fma: one instruction where the CPU has FMA)

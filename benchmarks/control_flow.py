@@ -191,6 +191,9 @@ def measure(name, rng):
 
 
 def main(argv=None):
+    from one_pass import cpu
+
+    print("cpu:", cpu())
     median_report(argv, description=__doc__.splitlines()[0], default="w7,w7-grad,w8,w8-grad",
                   labels=LABELS, measure=measure, libraries=(jax, torch))
 

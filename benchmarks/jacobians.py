@@ -131,6 +131,9 @@ def measure(name, rng):
 
 
 def main(argv=None):
+    from one_pass import cpu
+
+    print("cpu:", cpu())
     median_report(argv, description=__doc__.splitlines()[0], default="w4,w5,w6",
                   labels=LABELS, measure=measure, libraries=(jax, torch))
 

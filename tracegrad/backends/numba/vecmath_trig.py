@@ -71,7 +71,7 @@ def _trig_reduce(x):
     ax = np.abs(x)
     # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
     n = np.rint(x * 0.6366197723675814)
-    r, e2 = _two_sum(x - n * 1.5707963267341256, -n * 6.077100506303966e-11)
+    r, e2 = _two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
     r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
     q = _int_of(n) if ax < 823549.0 else 0
@@ -110,10 +110,12 @@ def _trig_reduce_small(x):
     # _trig_reduce's Cody-Waite part alone: right for |x| < 2**19 pi/2 (TRIG_FAST_LIMIT);
     # a loop using it counts larger arguments and runs again with _trig_reduce if any
     n = np.rint(x * 0.6366197723675814)
-    r, e2 = _two_sum(x - n * 1.5707963267341256, -n * 6.077100506303966e-11)
+    r, e2 = _two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
     r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
-    q = _int_of(n) if np.abs(x) < 823549.0 else 0
+    # q: n mod 4 in the low bits (all a quadrant needs); n + 1.5 * 2**52's bits are n's plus
+    # a multiple of 4, garbage for |x| above the limit (whose results are not used)
+    q = _bits_of_f64(n + 6755399441055744.0)
     return r, lo, q
 
 
@@ -150,7 +152,7 @@ def _trig_kernels(reduced):
 def _quadrant(q, sn, cs):
     # sin(q pi/2 + r) from sn = sin r and cs = cos r
     y = cs if q & 1 else sn
-    return -y if q & 2 else y
+    return _f64_from_bits(_bits_of_f64(y) ^ ((q & 2) << 62))
 
 
 @njit(cache=True, forceinline=True, **_OPTS)

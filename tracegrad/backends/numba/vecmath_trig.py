@@ -66,13 +66,24 @@ def _mod4(t):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _fast_two_sum(a, b):
+    # _two_sum in 3 operations, exact (so the same values) for the Cody-Waite steps below
+    # 2**19 pi/2: either |a| has b's exponent or more (Dekker), or |a| < |b| and a + b is
+    # exact (a is x - n * pi/2's first piece, a multiple of x's ulp >= 2**-53, then of 2**-65;
+    # b = -n * piece, a multiple of 2**-65 (2**-96), |b| < 2**-14.9 (2**-49.7), so
+    # |a + b| < 2|b| has at most 53 bits)
+    s = a + b
+    return s, b - (s - a)
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _trig_reduce(x):
     # (r, lo, q): x = (q + 4j) pi/2 + r + lo, |r| <= pi/4, lo below r's last bit
     ax = np.abs(x)
     # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
     n = np.rint(x * 0.6366197723675814)
-    r, e2 = _two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
-    r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
+    r, e2 = _fast_two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
+    r, e3 = _fast_two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
     q = _int_of(n) if ax < 823549.0 else 0
     # larger: Payne-Hanek. |x| = m 2**e; x 2/pi mod 4 = mh T[e + 26] + ml T[e] (mod 4) with
@@ -110,8 +121,8 @@ def _trig_reduce_small(x):
     # _trig_reduce's Cody-Waite part alone: right for |x| < 2**19 pi/2 (TRIG_FAST_LIMIT);
     # a loop using it counts larger arguments and runs again with _trig_reduce if any
     n = np.rint(x * 0.6366197723675814)
-    r, e2 = _two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
-    r, e3 = _two_sum(r, -n * 2.0222662487111665e-21)
+    r, e2 = _fast_two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
+    r, e3 = _fast_two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
     # q: n mod 4 in the low bits (all a quadrant needs); n + 1.5 * 2**52's bits are n's plus
     # a multiple of 4, garbage for |x| above the limit (whose results are not used)
@@ -161,7 +172,8 @@ def _sincos_from(x, want_cos, reduced):
     q, sn, cs = _trig_kernels(reduced)
     y = _quadrant(q + want_cos, sn, cs)
     y = x if ax < 1.4901161193847656e-08 and want_cos == 0 else y
-    return y if ax <= 1.7976931348623157e308 else x - x
+    d = x - x  # 0 for finite x (NaN for inf and NaN): no constant to load
+    return y if d == d else d
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -194,8 +206,9 @@ def _sin_cos_from(x, reduced):
     ys = _quadrant(q, sn, cs)
     yc = _quadrant(q + 1, sn, cs)
     ys = x if ax < 1.4901161193847656e-08 else ys
-    finite = ax <= 1.7976931348623157e308
-    return (ys if finite else x - x), (yc if finite else x - x)
+    d = x - x
+    finite = d == d
+    return (ys if finite else d), (yc if finite else d)
 
 
 @njit(cache=True, forceinline=True, **_OPTS)

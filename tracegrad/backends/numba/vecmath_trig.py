@@ -81,11 +81,12 @@ def _trig_reduce(x):
     # (r, lo, q): x = (q + 4j) pi/2 + r + lo, |r| <= pi/4, lo below r's last bit
     ax = np.abs(x)
     # |x| < 2**19 pi/2: Cody-Waite, pi/2 in pieces of 33 bits (n * piece is exact)
-    n = np.rint(x * 0.6366197723675814)
+    t = x * 0.6366197723675814 + 6755399441055744.0
+    n = t - 6755399441055744.0
     r, e2 = _fast_two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
     r, e3 = _fast_two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
-    q = _int_of(n) if ax < 823549.0 else 0
+    q = _bits_of_f64(t) & 3
     # larger: Payne-Hanek. |x| = m 2**e; x 2/pi mod 4 = mh T[e + 26] + ml T[e] (mod 4) with
     # m = mh 2**26 + ml; T[e + 26] is T[e]'s pieces shifted by one, so every product is exact
     b = _bits_of_f64(ax)
@@ -120,13 +121,15 @@ def _trig_reduce(x):
 def _trig_reduce_small(x):
     # _trig_reduce's Cody-Waite part alone: right for |x| < 2**19 pi/2 (TRIG_FAST_LIMIT);
     # a loop using it counts larger arguments and runs again with _trig_reduce if any
-    n = np.rint(x * 0.6366197723675814)
+    # n = rint(x 2/pi) by adding and subtracting 1.5 * 2**52 (the same n, but +0 for -0);
+    # q: n mod 4 in the low bits (all a quadrant needs), from t's bits: n's plus a multiple
+    # of 4, garbage for |x| above the limit (whose results are not used)
+    t = x * 0.6366197723675814 + 6755399441055744.0
+    n = t - 6755399441055744.0
     r, e2 = _fast_two_sum(_fma(-n, 1.5707963267341256, x), -n * 6.077100506303966e-11)
     r, e3 = _fast_two_sum(r, -n * 2.0222662487111665e-21)
     lo = (e2 + e3) - n * 8.4784276603689e-32
-    # q: n mod 4 in the low bits (all a quadrant needs); n + 1.5 * 2**52's bits are n's plus
-    # a multiple of 4, garbage for |x| above the limit (whose results are not used)
-    q = _bits_of_f64(n + 6755399441055744.0)
+    q = _bits_of_f64(t)
     return r, lo, q
 
 

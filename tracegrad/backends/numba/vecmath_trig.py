@@ -174,8 +174,11 @@ def _sincos_from(x, want_cos, reduced):
     ax = np.abs(x)
     q, sn, cs = _trig_kernels(reduced)
     y = _quadrant(q + want_cos, sn, cs)
-    y = x if ax < 1.4901161193847656e-08 and want_cos == 0 else y
-    d = x - x  # 0 for finite x (NaN for inf and NaN): no constant to load
+    # d = x - x: 0 for finite x, NaN (x - x's) for inf and NaN; x - d is x for finite x (and
+    # -0) and x - x's NaN otherwise: one select for both the tiny and the non-finite x
+    d = x - x
+    if want_cos == 0:
+        return x - d if (ax < 1.4901161193847656e-08) | (d != d) else y
     return y if d == d else d
 
 
@@ -208,10 +211,9 @@ def _sin_cos_from(x, reduced):
     q, sn, cs = _trig_kernels(reduced)
     ys = _quadrant(q, sn, cs)
     yc = _quadrant(q + 1, sn, cs)
-    ys = x if ax < 1.4901161193847656e-08 else ys
     d = x - x
-    finite = d == d
-    return (ys if finite else d), (yc if finite else d)
+    ys = x - d if (ax < 1.4901161193847656e-08) | (d != d) else ys
+    return ys, (yc if d == d else d)
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -243,8 +245,8 @@ def _tan_from(x, reduced):
     den = sn if odd else cs
     y = num / den
     y = y + _fma(-y, den, num) / den
-    y = x if ax < 1.4901161193847656e-08 else y
-    return y if ax <= 1.7976931348623157e308 else x - x
+    d = x - x
+    return x - d if (ax < 1.4901161193847656e-08) | (d != d) else y
 """
 
 # atan: |x| reduced to |t| <= tan(pi/8) by atan a = pi/4 + atan((a-1)/(a+1)) and

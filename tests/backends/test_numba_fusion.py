@@ -284,6 +284,27 @@ def test_huge_trig_arguments_in_every_nest_layout(case):
     both_backends(fn, x, y)
 
 
+def test_values_stored_at_the_cap_share_one_nest_instead_of_recomputing_their_region(
+        monkeypatch):
+    """A cut at the cap stores the operands of an op (`exp(-x*x) * 0.5` and `x * 0.3`),
+    which read one long region; they share a nest (up to twice the cap) instead of each
+    evaluating that region in a nest of its own: every tanh and exp of the chain is
+    evaluated once per element. Values match the numpy backend."""
+    monkeypatch.setattr(fusion, "MAX_FUSED_OPS", 32)
+    order = np.random.default_rng(0).integers(0, 2, 40)
+
+    def f(x):
+        for k in order:
+            x = tnp.tanh(x) * 0.8 - x * 0.05 if k else tnp.exp(-x * x) * 0.5 + x * 0.3
+        return x
+
+    x = np.linspace(-2.0, 2.0, 513)
+    source = source_of(f, x)
+    assert _count_calls(source, "_tanh_v") == (order == 1).sum(), source
+    assert _count_calls(source, "_exp_v") == (order == 0).sum(), source
+    both_backends(lambda x: (f(x),), x)
+
+
 def sin_tanh_chain(steps):
     """The compile-time chain of issue 12: `sin(x)*0.9 + x*0.1` / `tanh(x)*0.8 - x*0.05`."""
     def f(x):

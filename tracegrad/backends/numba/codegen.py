@@ -95,6 +95,7 @@ class Nest:
         self.key = None  # the iteration space: see CodeGen.loop_nest
         self.results: set = set()  # ids of reduction results (complete after the loops)
         self.size = 0  # fused ops evaluated in the nest
+        self.ops: frozenset = frozenset()  # their ids
         # counts the arguments the fast sin/cos/tan reduction is wrong for: per block of the
         # innermost loop, which is redone when it counts any (`render`)
         self.trig_flag = None
@@ -262,7 +263,7 @@ class CodeGen:
         self.const_arrays: list = []  # ndarrays passed as kernel arguments
         self.raises: list = self.module.raises  # tag -> op
         self.kinds: dict = {}  # see fusion.py
-        self.region_size: dict = {}
+        self.regions: dict = {}
         self.locals_loaded: dict = {}
         self.uses_I = False
         self.uses_F = False
@@ -630,9 +631,16 @@ class CodeGen:
         nest stays open for siblings until something else is emitted."""
         par = parallel and self.parallel
         key = (tuple(dims), tuple(groups) if groups else None, par)
-        size = self.region_size.get(id(x), 0)
+        region = self.regions.get(id(x), frozenset())
         nest = self.open_nest
-        if nest is None or nest.key != key or nest.size + size > fusion.MAX_FUSED_OPS or \
+        # the ops of `x`'s region the nest already evaluates are shared (`Nest.memo`): only
+        # the others count towards its size, and a value whose region is mostly shared
+        # joins a nest up to twice the cap (the operands a cut at the cap stores read one
+        # long region: in nests of their own, each would evaluate it again)
+        if nest is not None:
+            new = len(region - nest.ops)
+            room = fusion.MAX_FUSED_OPS if 2 * new >= len(region) else 2 * fusion.MAX_FUSED_OPS
+        if nest is None or nest.key != key or nest.size + new > room or \
                 self._conflicts(x, nest, at_index, {}):
             self.close_nest()
             nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
@@ -640,7 +648,8 @@ class CodeGen:
             nest.key = key
             if groups:
                 nest.collapse(list(groups))
-        nest.size += size
+        nest.size += len(region - nest.ops)
+        nest.ops |= region
         if op is not None:
             nest.prologue.append("# " + self.plan.ir_lines[id(op)])
         return nest
@@ -731,7 +740,7 @@ class CodeGen:
         """This graph's function (decorator and definition)."""
         plan, graph = self.plan, self.graph
         plan_fusion = fusion.Fusion(plan)
-        self.kinds, self.region_size = plan_fusion.kinds, plan_fusion.region_size
+        self.kinds, self.regions = plan_fusion.kinds, plan_fusion.regions
         # a large kernel's elementwise loop nests are functions of the module, the same code
         # compiled once (Numba's compile time per op grows with the function's size, and
         # long chains repeat themselves)

@@ -4,8 +4,8 @@
   its consumers' loops), `root` (stored by an elementwise loop), `scalar`, `const_array`,
   or `block` (the output of an op with a block of its own); a costly value broadcast into
   a larger loop is a root (computed once, not once per copy);
-- `region_size[id(t)]`: how many fused ops evaluating `t` takes; no region exceeds
-  `MAX_FUSED_OPS` (the operands of the op that would exceed it become roots);
+- `regions[id(t)]`: the ids of the fused ops evaluating `t` takes; no region exceeds
+  `MAX_FUSED_OPS` ops (the operands of the op that would exceed it become roots);
 - `schedule()`: a topological order of the ops that puts independent loops over the same
   iteration space next to each other (sibling fusion).
 """
@@ -58,7 +58,7 @@ class Fusion:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.kinds: dict = {}
-        self.region_size: dict = {}
+        self.regions: dict = {}
         self._decide()
 
     def _decide(self):
@@ -109,20 +109,20 @@ class Fusion:
 
     def _cap_regions(self):
         """Store the virtual operands of an op whose fused region would exceed
-        `MAX_FUSED_OPS`; `region_size[id(t)]`: the fused ops evaluating `t` takes."""
-        regions: dict = {}
+        `MAX_FUSED_OPS`; `regions[id(t)]`: the fused ops evaluating `t` takes."""
+        virtual: dict = {}  # the regions a consumer merges: those of virtual tensors
         for op in self.plan.graph.operations:
             ins = [x for x in data_inputs(op) if self.kinds.get(id(x)) == "virtual"]
-            merged = set().union(*(regions[id(x)] for x in ins))
+            merged = frozenset().union(*(virtual[id(x)] for x in ins))
             if len(merged) >= MAX_FUSED_OPS:
                 for x in ins:
                     self.kinds[id(x)] = "root"
-                    regions[id(x)] = set()
-                merged = set()
+                    virtual[id(x)] = frozenset()
+                merged = frozenset()
             for t in op.outputs:
+                self.regions[id(t)] = merged | {id(op)}
                 if self.kinds[id(t)] == "virtual":
-                    regions[id(t)] = merged | {id(op)}
-                self.region_size[id(t)] = len(merged) + 1
+                    virtual[id(t)] = self.regions[id(t)]
 
     def _must_store(self, t) -> bool:
         """Outputs and operands of ops that need an array are stored; a value read by several

@@ -263,11 +263,12 @@ def test_a_huge_sin_argument_redoes_only_its_block_and_the_block_sum():
     assert (np.asarray(got[1])[keep].view(np.int64) == alone[keep].view(np.int64)).all()
 
 
-@pytest.mark.parametrize("case", ["rows", "columns", "max", "size_one", "tan"])
+@pytest.mark.parametrize("case", ["rows", "columns", "max", "size_one", "tan", "cumsum"])
 def test_huge_trig_arguments_in_every_nest_layout(case):
-    """Rows summed in blocks redo a block; a sum down the columns or a max accumulates in
-    the innermost loop, so a huge argument re-runs the whole nest; a nest whose inner dims
-    have size 1 runs its last other loop in blocks. Values match the numpy backend."""
+    """Rows summed in blocks redo a block; a sum down the columns, a max or a cumulative
+    sum accumulates in the innermost loop, so a huge argument re-runs the whole nest; a
+    nest whose inner dims have size 1 runs its last other loop in blocks. Values match the
+    numpy backend."""
     r = np.random.default_rng(10)
     x, y = r.standard_normal((7, 1500)), r.standard_normal(1500)
     x[3, 1100], x[6, 0], y[900] = 4e6, -1e300, 2e8
@@ -277,6 +278,8 @@ def test_huge_trig_arguments_in_every_nest_layout(case):
         "max": (lambda x, y: (tnp.max(tnp.sin(x * y)),), {"nest"}),
         "size_one": (lambda x, y: (tnp.sin(x[:, :1]) * y,), {"block"}),
         "tan": (lambda x, y: (tnp.tan(x) * y, tnp.sum(tnp.sin(y))), {"block"}),
+        # a block's own nest (cumsum accumulates along the row): the whole nest
+        "cumsum": (lambda x, y: (tnp.cumsum(tnp.sin(x) ** 2 + 1.0, axis=1) * y,), {"nest"}),
     }
     fn, layouts = fns[case]
     source = source_of(fn, x, y)

@@ -99,9 +99,11 @@ class Nest:
         # counts the arguments the fast sin/cos/tan reduction is wrong for: per block of the
         # innermost loop, which is redone when it counts any (`render`)
         self.trig_flag = None
-        # a fused reduction accumulates in the innermost loop (not per block): a huge trig
-        # argument re-runs the whole nest instead of its block
-        self.whole_rerun = False
+        # a huge trig argument re-runs the whole nest instead of its block: the statements
+        # of the innermost loop may accumulate across blocks (a block's own nest, a
+        # reduction that is not per block); `CodeGen.loop_nest` clears it for its nests,
+        # whose reductions say whether they allow a block's redo
+        self.whole_rerun = True
         self.trig_args: set = set()  # the argument expressions it counts
         # float64 sin(a) or cos(a) emitted as a call of its own: a -> (name, its value);
         # the other one of the same a replaces that call by one of _sin_cos_fast_v
@@ -646,6 +648,7 @@ class CodeGen:
             nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
             nest = self.open_nest = Nest(self, nd, par)
             nest.key = key
+            nest.whole_rerun = False
             if groups:
                 nest.collapse(list(groups))
         nest.size += len(region - nest.ops)

@@ -205,6 +205,48 @@ def test_two_processes_fill_one_entry_at_once(tmp_path):
     assert after["ok"] and after["compiled"] == 0
 
 
+def test_a_file_another_process_writes_after_a_missed_read_is_not_rebuilt(tmp_path,
+                                                                          monkeypatch):
+    """Two processes fill one entry: one finds no file, the other writes it before the
+    first goes on. The file is not 'corrupt': purging it would pull it from under a
+    process loading it (Numba then finds no file to cache against, as a Dask worker did)."""
+    from tracegrad.backends.numba import cache
+
+    source = ("import numpy as np\nfrom numba import njit\n\n\n"
+              '@njit(cache=True, error_model="numpy", nogil=True)\n'
+              "def kernel(a0):\n    return a0[0] + 1.0\n")
+    key = cache.kernel_key(source, "(float64[::1],)")
+    name = "tg_race_" + key
+    path = os.path.join(str(tmp_path), name + ".py")
+    read = cache._module_text
+    written = []  # the inode of the other process's file
+
+    def missed_then_written(p, k, src):
+        if not written:  # the read misses; the other process links the file now
+            cache._write_once(path, cache._header(key, source) + source)
+            written.append(os.stat(path).st_ino)
+            return cache.MISSING
+        return read(p, k, src)
+
+    monkeypatch.setattr(cache, "_module_text", missed_then_written)
+    rebuilt = cache.STATS["rebuilt"]
+    with warnings_as_errors():  # no "corrupt" warning
+        module = cache._load_file(str(tmp_path), name, key, source, True)
+    assert os.stat(path).st_ino == written[0]  # the other process's file, not purged
+    assert cache.STATS["rebuilt"] == rebuilt
+    assert module.kernel(np.array([2.0])) == 3.0
+    sys.modules.pop(name, None)
+
+
+@contextlib.contextmanager
+def warnings_as_errors():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
 def test_every_primitive_has_numba_code():
     missing = set(REGISTRY) - nb.supported_primitives()
     assert not missing, f"primitives without Numba code: {sorted(missing)}"

@@ -234,16 +234,21 @@ def _purge(path: str) -> None:
 def _module_text(path: str, key: str, source: str):
     """The file's text if it is intact (its first line names `key` and the digest of the
     rest) and its code is, line for line, the code of `source` (only comments, which name
-    concrete shapes, may differ), else None."""
+    concrete shapes, may differ); `MISSING` when there is no file; else None."""
     try:
         with open(path) as f:
             text = f.read()
+    except FileNotFoundError:  # a dangling link is not missing: it is removed
+        return None if os.path.islink(path) else MISSING
     except (OSError, UnicodeDecodeError):
         return None
     first, _, rest = text.partition("\n")
     if first + "\n" != _header(key, rest) or _code(rest) != _code(source):
         return None
     return text
+
+
+MISSING = ""  # `_module_text` of a file that does not exist (yet)
 
 
 def _check_numba_files(path: str) -> None:
@@ -296,16 +301,23 @@ def _load_file(d: str, name: str, key: str, source: str, cached: bool):
     if not cached:
         return _exec_module(path, text, name, cached=False)
     found = _module_text(path, key, source)
-    if found is None:
-        if os.path.lexists(path):
-            warnings.warn(f"tracegrad: kernel cache file {path} is corrupt or not "
-                          "tracegrad's own code; rebuilding it", RuntimeWarning, stacklevel=5)
-            STATS["rebuilt"] += 1
-            _purge(path)
+    if found is None:  # read and not right (a file missing when read is not: another
+        # process may have written it since, and other processes may be loading it)
+        warnings.warn(f"tracegrad: kernel cache file {path} is corrupt or not "
+                      "tracegrad's own code; rebuilding it", RuntimeWarning, stacklevel=5)
+        STATS["rebuilt"] += 1
+        _purge(path)
+    if not found:
         _write_once(path, text)
         found = _module_text(path, key, source) or text
     _check_numba_files(path)
-    return _exec_module(path, found, name)
+    try:
+        return _exec_module(path, found, name)
+    except RuntimeError as e:  # another process purged the file while Numba looked for it
+        if "no locator available" not in str(e):
+            raise
+        _write_once(path, text)
+        return _exec_module(path, text, name)
 
 
 def _ensure_helpers(d: str, cached: bool) -> None:

@@ -124,6 +124,7 @@ def _row_reduce(cg, op, d, accumulate):
     rows, m = _prod(xd[:d]), _prod(xd[d:])
     ref = cg.refs.get(id(x))
     acc = cg.fresh("acc")
+    safe = True  # nothing accumulates in the innermost loop but a block buffer
     if ref is not None and ref.kind == "arr":  # the operand's rows are there: no buffer
         pw = helper(cg.helpers, _ROW_HELPER[name], dt)
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
@@ -131,14 +132,12 @@ def _row_reduce(cg, op, d, accumulate):
         nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
-        safe = True
     else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)
         groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
         nest = cg.loop_nest(xd, x, groups=groups, op=op)
         depth = min(d, 1) if groups else d
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
-        safe = True
         if groups or d == x.ndim - 1:  # one loop walks the row
             _blocked_row(cg, nest, name, dt, v, acc)
         else:

@@ -54,17 +54,17 @@ BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 ENTRY = "kernel"
 # Every generated function's decorator, before its options (cache.py rewrites `cache=True`)
 DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
-# Names a nest's loops assign and nothing after the nest reads (values, gather indices,
-# loop and block variables): see `Nest.render`.
-# `Nest` lines made a function (`CodeGen._outlined`): the names they assign, the names they
-# use (not attributes), and the names that are not the nest's.
+# `Nest` lines (renamed for a redo, made a function by `CodeGen._outlined`): the name a line
+# assigns, the names a line uses (not attributes), and the names that are not the nest's.
 _ASSIGNS = re.compile(r"\s*(?:for ([A-Za-z_]\w*) in |([A-Za-z_]\w*)\s*[-+*/]?=[^=])")
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _GLOBALS = {"for", "in", "if", "else", "elif", "and", "or", "not", "range", "prange", "min",
             "max", "abs", "raise", "ValueError", "IndexError", "ZeroDivisionError",
             "None", "True", "False", "np", "math", "int", "float", "bool", "return"}
 _ALLOC = re.compile(r"t\w+ = (?:np\.empty\(|ws\d+$)")  # a buffer, or a loop step's
-_CALLS = re.compile(r"\b(_\w+_v)\(")
+_CALLS = re.compile(r"\b(_\w+_v)\(")  # a vector-math helper's call
+# Names a nest's loops assign and nothing after the nest reads (values, gather indices,
+# loop and block variables): renamed in the whole nest's re-run (`Nest.render`).
 _LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
 
 
@@ -568,13 +568,16 @@ class CodeGen:
         self.refs[id(t)] = Ref("arr", name)
         return name
 
-    def set_scalar(self, t, expr: str):
-        """`t` (rank 0) is held by a new local assigned `expr` at function level."""
+    def set_scalar(self, t, expr: str, keep_open: bool = False):
+        """`t` (rank 0) is held by a new local assigned `expr` at function level (before
+        the open nest, which stays open, with `keep_open`)."""
+        if not keep_open:
+            self.close_nest()
         name = self.tname(t).replace("t", "s", 1)
-        self.emit(f"{name} = {expr}")
+        self.lines.append(f"{name} = {expr}")
         self.refs[id(t)] = Ref("scal", name)
         if self.plan.is_output(t):
-            self.emit(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+            self.lines.append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
 
     def nest_scalar(self, nest: Nest, t, expr: str):
         """`t` (rank 0) is held by a new local assigned `expr` after `nest`'s loops."""
@@ -640,9 +643,10 @@ class CodeGen:
         # joins a nest up to twice the cap (the operands a cut at the cap stores read one
         # long region: in nests of their own, each would evaluate it again)
         if nest is not None:
-            new = len(region - nest.ops)
-            room = fusion.MAX_FUSED_OPS if 2 * new >= len(region) else 2 * fusion.MAX_FUSED_OPS
-        if nest is None or nest.key != key or nest.size + new > room or \
+            new = region - nest.ops
+            room = fusion.MAX_FUSED_OPS if 2 * len(new) >= len(region) else \
+                2 * fusion.MAX_FUSED_OPS
+        if nest is None or nest.key != key or nest.size + len(new) > room or \
                 self._conflicts(x, nest, at_index, {}):
             self.close_nest()
             nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
@@ -651,8 +655,9 @@ class CodeGen:
             nest.whole_rerun = False
             if groups:
                 nest.collapse(list(groups))
-        nest.size += len(region - nest.ops)
-        nest.ops |= region
+            new = region
+        nest.size += len(new)
+        nest.ops |= new
         if op is not None:
             nest.prologue.append("# " + self.plan.ir_lines[id(op)])
         return nest
@@ -711,15 +716,8 @@ class CodeGen:
         e, _ = self.elem(t, [], nest)
         if not keep_open:
             self.close_nest()
-            self.lines.extend(nest.render())
-            self.set_scalar(t, e)
-            return
         self.lines.extend(nest.render())
-        name = self.tname(t).replace("t", "s", 1)
-        self.lines.append(f"{name} = {e}")
-        self.refs[id(t)] = Ref("scal", name)
-        if self.plan.is_output(t):
-            self.lines.append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+        self.set_scalar(t, e, keep_open=True)
 
     def _const_scalar(self, value) -> str:
         which, slot = self.plan.const_slot(value)

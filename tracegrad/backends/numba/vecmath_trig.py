@@ -170,16 +170,25 @@ def _quadrant(q, sn, cs):
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
+def _odd_fixup(x, y):
+    # sin and tan: y, or x itself for tiny x (-0 kept) and NaN for inf and NaN. d = x - x
+    # is 0 for finite x and NaN otherwise, so x - d is x or x - x's NaN: one select for both
+    d = x - x
+    return x - d if (np.abs(x) < 1.4901161193847656e-08) | (d != d) else y
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _even_fixup(x, y):
+    # cos: y, or NaN (x - x's) for inf and NaN
+    d = x - x
+    return y if d == d else d
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
 def _sincos_from(x, want_cos, reduced):
-    ax = np.abs(x)
     q, sn, cs = _trig_kernels(reduced)
     y = _quadrant(q + want_cos, sn, cs)
-    # d = x - x: 0 for finite x, NaN (x - x's) for inf and NaN; x - d is x for finite x (and
-    # -0) and x - x's NaN otherwise: one select for both the tiny and the non-finite x
-    d = x - x
-    if want_cos == 0:
-        return x - d if (ax < 1.4901161193847656e-08) | (d != d) else y
-    return y if d == d else d
+    return _odd_fixup(x, y) if want_cos == 0 else _even_fixup(x, y)
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -207,13 +216,8 @@ def _sin_cos_from(x, reduced):
     # (sin x, cos x) from one reduction and one evaluation of each kernel: the same
     # operations as _sincos_from(x, 0, reduced) and _sincos_from(x, 1, reduced), so the
     # same bits
-    ax = np.abs(x)
     q, sn, cs = _trig_kernels(reduced)
-    ys = _quadrant(q, sn, cs)
-    yc = _quadrant(q + 1, sn, cs)
-    d = x - x
-    ys = x - d if (ax < 1.4901161193847656e-08) | (d != d) else ys
-    return ys, (yc if d == d else d)
+    return _odd_fixup(x, _quadrant(q, sn, cs)), _even_fixup(x, _quadrant(q + 1, sn, cs))
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -238,15 +242,12 @@ def _tan_fast_v(x):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _tan_from(x, reduced):
-    ax = np.abs(x)
     q, sn, cs = _trig_kernels(reduced)
     odd = (q & 1) == 1
     num = -cs if odd else sn
     den = sn if odd else cs
     y = num / den
-    y = y + _fma(-y, den, num) / den
-    d = x - x
-    return x - d if (ax < 1.4901161193847656e-08) | (d != d) else y
+    return _odd_fixup(x, y + _fma(-y, den, num) / den)
 """
 
 # atan: |x| reduced to |t| <= tan(pi/8) by atan a = pi/4 + atan((a-1)/(a+1)) and

@@ -3,7 +3,8 @@
 Rows are compiled in groups (one graph, one kernel per group) to keep compilation
 affordable; a group that fails is re-run row by row to name the failing rows. Every row
 runs with `TRACEGRAD_NUMBA_OPTABLE=full` (about 12 minutes cold on 2 cores); the default
-run (CI) takes up to three rows per primitive and every 16th other row.
+run (CI) takes up to three rows per primitive, every 16th other row and every row with a weak
+scalar argument.
 Float64 results agree within 1e-12 relative, float32 within a few ulp (or 1e-5 relative
 where BLAS or a libm differ in the last bits), integers and bools exactly.
 """
@@ -27,7 +28,10 @@ GROUP_SIZE = 48
 FULL = os.environ.get("TRACEGRAD_NUMBA_OPTABLE") == "full"
 
 
-ROWS = CASES if FULL else sample_rows(CASES)
+# Weak-scalar rows (Python int/float arguments) always run: their dtypes are the promotion
+# rules themselves.
+ROWS = CASES if FULL else sample_rows([c for c in CASES if not c.weak_args]) + [
+    c for c in CASES if c.weak_args]
 GROUPS = [ROWS[i:i + GROUP_SIZE] for i in range(0, len(ROWS), GROUP_SIZE)]
 
 

@@ -53,6 +53,12 @@ class Case:
     def __repr__(self):
         return self.name
 
+    @property
+    def weak_args(self) -> bool:
+        """Whether an argument is a Python int or float (traced as a weak scalar; vmap and
+        the fuzzer's stacked arguments would make it a strong array)."""
+        return any(type(a) in (int, float) for a in self.args)
+
 
 CASES: list[Case] = []
 

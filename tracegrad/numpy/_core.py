@@ -128,7 +128,7 @@ def promote(*xs, min_kind: str | None = None):
     `min_kind="float"` promotes integer and bool results to float64 (as `true_divide`).
     """
     if not xs:
-        raise InvalidArgumentError(f"need at least one array (at {user_location()})")
+        raise InvalidArgumentError("need at least one array")
     if min_kind is None and type(xs[0]) is EagerTensor:  # eager tensors of one dtype as they are
         dtype = xs[0]._value.dtype
         if all(type(x) is EagerTensor and x._value.dtype is dtype for x in xs):
@@ -151,6 +151,7 @@ def operand(x, dtype: np.dtype, weak: bool):
 # -- NumPy's own loop selection ---------------------------------------------------------------
 
 _WEAK_KEY = {dtypes.bool_: dtypes.bool_, dtypes.int64: int, dtypes.float64: float}
+_DEFAULT_OF_WEAK = {int: dtypes.int64, float: dtypes.float64}
 _LOOPS: dict = {}
 
 
@@ -160,21 +161,25 @@ def loop_dtypes(ufunc, keys, name: str) -> tuple:
     found = _LOOPS.get((ufunc, keys))
     if found is not None:
         return found
+    resolve = keys
+    if all(k is int or k is float for k in keys):
+        # Only weak operands: NumPy's own loop for Python scalars alone would be `object`
+        # (`greater(int, int)`); a weak int is an int64 there, as `np.greater(3, 2)` computes.
+        resolve = tuple(_DEFAULT_OF_WEAK[k] for k in keys)
     try:
-        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
+        loop = ufunc.resolve_dtypes(resolve + (None,) * ufunc.nout)
     except TypeError as e:
         names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
                           for k in keys)
-        raise DTypeError(f"{name}: not supported for operands of dtype {names} ({e}) "
-                         f"(at {user_location()})") from None
+        raise DTypeError(f"{name}: not supported for operands of dtype {names} ({e})"
+                         ) from None
     for dt in loop:
         if dt not in dtypes.SUPPORTED:
             names = ", ".join(k.name if isinstance(k, np.dtype) else f"python {k.__name__}"
                               for k in keys)
             raise DTypeError(
                 f"{name}: NumPy computes it in {dt.name} for operands of dtype {names}; "
-                "tracegrad supports float64, float32, int64, int32 and bool (cast first) "
-                f"(at {user_location()})"
+                "tracegrad supports float64, float32, int64, int32 and bool (cast first)"
             )
     _LOOPS[(ufunc, keys)] = loop
     return loop
@@ -254,7 +259,7 @@ def static_dim(x, axis: int, op: str, hint: str = ""):
     if d is None:
         raise ShapeError(
             f"{op}: needs the size of dim {axis} of {shape_str(shape_of(x))}, which is unknown "
-            f"while tracing (at {user_location()}){'; ' + hint if hint else ''}"
+            f"while tracing{'; ' + hint if hint else ''}"
         )
     return d
 

@@ -16,7 +16,6 @@ import functools
 from collections.abc import Callable
 
 from tracegrad.core import dtypes, tree
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import DTypeError, InvalidArgumentError
 from tracegrad.function import Function
@@ -88,7 +87,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
 
 
 def _check_primals(what: str, primals) -> None:
-    leaves, _ = tree.flatten(primals)
+    leaves, _ = tree.flatten([p for p in primals if not ad.is_static_value(p)])
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, (bool, int, float)):
             dtype = dtypes.python_scalar_dtype(leaf)
@@ -97,7 +96,7 @@ def _check_primals(what: str, primals) -> None:
         if dtype is not None and not dtypes.is_differentiable(dtypes.canonicalize(dtype)):
             raise DTypeError(
                 f"{what}: primal leaf {i} has dtype {dtype}; only float arrays can be "
-                f"differentiated (convert it with .astype(float)) (at {user_location()})"
+                f"differentiated (convert it with .astype(float))"
             )
 
 

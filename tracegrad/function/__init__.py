@@ -23,7 +23,7 @@ from typing import Any
 from tracegrad import backends
 from tracegrad.core import tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
-from tracegrad.core.source import user_frame, user_location
+from tracegrad.core.source import user_frame
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable
@@ -693,7 +693,7 @@ class Function:
             got = tree.treedef_str(arg_def) + (f" and keywords {stray}" if stray else "")
             raise ArgumentTypeError(
                 f"{self.__name__}: arguments structured as {got} do not match "
-                f"input_signature {tree.treedef_str(sig_def)} (at {user_location()})"
+                f"input_signature {tree.treedef_str(sig_def)}"
             )
         names = [n for n, x in zip(_leaf_names(self.python_function, args, {}),
                                    tree.flatten(args)[0], strict=True) if type(x) is not _Static]
@@ -703,7 +703,7 @@ class Function:
         it = iter(specs)
         out = []
         for e in entries:
-            if _is_array(e):
+            if type(e) is not _Static:  # it has a spec (a Python bool too: an array for it)
                 spec = next(it)
                 e = (spec.shape, spec.dtype)
             out.append(e)

@@ -3,10 +3,11 @@
 Each flat leaf of `(args, kwargs)` gets an *entry* in the signature key:
   (shape, dtype)        an array (ndarray, NumPy scalar, tg.Tensor, tg.Variable); a dim
                         may be None in the entries of a trace made for many sizes;
-  (shape, dtype, True)  a Python scalar, traced as a weakly typed rank-0 tensor (inside a
-                        trace, any weakly typed tensor of the enclosing trace);
+  (shape, dtype, True)  a Python int or float, traced as a weakly typed rank-0 tensor
+                        (inside a trace, any weakly typed tensor of the enclosing trace);
   _Static(i)            a static argument (its value is `statics[i]`);
-  _StaticLeaf(value)    any other object (a string, a callable): baked into the trace.
+  _StaticLeaf(value)    any other object (a Python bool, a string, a callable): baked into
+                        the trace, each distinct value its own trace, as tf.function does.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from tracegrad.errors import (
 )
 
 _ndarray = np.ndarray
-_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, bool: dtypes.bool_}
+# Python numbers traced as weak scalars; a Python bool is static (a flag for `if`).
+_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64}
 _WEAK_ENTRIES = {t: ((), d, True) for t, d in _PY_SCALARS.items()}
+# What a TensorSpec of an input_signature accepts in place of an array.
+_SPEC_SCALARS = {**_PY_SCALARS, bool: dtypes.bool_}
 
 
 class _Static:
@@ -141,7 +145,7 @@ def _canonical_entries(fname, fn, leaves, treedef, entries):
             raise DTypeError(
                 f"{fname}: argument {name} has dtype {np.dtype(e[1]).name}, which tracegrad "
                 "does not support (float64, float32, int64, int32 and bool; convert it with "
-                f".astype first) (at {user_location()})")
+                f".astype first)")
     raise AssertionError("an entry of an unsupported dtype")
 
 
@@ -190,7 +194,7 @@ def _spec_dtype_accepts(x, dtype, given) -> bool:
     """Arrays must have the spec's dtype (`given`); a Python scalar may be of a kind that
     promotes into it (an int for a float spec, a bool for anything), as NEP 50 weak
     scalars do."""
-    py = _PY_SCALARS.get(type(x))
+    py = _SPEC_SCALARS.get(type(x))
     if py is None and isinstance(x, GraphTensor) and x.type.weak:
         py = x.dtype  # a Python scalar of an enclosing trace
     if py is None:
@@ -200,7 +204,12 @@ def _spec_dtype_accepts(x, dtype, given) -> bool:
 
 def _check_leaf(fname, name, x, shape, dtype, what):
     """Raise if leaf `x` (a value, or a TensorSpec) does not fit `shape` and `dtype`."""
-    entry = (x.shape, x.dtype) if isinstance(x, TensorSpec) else _entry(x)
+    if isinstance(x, TensorSpec):
+        entry = (x.shape, x.dtype)
+    elif type(x) is bool:  # an array for the spec, not the static flag it is elsewhere
+        entry = ((), dtypes.bool_, True)
+    else:
+        entry = _entry(x)
     if _is_array(entry) and _dims_fit(shape, entry[0]) and _spec_dtype_accepts(
         x, dtype, entry[1]
     ):
@@ -208,12 +217,12 @@ def _check_leaf(fname, name, x, shape, dtype, what):
     spec = f"{what} {TensorType(shape, dtype)}"
     if not _is_array(entry):
         raise ArgumentTypeError(f"{fname}: argument {name} must be an array for {spec}, "
-                                f"got {type(x).__name__} (at {user_location()})")
+                                f"got {type(x).__name__}")
     if not _dims_fit(shape, entry[0]):
         raise ShapeError(f"{fname}: argument {name} has shape {tuple(entry[0])}, which does "
-                         f"not fit {spec} (at {user_location()})")
+                         f"not fit {spec}")
     raise DTypeError(f"{fname}: argument {name} has dtype {np.dtype(entry[1]).name}, which "
-                     f"does not fit {spec} (at {user_location()})")
+                     f"does not fit {spec}")
 
 
 def _to_array(x, dtype) -> np.ndarray:
@@ -252,7 +261,7 @@ def check_narrowed(name: str, narrowed: tuple, arrays) -> None:
         if not _INT32_MIN <= value <= _INT32_MAX:
             raise DTypeError(
                 f"{name}: the Python int {value} passed as {arg} does not fit int32, the dtype "
-                f"the function converts it to (at {user_location()}); NumPy refuses it too"
+                f"the function converts it to; NumPy refuses it too"
             )
 
 

@@ -19,11 +19,10 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
-from tracegrad.core.arrays import as_array
+from tracegrad.core.arrays import as_array, is_foreign_array
 from tracegrad.core.ir import FuncGraph, GraphTensor, Tensor
 from tracegrad.core.op import constant_p, get_primitive
 from tracegrad.core.shapes import shape_str
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import (
@@ -39,7 +38,7 @@ from tracegrad.transforms.backprop import (
 __all__ = [
     "gradients", "hessians", "stop_gradient", "RegisterGradient", "gradient_override_map",
     "UnconnectedGradients", "Linearization", "grad_inline", "value_and_grad_inline",
-    "vjp_inline", "hvp_inline", "tangent_leaves", "tangent_tensors",
+    "vjp_inline", "hvp_inline", "tangent_leaves", "tangent_tensors", "is_static_value",
 ]
 
 
@@ -110,8 +109,7 @@ def hessians(ys, xs) -> list:
             )
         if None in x.shape:
             raise ShapeError(
-                f"hessians: x of type {x.type} has unknown dims; the Hessian needs its size "
-                f"(at {user_location()})"
+                f"hessians: x of type {x.type} has unknown dims; the Hessian needs its size"
             )
         n = int(np.prod(x.shape, dtype=np.int64))
         flat = ops.reshape(g, new_sizes=(n,))
@@ -271,7 +269,7 @@ class Linearization:
                 if not isinstance(ct, (Tensor, Variable)):
                     ct = np.asarray(ct, dtype=y.dtype)
                 ct = target.to_tensor(ct)
-                check_gradient(ct, y, f"{self.what}: the cotangent (at {user_location()})",
+                check_gradient(ct, y, f"{self.what}: the cotangent",
                                "the output it is for")
                 p = self.graph.add_input(ct.type)
                 env[id(p)] = ct
@@ -316,7 +314,7 @@ class Linearization:
                     return found
             raise UsageError(
                 f"{self.what}: an input of the differentiated function is used outside the "
-                f"trace it belongs to (at {user_location()})"
+                f"trace it belongs to"
             )
         return None
 
@@ -392,7 +390,7 @@ def split_aux(what: str, result):
         length = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
         raise ArgumentTypeError(
             f"{what} with has_aux=True: the function must return a pair (output, aux), but "
-            f"it returned a {type(result).__name__}{length} (at {user_location()})"
+            f"it returned a {type(result).__name__}{length}"
         )
     return result[0], result[1]
 
@@ -402,7 +400,7 @@ def _check_differentiable(what: str, t, argnum: int) -> None:
         raise DTypeError(
             f"{what}: argument {argnum} has a leaf of dtype {t.dtype.name}; only float "
             "arguments can be differentiated (convert it with .astype(float), or leave it out "
-            f"of argnums) (at {user_location()})"
+            f"of argnums)"
         )
 
 
@@ -427,20 +425,17 @@ def normalize_argnums(argnums, nargs: int, what: str) -> tuple[int, ...]:
 def _scalar_output(what: str, lin: Linearization, out):
     if not isinstance(out, (Tensor, Variable, np.ndarray, np.generic, float, int)):
         raise ArgumentTypeError(
-            f"{what}: the function must return a scalar, got {type(out).__name__} "
-            f"(at {user_location()})"
+            f"{what}: the function must return a scalar, got {type(out).__name__}"
         )
     out = lin.to_tensor(out)
     if out.shape != ():
         raise ShapeError(
             f"{what}: the function must return a scalar (rank 0), got shape "
-            f"{shape_str(out.shape)}; use tg.vjp or tg.jacobian for non-scalar outputs "
-            f"(at {user_location()})"
+            f"{shape_str(out.shape)}; use tg.vjp or tg.jacobian for non-scalar outputs"
         )
     if not dtypes.is_differentiable(out.dtype):
         raise DTypeError(
-            f"{what}: the function must return a float scalar, got {out.dtype.name} "
-            f"(at {user_location()})"
+            f"{what}: the function must return a float scalar, got {out.dtype.name}"
         )
     return out
 
@@ -480,10 +475,40 @@ def grad_inline(fn, args, kwargs, argnums, has_aux):
     return value_and_grad_inline(fn, args, kwargs, argnums, has_aux, "grad", want_value=False)
 
 
+def is_static_value(x) -> bool:
+    """Whether primal `x` is a Python value that is no number or array (a bool, a str, a
+    callable...): transforms pass it as it is, as tg.function does, and its gradient is
+    None."""
+    leaves = tree.flatten(x)[0]
+    return bool(leaves) and all(
+        type(leaf) is bool or not isinstance(leaf, _NUMERIC) and not is_foreign_array(leaf)
+        for leaf in leaves)
+
+
+_NUMERIC = (Tensor, Variable, np.ndarray, np.generic, int, float)
+
+
+def differentiated_positions(primals: tuple) -> tuple[int, ...]:
+    """The positions of the primals that are differentiated: all but static values."""
+    return tuple(i for i, p in enumerate(primals) if not is_static_value(p))
+
+
+def _per_primal(n: int, nums: tuple, values: tuple) -> tuple:
+    """`values` of the differentiated positions `nums` spread over `n` primals, None at the
+    static ones."""
+    out = [None] * n
+    for i, v in zip(nums, values, strict=True):
+        out[i] = v
+    return tuple(out)
+
+
 def vjp_inline(fn, primals, has_aux):
     """`(out, vjp_fn)` (`(out, vjp_fn, aux)` with has_aux) of `fn(*primals)`, emitted inline;
-    `vjp_fn(cotangent)` returns one gradient per primal, as a tuple."""
-    lin = Linearization(fn, tuple(primals), {}, tuple(range(len(primals))), "vjp")
+    `vjp_fn(cotangent)` returns one gradient per primal, as a tuple (None for a static
+    primal such as a Python bool flag)."""
+    primals = tuple(primals)
+    nums = differentiated_positions(primals)
+    lin = Linearization(fn, primals, {}, nums, "vjp")
     out, aux = lin.split_aux() if has_aux else (lin.result, None)
     out_leaves, out_def = tree.flatten(out)
     out_leaves = [lin.to_tensor(y) for y in out_leaves]
@@ -495,7 +520,7 @@ def vjp_inline(fn, primals, has_aux):
         if state.graph is None:
             raise UsageError(
                 "vjp_fn of a tg.vjp taken inside traced code must be called inside that "
-                f"trace (at {user_location()})"
+                "trace"
             )
         cts, ct_def = tree.flatten(cotangent)
         if ct_def != out_def:
@@ -506,25 +531,30 @@ def vjp_inline(fn, primals, has_aux):
         pairs = [(y, ct) for y, ct in zip(out_leaves, cts, strict=True)
                  if dtypes.is_differentiable(y.dtype)]
         grads = lin.pullback([y for y, _ in pairs], [ct for _, ct in pairs])
-        return _split_grads(lin, lin.emit(grads), False)
+        return _per_primal(len(primals), nums, _split_grads(lin, lin.emit(grads), False))
 
     if has_aux:
         return out_value, vjp_fn, tree.unflatten(aux_def, emitted[len(out_leaves):])
     return out_value, vjp_fn
 
 
-def tangent_leaves(what: str, primals: tuple, tangents: tuple) -> list:
-    """The leaves of `tangents`, which must be structured like the (non-empty) `primals`."""
+def tangent_leaves(what: str, primals: tuple, tangents: tuple) -> tuple[tuple, list]:
+    """`(nums, leaves)`: the differentiated positions of the (non-empty) `primals` and the
+    leaves of their `tangents`, which must be structured like them (the tangent of a static
+    primal is ignored)."""
     if not primals:
         raise InvalidArgumentError(f"{what}: needs at least one primal")
+    nums = differentiated_positions(primals)
+    if len(tangents) == len(primals):
+        primals, tangents = [primals[i] for i in nums], [tangents[i] for i in nums]
     _, p_def = tree.flatten(primals)
     t_leaves, t_def = tree.flatten(tangents)
     if p_def != t_def:
         raise InvalidArgumentError(
             f"{what}: tangents structured as {tree.treedef_str(t_def)} do not match primals "
-            f"structured as {tree.treedef_str(p_def)} (at {user_location()})"
+            f"structured as {tree.treedef_str(p_def)}"
         )
-    return t_leaves
+    return nums, t_leaves
 
 
 def tangent_tensors(what: str, lin: Linearization, t_leaves: list) -> list:
@@ -533,7 +563,7 @@ def tangent_tensors(what: str, lin: Linearization, t_leaves: list) -> list:
     out = []
     for t, p in zip(t_leaves, lin.inputs, strict=True):
         t = target.to_tensor(t)
-        check_gradient(t, p, f"{what}: the tangent (at {user_location()})", "its primal")
+        check_gradient(t, p, f"{what}: the tangent", "its primal")
         out.append(t)
     return out
 
@@ -542,8 +572,8 @@ def hvp_inline(fn, primals, tangents):
     """Hessian-vector products of scalar `fn` at `primals` along `tangents` (one per primal,
     a tuple), by reverse-over-reverse: the gradient of `<grad fn(primals), tangents>`."""
     primals, tangents = tuple(primals), tuple(tangents)
-    t_leaves = tangent_leaves("hvp", primals, tangents)
-    lin = Linearization(fn, primals, {}, tuple(range(len(primals))), "hvp")
+    nums, t_leaves = tangent_leaves("hvp", primals, tangents)
+    lin = Linearization(fn, primals, {}, nums, "hvp")
     out = _scalar_output("hvp", lin, lin.result)
     grads = lin.pullback([out])
     target = state.graph
@@ -563,4 +593,4 @@ def hvp_inline(fn, primals, tangents):
         return backprop(lin.graph.operations, [total], lin.inputs, unconnected_gradients="zero")
 
     hv = lin.emit(lin.then(inner))
-    return _split_grads(lin, hv, False)
+    return _per_primal(len(primals), nums, _split_grads(lin, hv, False))

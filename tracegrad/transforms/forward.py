@@ -23,10 +23,11 @@ __all__ = ["jvp_inline"]
 
 def jvp_inline(fn: Callable, primals, tangents, what: str = "jvp"):
     """`(out, tangent_out)` of `fn(*primals)` along `tangents` (structured like `primals`),
-    emitted into the current graph; integer and bool outputs get zero tangents."""
+    emitted into the current graph; integer and bool outputs get zero tangents; static primals (a Python bool
+    flag) are passed as they are."""
     primals, tangents = tuple(primals), tuple(tangents)
-    t_leaves = tangent_leaves(what, primals, tangents)
-    lin = Linearization(fn, primals, {}, tuple(range(len(primals))), what)
+    nums, t_leaves = tangent_leaves(what, primals, tangents)
+    lin = Linearization(fn, primals, {}, nums, what)
     out_leaves, out_def = tree.flatten(lin.result)
     out_leaves = [lin.to_tensor(y) for y in out_leaves]
     outs = lin.emit(out_leaves)

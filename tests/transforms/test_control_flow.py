@@ -239,13 +239,16 @@ def test_second_derivatives_through_a_loop():
 
 
 def test_branch_mismatches_are_clear_errors():
-    with pytest.raises(tg.errors.ArgumentTypeError, match=r"true_fn returned \(\*, \*\) .* false_fn returned "
-                                        r"\*") as e:
+    with pytest.raises(tg.errors.ArgumentTypeError,
+                       match=r"false_fn's result must have the structure of true_fn's result; "
+                             r"true_fn's result is \(\*, \*\), false_fn's result is \*") as e:
         tg.function(lambda x: tg.cond(x[0] > 0, lambda: (x, x), lambda: x))(np.ones(2))
     assert "test_control_flow.py" in str(e.value)
-    with pytest.raises(tg.errors.ArgumentTypeError, match="f64\\[2\\].*f64\\[3\\]|f64\\[3\\].*f64\\[2\\]"):
+    with pytest.raises(tg.errors.ShapeError, match=r"false_fn's result has shape \[2\] where "
+                                                   r"true_fn's result has \[3\]"):
         tg.function(lambda x: tg.cond(x[0] > 0, lambda: x, lambda: x[:2]))(np.ones(3))
-    with pytest.raises(tg.errors.ArgumentTypeError, match="body_fn must return"):
+    with pytest.raises(tg.errors.ArgumentTypeError,
+                       match=r"body_fn's result must have the structure of loop_vars"):
         tg.function(lambda x: tg.while_loop(lambda v: v[0] < 3, lambda v: (v, v), (x,)))(
             np.ones(2))
     with pytest.raises(tg.errors.ShapeError, match="predicate must be a scalar"):
@@ -254,11 +257,11 @@ def test_branch_mismatches_are_clear_errors():
         tg.while_loop(lambda v: v < 3, lambda v: (v + 1,), (0,), maximum_iterations=-1)
     with pytest.raises(tg.errors.ArgumentTypeError, match="loop_vars must be a tuple"):
         tg.while_loop(lambda v: v < 3, lambda v: v + 1, 0)
-    with pytest.raises(tg.errors.ArgumentTypeError,
-                       match=r"tg.scan: fn must return \(carry, y\) with a carry of init's .*"
-                             r"\* of \(f32\[\]\); its carry is \* of \(f64\[\]\)"):
+    with pytest.raises(tg.errors.DTypeError,
+                       match=r"tg.scan: fn's new carry has dtype float64 where init has float32 "
+                             r"\(f64\[\] against f32\[\]\)"):
         tg.function(lambda xs: tg.scan(lambda c, x: (c + x, c), np.float32(0), xs))(np.ones(3))
-    with pytest.raises(tg.errors.ArgumentTypeError, match=r"its carry is \(\*, \*\)"):
+    with pytest.raises(tg.errors.ArgumentTypeError, match=r"fn's new carry is \(\*, \*\)"):
         tg.function(lambda xs: tg.scan(lambda c, x: ((c, c), c), 0.0, xs))(np.ones(3))
     with pytest.raises(tg.errors.InvalidArgumentError, match="leading sizes"):
         tg.scan(lambda c, x: (c, x), 0.0, np.ones(3), length=4)

@@ -128,3 +128,28 @@ def treedef_str(treedef) -> str:
     if t is dict:
         return "{" + ", ".join(f"{k!r}: {treedef_str(c)}" for k, c in zip(aux, children)) + "}"
     return f"{t.__name__}({inner})"
+
+
+def _loose(treedef):
+    if treedef is LEAF or treedef == _NONE:
+        return treedef
+    t, aux, children = treedef
+    return (tuple if t is list else t, aux, tuple(_loose(c) for c in children))
+
+
+def same_structure(a, b) -> bool:
+    """Whether treedefs `a` and `b` match where lists and tuples are alike (TF's
+    `nest.assert_same_structure(check_types=False)`): `[x, y]` for `(x, y)`."""
+    return a == b or _loose(a) == _loose(b)
+
+
+def leaf_paths(treedef) -> list[str]:
+    """A path for each leaf of `treedef`, as it would be indexed: `"[1]['w']"` (`""` for a
+    bare leaf)."""
+    if treedef is LEAF:
+        return [""]
+    if treedef == _NONE:
+        return []
+    t, aux, children = treedef
+    keys = aux if t is dict else range(len(children))
+    return [f"[{k!r}]{p}" for k, c in zip(keys, children, strict=True) for p in leaf_paths(c)]

@@ -17,7 +17,7 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
 from tracegrad.core.ir import FuncGraph, GraphTensor, Tensor
-from tracegrad.core.source import user_location
+from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
@@ -79,20 +79,38 @@ def _operand(value):
     return state.graph.to_tensor(value)
 
 
-def _structure(out_def, graph) -> str:
-    types = ", ".join(str(t.type) for t in graph.outputs)
-    return f"{tree.treedef_str(out_def)} of ({types})"
+def _structure_error(what: str, got: str, got_def, want: str, want_def) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        f"{what}: {got} must have the structure of {want}; {want} is "
+        f"{tree.treedef_str(want_def)}, {got} is {tree.treedef_str(got_def)}")
+
+
+def _mismatch(what: str, got: str, got_def, got_types, want: str, want_def, want_types):
+    """The error for outputs `got` (a treedef and types) that should match `want`: an
+    ArgumentTypeError naming both structures when they differ, else a ShapeError naming the
+    first leaf of another shape, else a DTypeError naming the first of another dtype."""
+    if not tree.same_structure(got_def, want_def) or len(got_types) != len(want_types):
+        return _structure_error(what, got, got_def, want, want_def)
+    paths = tree.leaf_paths(want_def)
+    pairs = list(zip(paths, got_types, want_types, strict=True))
+    for path, g, w in pairs:
+        if g.shape != w.shape:
+            return ShapeError(f"{what}: {got}{path} has shape {shape_str(g.shape)} where "
+                              f"{want}{path} has {shape_str(w.shape)} ({g} against {w})")
+    for path, g, w in pairs:
+        if g.dtype != w.dtype:
+            return DTypeError(f"{what}: {got}{path} has dtype {g.dtype.name} where {want}{path} "
+                              f"has {w.dtype.name} ({g} against {w}); cast one with .astype")
+    raise AssertionError("no mismatch")
 
 
 def _predicate(what: str, pred):
     p = _operand(pred)
     if p.shape != ():
-        raise ShapeError(f"{what}: the predicate must be a scalar, got {p.type} "
-                         f"(at {user_location()})")
+        raise ShapeError(f"{what}: the predicate must be a scalar, got {p.type}")
     if p.dtype != dtypes.bool_:
         if not (dtypes.is_int(p.dtype) or dtypes.is_float(p.dtype)):
-            raise DTypeError(f"{what}: the predicate must be bool or numeric, got {p.type} "
-                             f"(at {user_location()})")
+            raise DTypeError(f"{what}: the predicate must be bool or numeric, got {p.type}")
         p = ops.ne(p, ops.zeros_like(p))
     return p
 
@@ -162,8 +180,9 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()):
     types = [a.type for a in args]
     true_graph, true_def = _trace(true_fn, types, arg_def, "true_fn")
     false_graph, false_def = _trace(false_fn, types, arg_def, "false_fn")
-    if true_def != false_def or len(true_graph.outputs) != len(false_graph.outputs):
-        raise _mismatch(true_def, true_graph, false_def, false_graph)
+    if not tree.same_structure(true_def, false_def) or len(true_graph.outputs) != len(
+            false_graph.outputs):
+        raise _cond_mismatch(true_def, true_graph, false_def, false_graph)
     _reconcile(true_def, true_graph, false_def, false_graph)
     externals = _close([false_graph, true_graph])
     outs = cond_p.bind(p, *args, *[_operand(e) for e in externals],
@@ -171,11 +190,10 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()):
     return tree.unflatten(true_def, outs)
 
 
-def _mismatch(true_def, true_graph, false_def, false_graph):
-    return ArgumentTypeError(
-        "tg.cond: true_fn and false_fn must return the same structure, shapes and dtypes; "
-        f"true_fn returned {_structure(true_def, true_graph)}, false_fn returned "
-        f"{_structure(false_def, false_graph)} (at {user_location()})")
+def _cond_mismatch(true_def, true_graph, false_def, false_graph):
+    return _mismatch("tg.cond", "false_fn's result", false_def,
+                     [t.type for t in false_graph.outputs], "true_fn's result", true_def,
+                     [t.type for t in true_graph.outputs])
 
 
 def _reconcile(true_def, true_graph, false_def, false_graph) -> None:
@@ -184,7 +202,7 @@ def _reconcile(true_def, true_graph, false_def, false_graph) -> None:
         if a.type == b.type:
             continue
         if a.shape != b.shape:
-            raise _mismatch(true_def, true_graph, false_def, false_graph)
+            raise _cond_mismatch(true_def, true_graph, false_def, false_graph)
         if a.dtype == b.dtype or a.type.weak or b.type.weak:
             dtype = b.dtype if a.type.weak and not b.type.weak else a.dtype
             for g in (true_graph, false_graph):
@@ -193,7 +211,7 @@ def _reconcile(true_def, true_graph, false_def, false_graph) -> None:
                     with g.as_default():
                         g.outputs[k] = ops.convert_element_type(t, new_dtype=dtype)
             continue
-        raise _mismatch(true_def, true_graph, false_def, false_graph)
+        raise _cond_mismatch(true_def, true_graph, false_def, false_graph)
 
 
 # -- while_loop, fori_loop, scan -----------------------------------------------------------
@@ -211,11 +229,11 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iteratio
     """
     if not isinstance(loop_vars, (tuple, list)):
         raise ArgumentTypeError(f"tg.while_loop: loop_vars must be a tuple or list, got "
-                        f"{type(loop_vars).__name__} (at {user_location()})")
+                        f"{type(loop_vars).__name__}")
     if maximum_iterations is not None and (
             not isinstance(maximum_iterations, (int, np.integer)) or maximum_iterations < 0):
         raise InvalidArgumentError(f"tg.while_loop: maximum_iterations must be None or an int >= 0, "
-                         f"got {maximum_iterations!r} (at {user_location()})")
+                         f"got {maximum_iterations!r}")
     if len(loop_vars) == 1:  # a body of one loop variable may return it bare
         inner = body_fn
 
@@ -227,7 +245,8 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, maximum_iteratio
         values, i = loop_vars, 0
         while (maximum_iterations is None or i < maximum_iterations) and bool(
                 cond_fn(*values)):
-            values = _same_structure(loop_vars, body_fn(*values))
+            values = _restructured("tg.while_loop", "body_fn's result", body_fn(*values),
+                                   "loop_vars", loop_vars)
             i += 1
         return values
     outs, var_def = _traced_while(cond_fn, body_fn, loop_vars, maximum_iterations)
@@ -267,34 +286,32 @@ def _bool_result(value):
     return _predicate("tg.while_loop: cond_fn", value)
 
 
-def _same_structure(loop_vars, new):
-    if tree.flatten(new)[1] != tree.flatten(loop_vars)[1]:
-        raise ArgumentTypeError(
-            f"tg.while_loop: body_fn returned {tree.treedef_str(tree.flatten(new)[1])}, "
-            f"loop_vars are {tree.treedef_str(tree.flatten(loop_vars)[1])} "
-            f"(at {user_location()})")
-    return new
+def _restructured(what: str, got: str, new, want: str, like):
+    """`new` (`got`, run eagerly) in the structure of `like` (`want`): lists and tuples are
+    alike; another structure is an ArgumentTypeError naming both."""
+    (leaves, new_def), like_def = tree.flatten(new), tree.flatten(like)[1]
+    if new_def == like_def:
+        return new
+    if not tree.same_structure(new_def, like_def):
+        raise _structure_error(what, got, new_def, want, like_def)
+    return tree.unflatten(like_def, leaves)
 
 
 def _check_body(body_graph, body_def, var_def, types) -> None:
+    """body_fn's outputs have the structure (lists and tuples alike), shapes and dtypes of
+    the loop variables; a weakly typed output (a Python number) takes its variable's dtype."""
     got = [t.type for t in body_graph.outputs]
-    if body_def != var_def or len(got) != len(types):
-        raise ArgumentTypeError(
-            f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
-            f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
-            f"returned {_structure(body_def, body_graph)} (at {user_location()})")
+    fits = tree.same_structure(body_def, var_def) and len(got) == len(types) and all(
+        t.shape == want.shape and (t.dtype == want.dtype or t.weak)
+        for t, want in zip(got, types, strict=True))
+    if not fits:
+        raise _mismatch("tg.while_loop", "body_fn's result", body_def, got, "loop_vars",
+                        var_def, types)
     for k, (t, want) in enumerate(zip(got, types, strict=True)):
-        if t == want:
-            continue
-        if t.shape == want.shape and (t.dtype == want.dtype or t.weak):
+        if t != want:
             with body_graph.as_default():
                 body_graph.outputs[k] = ops.convert_element_type(
                     body_graph.outputs[k], new_dtype=want.dtype, weak=want.weak)
-            continue
-        raise ArgumentTypeError(
-            f"tg.while_loop: body_fn must return the structure, shapes and dtypes of "
-            f"loop_vars {tree.treedef_str(var_def)} of ({', '.join(map(str, types))}); it "
-            f"returned {_structure(body_def, body_graph)} (at {user_location()})")
 
 
 def fori_loop(lower, upper, body_fn: Callable, init):
@@ -305,6 +322,10 @@ def fori_loop(lower, upper, body_fn: Callable, init):
     >>> tg.fori_loop(0, 10, lambda i, x: x + 0.01 * tnp.sin(x), x0)
     """
     if state.graph is None:
+        for name, b in (("lower", lower), ("upper", upper)):
+            if np.shape(b) != () or np.asarray(b).dtype.kind not in "iu":
+                raise DTypeError(f"tg.fori_loop: {name} must be an integer scalar, got "
+                                 f"{b!r}")
         carry = init
         for i in range(int(lower), int(upper)):
             carry = body_fn(_index_value(i, lower, upper), carry)
@@ -319,8 +340,7 @@ def fori_loop(lower, upper, body_fn: Callable, init):
     lo, hi = _operand(lower), _operand(upper)
     for name, b in (("lower", lo), ("upper", hi)):
         if b.shape != () or not dtypes.is_int(b.dtype):
-            raise DTypeError(f"tg.fori_loop: {name} must be an integer scalar, got {b.type} "
-                             f"(at {user_location()})")
+            raise DTypeError(f"tg.fori_loop: {name} must be an integer scalar, got {b.type}")
     strong = [b.dtype for b in (lo, hi) if not b.type.weak]  # a weak Python int adapts
     dtype = np.result_type(*strong) if strong else np.dtype(np.int64)
     lo = ops.convert_element_type(lo, new_dtype=dtype) if lo.type != TensorType((), dtype) \
@@ -484,13 +504,11 @@ def _check_scan_carry(carry, new) -> None:
     (leaves, c_def), (got, n_def) = tree.flatten(carry), tree.flatten(new)
     want = [_as_tensor(v).type for v in leaves]
     have = [_as_tensor(v).type for v in got]
-    if c_def == n_def and all(h.shape == w.shape and (h.dtype == w.dtype or h.weak)
-                              for h, w in zip(have, want, strict=True)):
+    if tree.same_structure(c_def, n_def) and len(have) == len(want) and all(
+            h.shape == w.shape and (h.dtype == w.dtype or h.weak)
+            for h, w in zip(have, want, strict=True)):
         return
-    raise ArgumentTypeError(
-        f"tg.scan: fn must return (carry, y) with a carry of init's structure, shapes and "
-        f"dtypes {tree.treedef_str(c_def)} of ({', '.join(map(str, want))}); its carry is "
-        f"{tree.treedef_str(n_def)} of ({', '.join(map(str, have))}) (at {user_location()})")
+    raise _mismatch("tg.scan", "fn's new carry", n_def, have, "init", c_def, want)
 
 
 def _as_tensor(v):
@@ -503,8 +521,7 @@ def _scan_length(x_leaves, length) -> int:
         sizes.add(int(length))
     if len(sizes) != 1:
         raise InvalidArgumentError(f"tg.scan: xs have leading sizes {sorted(sizes)} and length is "
-                         f"{length!r}; they must agree on one known size "
-                         f"(at {user_location()})")
+                         f"{length!r}; they must agree on one known size")
     return sizes.pop()
 
 
@@ -513,7 +530,8 @@ def _scan_eagerly(fn, init, x_leaves, x_def, n, reverse):
     order = range(n - 1, -1, -1) if reverse else range(n)
     for k in order:
         x = tree.unflatten(x_def, [x[k] for x in x_leaves])
-        carry, y = fn(carry, x)
+        new, y = fn(carry, x)
+        carry = _restructured("tg.scan", "fn's new carry", new, "init", carry)
         ys.append(y)
     if reverse:
         ys.reverse()

@@ -10,7 +10,9 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad.errors import (
+    ArgumentTypeError,
     DTypeError,
+    InvalidArgumentError,
     ShapeError,
     TracegradError,
     TracerBoolError,
@@ -273,6 +275,23 @@ BAD_CALLS = {
     "one_hot": (DTypeError, lambda x: tg.nn.one_hot(x, 3)),
     "index out of range": (IndexError, lambda x: x[5]),
     "take out of range": (IndexError, lambda x: tnp.take(x, np.array([7]), axis=0)),
+    "grad of a non-scalar": (ShapeError, lambda x: tg.grad(tnp.sin)(x)),
+    "grad of an int argument": (DTypeError, lambda x: tg.grad(lambda i: i * 2.0)(x.shape[0])),
+    "jacobian of an int argument": (DTypeError, lambda x: tg.jacobian(tnp.sin)(x > 0)),
+    "vmap of unequal sizes": (ShapeError, lambda x: tg.vmap(tnp.add)(x, x[0])),
+    "vjp cotangent shape": (ShapeError, lambda x: tg.vjp(tnp.sin, x)[1](tnp.ones(2))),
+    "scan lengths": (InvalidArgumentError, lambda x: tg.scan(lambda c, v: (c, v), 0.0, x, length=3)),
+    "fori_loop bound": (DTypeError, lambda x: tg.fori_loop(0, tnp.sum(x), lambda i, c: c, x)),
+}
+# Errors that only a trace meets (eagerly, the branch or loop runs as Python code).
+TRACED_ERRORS = {
+    "cond shapes": (ShapeError, lambda x: tg.cond(x[0, 0] > 0, lambda: x, lambda: x[0])),
+    "cond dtypes": (DTypeError, lambda x: tg.cond(x[0, 0] > 0, lambda: x, lambda: x > 0)),
+    "cond structures": (ArgumentTypeError, lambda x: tg.cond(x[0, 0] > 0, lambda: x, lambda: [x, x])),
+    "while shapes": (ShapeError, lambda x: tg.while_loop(lambda v: v[0, 0] < 9, lambda v: (v[0],), (x,))),
+    "while dtypes": (DTypeError, lambda x: tg.while_loop(lambda v: v[0, 0] < 9, lambda v: [v > 0], (x,))),
+    "scan carry": (ShapeError, lambda x: tg.scan(lambda c, v: (v, v), 0.0, x)),
+    "if on a tensor": (TracerBoolError, lambda x: x if x[0, 0] > 0 else -x),
 }
 
 
@@ -289,7 +308,23 @@ def test_bad_arguments_raise_the_documented_error_at_the_users_line(name, mode):
         else:
             tg.function(fn, backend=mode)(x)
     assert error is IndexError or isinstance(info.value, TracegradError)
-    assert f"{__file__}:{fn.__code__.co_firstlineno}" in str(info.value), str(info.value)
+    _assert_names_the_line_once(info.value, fn)
+
+
+@pytest.mark.parametrize("mode", ["numpy", "numba"])
+@pytest.mark.parametrize("name", list(TRACED_ERRORS))
+def test_traced_errors_raise_the_documented_error_at_the_users_line(name, mode):
+    error, fn = TRACED_ERRORS[name]
+    with pytest.raises(error) as info:
+        tg.function(fn, backend=mode)(np.arange(6.0).reshape(2, 3))
+    _assert_names_the_line_once(info.value, fn)
+
+
+def _assert_names_the_line_once(e, fn):
+    """The message names the line of `fn` once, and no other location of this file."""
+    where, message = f"{__file__}:{fn.__code__.co_firstlineno}", str(e)
+    assert message.count(where) == 1, message
+    assert message.count(__file__) == 1, message
 
 
 RUN_TIME_FAILURES = {

@@ -22,7 +22,6 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on the environmen
 
 import tracegrad as tg
 from tracegrad.core import tree
-from tracegrad.core.source import user_location
 from tracegrad.errors import ArgumentTypeError, ShapeError
 
 __all__ = ["map_blocks", "value_and_grad", "per_example_grads", "batch_jacobian"]
@@ -52,7 +51,7 @@ def map_blocks(fn: Callable, *args) -> da.Array:
         if not isinstance(out, tg.TensorSpec) or out.shape[:1] != (size,):
             raise ShapeError(
                 f"tracegrad.dask.map_blocks: {fn.__name__} must return one array with a row "
-                f"per input row ({size} rows), returned {out} (at {user_location()})")
+                f"per input row ({size} rows), returned {out}")
         blocks.append(da.from_delayed(_call(concrete, block_args), out.shape, dtype=out.dtype))
     return blocks[0] if len(blocks) == 1 else da.concatenate(blocks, axis=0)
 
@@ -79,7 +78,7 @@ def value_and_grad(loss: Callable, argnums=0) -> Callable:
             if _is_dask(args[i]) or any(_is_dask(x) for x in _leaves(args[i])):
                 raise ArgumentTypeError(
                     f"tracegrad.dask.value_and_grad: argument {i} is differentiated, so it "
-                    f"must be NumPy (the parameters); it is a dask array (at {user_location()})")
+                    f"must be NumPy (the parameters); it is a dask array")
         partials = [_call(step.get_concrete_function(*specs), block_args)
                     for _, block_args, specs in _split_rows("value_and_grad", args)]
         while len(partials) > 1:
@@ -109,7 +108,7 @@ def per_example_grads(loss: Callable, argnum: int = 0) -> Callable:
         if in_axes[argnum] is not None:
             raise ArgumentTypeError(
                 f"tracegrad.dask.per_example_grads: argument {argnum} is differentiated, so "
-                f"it must be NumPy; it is a dask array (at {user_location()})")
+                f"it must be NumPy; it is a dask array")
         # each row as a one-row array: the loss sees the shapes it sees on a whole dataset
         args = [x[:, None] if _is_dask(x) else x for x in args]
         return map_blocks(tg.vmap(tg.grad(loss, argnums=argnum), in_axes=in_axes), *args)
@@ -151,8 +150,7 @@ def _split_rows(what: str, args) -> list:
     fetches them once)."""
     arrays = [x for x in args if _is_dask(x)]
     if not arrays:
-        raise ArgumentTypeError(f"tracegrad.dask.{what}: no argument is a dask array "
-                                f"(at {user_location()})")
+        raise ArgumentTypeError(f"tracegrad.dask.{what}: no argument is a dask array")
     rows, row_chunks = arrays[0].shape[0], arrays[0].chunks[0]
     columns, specs = [], []
     for x in args:
@@ -160,7 +158,7 @@ def _split_rows(what: str, args) -> list:
             if x.ndim == 0 or x.shape[0] != rows:
                 raise ShapeError(
                     f"tracegrad.dask.{what}: the dask arrays need the same number of rows; "
-                    f"shapes {arrays[0].shape} and {x.shape} (at {user_location()})")
+                    f"shapes {arrays[0].shape} and {x.shape}")
             x = x.rechunk((row_chunks,) + tuple((d,) for d in x.shape[1:]))
             columns.append(list(x.to_delayed().ravel()))
             specs.append([tg.TensorSpec((n,) + x.shape[1:], x.dtype) for n in row_chunks])

@@ -87,12 +87,8 @@ class Primitive:
         inputs = [
             a if type(a) is GraphTensor and a.graph is graph else graph.to_tensor(a) for a in args
         ]
-        source = user_location()
-        try:
-            out_types = self.infer([t.type for t in inputs], attrs)
-        except TracegradError as e:
-            raise _located(e, source) from None
-        op = graph.add_operation(self, inputs, attrs, out_types, source)
+        out_types = self.infer([t.type for t in inputs], attrs)
+        op = graph.add_operation(self, inputs, attrs, out_types, user_location())
         if state.tapes:
             for tape in state.tapes:
                 tape.record(op)
@@ -104,16 +100,6 @@ def get_primitive(name: str) -> Primitive:
         return REGISTRY[name]
     except KeyError:
         raise RegistryError(f"no primitive named {name!r}") from None
-
-
-def _located(e: TracegradError, source: str) -> TracegradError:
-    """`e` with the user's file:line appended to its message."""
-    msg = str(e)
-    if " at " in msg and source in msg:
-        return e
-    new = type(e)(f"{msg} (at {source})")
-    new.__traceback__ = e.__traceback__
-    return new
 
 
 def _eager_input(a):
@@ -213,15 +199,14 @@ def _numpy_result(x):
 
 
 def _raise_eager_error(prim: Primitive, values, attrs, e: Exception):
-    source = user_location()
-    if isinstance(e, TracegradError):
-        raise _located(e, source) from None
+    if isinstance(e, TracegradError):  # it names the user's line already (the base class)
+        raise e from None
     types = [TensorType(v.shape, v.dtype) for v in values]
     try:
         prim.infer(types, attrs)
     except TracegradError as err:
-        raise _located(err, source) from None
-    raise runtime_error(e, prim.name, f"at {source}") from None
+        raise err from None
+    raise runtime_error(e, prim.name, f"at {user_location()}") from None
 
 
 def runtime_error(e: Exception, name: str, where: str) -> Exception:

@@ -8,32 +8,11 @@ import numpy as np
 
 from tracegrad.core import tree
 from tracegrad.core.ir import FuncGraph, Tensor
-from tracegrad.core.source import _skipped
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable, close_effect_scope, effect_scope
 from tracegrad.errors import TracegradError
 from tracegrad.function._keys import _is_array, _Static
-
-
-def _located(e: TracegradError, tb) -> TracegradError:
-    """`e` with the user's file:line from traceback `tb` appended, if it names none."""
-    frame = None
-    while tb is not None:
-        if not _skipped(tb.tb_frame.f_code.co_filename):
-            frame = tb.tb_frame
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    if frame is None:
-        return e
-    where = f"{frame.f_code.co_filename}:{line}"
-    if where in str(e):
-        return e
-    try:
-        new = type(e)(f"{e} (at {where})")
-    except TypeError:
-        return e
-    return new.with_traceback(e.__traceback__)
 
 
 def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verify: bool,
@@ -70,10 +49,7 @@ def _trace_into(graph, fn, treedef, entries, statics, names, name):
             else:
                 values.append(e.value)
         args, kwargs = tree.unflatten(treedef, values)
-        try:
-            out = fn(*args, **kwargs)
-        except TracegradError as e:
-            raise _located(e, e.__traceback__.tb_next) from None
+        out = fn(*args, **kwargs)
         out_leaves, out_treedef = tree.flatten(out)
         outputs = []
         for x in out_leaves:

@@ -14,7 +14,6 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
-from tracegrad.core.source import user_location
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import (
     axis_arg,
@@ -111,7 +110,7 @@ def _matrix_norm(x, ord, axis, keepdims):
     if ord in (2, -2, "nuc"):
         raise UnsupportedOpError(
             f"norm: the matrix norm ord={ord!r} needs a singular value decomposition, which "
-            f"tracegrad does not provide (at {user_location()})"
+            f"tracegrad does not provide"
         )
     if ord == 1 or ord == -1:
         reduce = _max if ord == 1 else _min

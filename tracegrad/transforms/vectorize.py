@@ -23,7 +23,6 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
 from tracegrad.core.ir import FuncGraph, GraphTensor, Tensor
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
@@ -177,27 +176,26 @@ def _prefix_axes(what: str, axes, value, where: str) -> list:
     if isinstance(axes, (tuple, list)) and isinstance(value, (tuple, list)):
         if len(axes) != len(value):
             raise InvalidArgumentError(
-                f"{what}: {where} has {len(axes)} entries for a structure of {len(value)} "
-                f"(at {user_location()})"
+                f"{what}: {where} has {len(axes)} entries for a structure of {len(value)}"
             )
         return [a for sub, v in zip(axes, value, strict=True)
                 for a in _prefix_axes(what, sub, v, where)]
     if isinstance(axes, dict) and isinstance(value, dict):
         if set(axes) != set(value):
             raise InvalidArgumentError(f"{what}: {where} keys {sorted(axes)} differ from the "
-                                       f"structure's {sorted(value)} (at {user_location()})")
+                                       f"structure's {sorted(value)}")
         return [a for k in tree.flatten(value)[1][1]
                 for a in _prefix_axes(what, axes[k], value[k], where)]
     raise InvalidArgumentError(
         f"{what}: {where} {axes!r} is not an int, None or a structure matching "
-        f"{type(value).__name__} (at {user_location()})"
+        f"{type(value).__name__}"
     )
 
 
 def _axis(what: str, axis: int, ndim: int, where: str) -> int:
     if not -ndim <= axis < ndim:
         raise InvalidArgumentError(f"{what}: {where} {axis} is out of range for a value of "
-                                   f"rank {ndim} (at {user_location()})")
+                                   f"rank {ndim}")
     return axis % ndim
 
 
@@ -214,7 +212,7 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
             continue
         if not _is_array(leaf) and not isinstance(leaf, (bool, int, float)):
             raise ArgumentTypeError(f"{what}: argument leaf {k} ({type(leaf).__name__}) is not "
-                                    f"an array; give it in_axes None (at {user_location()})")
+                                    f"an array; give it in_axes None")
         t = outer.to_tensor(leaf)
         a = _axis(what, a, t.ndim, "in_axes")
         batched.append(moveaxis(t, a, 0) if a else t)
@@ -224,11 +222,10 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
                                                     t.type.weak))
     if not batched:
         raise InvalidArgumentError(f"{what}: in_axes {in_axes!r} maps no argument; at least "
-                                   f"one must have an axis (at {user_location()})")
+                                   f"one must have an axis")
     known = {n for n in sizes if n is not None}
     if len(known) > 1:
-        raise ShapeError(f"{what}: the mapped axes have different sizes {sizes} "
-                         f"(at {user_location()})")
+        raise ShapeError(f"{what}: the mapped axes have different sizes {sizes}")
     with graph.as_default():
         result = fn(*tree.unflatten(treedef, call_leaves), **kwargs)
         out_leaves, out_def = tree.flatten(result)
@@ -240,7 +237,7 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
         if a is None:
             if d is not None:
                 raise InvalidArgumentError(f"{what}: out_axes None for an output that depends "
-                                           f"on the mapped axis (at {user_location()})")
+                                           f"on the mapped axis")
             final.append(y)
             continue
         a = _axis(what, a, y.ndim + (d is None), "out_axes")
@@ -261,7 +258,7 @@ def _trace_loop_body(loop_fn: Callable, what: str):
 def _check_iters(what: str, iters) -> int:
     if isinstance(iters, (bool, np.bool_)) or not isinstance(iters, (int, np.integer)):
         raise ArgumentTypeError(f"{what}: iters must be a Python int, got "
-                                f"{type(iters).__name__} (at {user_location()})")
+                                f"{type(iters).__name__}")
     if iters < 0:
         raise InvalidArgumentError(f"{what}: iters must be >= 0, got {iters}")
     return int(iters)

@@ -19,7 +19,6 @@ import numpy as np
 
 import tracegrad.numpy as tnp
 from tracegrad.core.ir import GraphTensor, Tensor
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import UnsupportedOpError

@@ -12,3 +12,15 @@ def central_difference(f, x, h=1e-6):
         step[i] = h
         grad[i] = (np.sum(f(x + step)) - np.sum(f(x - step))) / (2 * h)
     return grad
+
+
+def central_jacobian(f, x, h=1e-6):
+    """d f(x) / dx at float64 array `x`, one coordinate at a time: `f(x).shape + x.shape`."""
+    x = np.array(x, dtype=np.float64)
+    y = np.asarray(f(x))
+    jac = np.zeros(y.shape + x.shape)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        jac[(...,) + i] = (np.asarray(f(x + step)) - np.asarray(f(x - step))) / (2 * h)
+    return jac

@@ -216,11 +216,17 @@ def batch_jacobian(fn: Callable, argnum: int = 0, *, use_pfor: bool = True,
 
 
 def hessian(fn: Callable, argnums=0) -> Function:
-    """The Hessian of scalar-valued `fn` w.r.t. the arguments at `argnums`: `x.shape +
-    x.shape` (nested tuples for a tuple `argnums`), the Jacobian of its gradient.
+    """The Hessian of `fn` w.r.t. the arguments at `argnums`, the Jacobian of its Jacobian
+    (of its gradient for a scalar output), as JAX's: `out.shape + x.shape + x.shape` for
+    each output (`x.shape + x.shape` for a scalar); a tuple `argnums` gives nested tuples
+    `H[i][j]` of shape `out.shape + x_i.shape + x_j.shape`, and a structured output mirrors
+    its structure.
 
     >>> tg.hessian(lambda x: tnp.sum(x ** 3))(np.array([1.0, 2.0]))
     array([[ 6.,  0.],
+           [ 0., 12.]])
+    >>> tg.hessian(lambda x: x ** 3)(np.array([1.0, 2.0]))[1]
+    array([[ 0.,  0.],
            [ 0., 12.]])
     """
     _check_static(fn, argnums, "hessian")

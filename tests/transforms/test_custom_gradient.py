@@ -150,6 +150,77 @@ def test_variables_in_traced_custom_gradient(backend):
     np.testing.assert_allclose(dw, [15.0, 21.0])
 
 
+SCALE = tg.Variable(np.array([2.0, -3.0]))
+SHIFT = tg.Variable(0.5)
+
+
+@tg.custom_gradient
+def straight_through(x):
+    """SCALE * round(x) + SHIFT with a straight-through gradient for x (round's own is 0)."""
+    rounded = tnp.round(x)
+
+    def grad(dy, variables):
+        assert variables == [SCALE, SHIFT]
+        return dy * SCALE, [dy * rounded, tnp.sum(dy)]
+
+    return SCALE * rounded + SHIFT, grad
+
+
+X = np.array([0.4, 1.7])
+WEIGHTS = np.array([1.0, 10.0])  # d loss / d y
+# the custom gradients of sum(WEIGHTS * straight_through(X)) w.r.t. x, SCALE and SHIFT
+WANT = ([2.0, -30.0], [0.0, 20.0], 11.0)
+
+
+def assert_want(grads):
+    assert len(grads) == 3
+    for got, want in zip(grads, WANT, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_custom_gradient_reading_variables_eagerly_under_a_tape():
+    x = tg.constant(X)
+    with tg.GradientTape() as g:
+        g.watch(x)
+        loss = tnp.sum(WEIGHTS * straight_through(x))
+    grads = g.gradient(loss, [x, SCALE, SHIFT])
+    assert all(isinstance(d, tg.Tensor) for d in grads)
+    assert_want(grads)
+
+
+def test_custom_gradient_reading_variables_with_tg_gradients_in_a_function(backend):
+    @tg.function
+    def grads(x):
+        return tg.gradients(tnp.sum(WEIGHTS * straight_through(x)), [x, SCALE, SHIFT])
+
+    assert_want(grads(X))
+    assert_want(grads(X))  # the compiled call, no retrace
+    assert grads.tracing_count == 1
+
+
+def test_custom_gradient_reading_variables_with_a_tape_in_a_function(backend):
+    @tg.function
+    def grads(x):
+        with tg.GradientTape() as g:
+            g.watch(x)
+            loss = tnp.sum(WEIGHTS * straight_through(x))
+        return g.gradient(loss, [x, SCALE, SHIFT])
+
+    assert_want(grads(X))
+
+
+def test_custom_gradient_reading_variables_through_a_compiled_call_on_a_tape(backend):
+    forward = tg.function(lambda x: tnp.sum(WEIGHTS * straight_through(x)))
+    x = tg.constant(X)
+    with tg.GradientTape() as g:
+        g.watch(x)
+        loss = forward(x)
+    assert_want(g.gradient(loss, [x, SCALE, SHIFT]))
+    # the functional transforms see the input's custom gradient too
+    np.testing.assert_array_equal(
+        tg.grad(lambda x: tnp.sum(WEIGHTS * straight_through(x)))(X), WANT[0])
+
+
 def test_grad_fn_must_accept_variables_when_f_reads_one():
     w = tg.Variable(2.0)
 

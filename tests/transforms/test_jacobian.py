@@ -8,6 +8,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
+from tests.finite_diff import central_jacobian
 from tracegrad.errors import DTypeError
 
 RNG = np.random.default_rng(3)
@@ -17,17 +18,6 @@ B = RNG.normal(size=4)
 
 def layer(x):
     return tnp.tanh(W @ x + B)
-
-
-def fd_jacobian(f, x, eps=1e-6):
-    x = np.asarray(x, float)
-    y = np.asarray(f(x))
-    J = np.zeros(y.shape + x.shape)
-    for idx in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[idx] = eps
-        J[(...,) + idx] = (np.asarray(f(x + d)) - np.asarray(f(x - d))) / (2 * eps)
-    return J
 
 
 def analytic_layer(x):
@@ -44,7 +34,7 @@ def test_jacobian_matches_analytic_and_finite_differences(options, backend):
     x = RNG.normal(size=3)
     J = tg.jacobian(layer, **options)(x)
     np.testing.assert_allclose(J, analytic_layer(x), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(J, fd_jacobian(lambda v: np.tanh(W @ v + B), x), rtol=1e-7,
+    np.testing.assert_allclose(J, central_jacobian(lambda v: np.tanh(W @ v + B), x), rtol=1e-7,
                                atol=1e-9)
 
 
@@ -68,9 +58,9 @@ def test_jacobian_shapes_structures_and_argnums(backend):
     assert J["b"][0].shape == (2, 3) and J["b"][1].shape == (4,)
     np.testing.assert_allclose(J["b"][1], 2 * y, rtol=1e-14)
     np.testing.assert_allclose(J["b"][0], np.zeros((2, 3)))
-    want = fd_jacobian(lambda v: np.sum(v, axis=0) * y[:3], x)
+    want = central_jacobian(lambda v: np.sum(v, axis=0) * y[:3], x)
     np.testing.assert_allclose(J["a"][0], want, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(J["a"][1], fd_jacobian(lambda v: x.sum(0) * v[:3], y),
+    np.testing.assert_allclose(J["a"][1], central_jacobian(lambda v: x.sum(0) * v[:3], y),
                                rtol=1e-7, atol=1e-9)
 
 
@@ -97,7 +87,7 @@ def test_hessian_matches_analytic_and_finite_differences(backend):
     s = 1 / (1 + np.exp(-(A @ x)))
     np.testing.assert_allclose(H, A.T @ np.diag(s * (1 - s)) @ A + np.eye(3), rtol=1e-12)
     grad = lambda v: A.T @ (1 / (1 + np.exp(-(A @ v)))) + v  # noqa: E731
-    np.testing.assert_allclose(H, fd_jacobian(grad, x), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(H, central_jacobian(grad, x), rtol=1e-7, atol=1e-9)
 
 
 def test_hessian_of_two_arguments_is_nested():
@@ -122,7 +112,7 @@ def test_batch_jacobian_of_higher_rank_rows(backend):
     got = tg.batch_jacobian(lambda x: tnp.sin(x)[:, :, None, :] * x[:, None, :, :])(x)
     assert got.shape == (3, 2, 2, 2, 2, 2)
     for i in range(3):
-        want = fd_jacobian(lambda v: np.sin(v)[:, None, :] * v[None, :, :], x[i])
+        want = central_jacobian(lambda v: np.sin(v)[:, None, :] * v[None, :, :], x[i])
         np.testing.assert_allclose(got[i], want, rtol=1e-7, atol=1e-9)
 
 

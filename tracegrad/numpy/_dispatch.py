@@ -2,9 +2,13 @@
 
 `__array_ufunc__` and `__array_function__` route NumPy calls that involve a `tg.Tensor`
 or `tg.Variable` to tracegrad.numpy. Arguments are matched by name against NumPy's own
-signature; an argument tracegrad does not take (`out=`, `where=`, `initial=` ...) or a
-function it lacks raises UnsupportedOpError naming the NumPy function inside a trace, and
-eagerly runs NumPy on the values.
+signature. Nothing else leaves the tape or the trace: a function tracegrad lacks, or an
+argument it does not take (`out=`, `where=`, `initial=` ...), raises UnsupportedOpError
+naming the NumPy function — traced, eager and under a tape alike — except the functions
+that return no array and so have no gradient to lose: the dtype queries (`TYPE_QUERIES`,
+answered from the tensors' types, traced too) and, on concrete values only, the
+comparisons and printers of `VALUE_QUERIES`. `np.asarray(t)` / `t.numpy()` leave tracegrad
+on purpose (`__array__`). See docs/numpy.md, "NumPy functions on tensors".
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import numpy as np
 
 import tracegrad.numpy as tnp
 from tracegrad.core.ir import GraphTensor, Tensor
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import UnsupportedOpError
@@ -54,6 +57,16 @@ FUNCTIONS = {
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,
 }
 
+# Functions of the tensors' dtypes only (shape, ndim and size are tnp functions above).
+TYPE_QUERIES = frozenset({
+    np.result_type, np.can_cast, np.common_type, np.iscomplexobj, np.isrealobj,
+})
+# Functions that read values and return a Python bool or str: eager tensors only.
+VALUE_QUERIES = frozenset({
+    np.allclose, np.array_equal, np.array_equiv, np.array_repr, np.array_str,
+    np.array2string,
+})
+
 _SIGNATURES: dict = {}
 
 
@@ -82,21 +95,37 @@ def _numpy_name(func) -> str:
     return f"{module}.{func.__name__}"
 
 
-def _unsupported(name: str, detail: str = ""):
+def _unsupported(name: str, detail: str = "", fix: str = ""):
+    fix = fix or ("use a tracegrad.numpy function, or np.asarray(t) / t.numpy() to leave "
+                  "tracegrad on purpose")
     return UnsupportedOpError(
-        f"{name}{detail} is not supported by tracegrad inside traced code (called at "
-        f"{user_location()}); use a tracegrad.numpy function, or compute it outside the "
-        "traced function"
+        f"{name}{detail} is not supported by tracegrad on a tg.Tensor or tg.Variable "
+        f"(NumPy would compute it on the values, and its result would drop the gradient); "
+        f"{fix}"
     )
 
 
 def _to_numpy(x):
+    """`x` with the tensors in it as NumPy arrays (concrete tensors only)."""
     if isinstance(x, (Tensor, Variable)):
         return np.asarray(x)
     if isinstance(x, (list, tuple)):
         return type(x)(_to_numpy(e) for e in x) if not hasattr(x, "_fields") else x
     if isinstance(x, dict):
         return {k: _to_numpy(v) for k, v in x.items()}
+    return x
+
+
+def _type_of(x):
+    """`x` with each tensor replaced by a NumPy value of its dtype (a Python scalar for a
+    weakly typed one, as NumPy sees Python scalars), for the dtype queries."""
+    if isinstance(x, (Tensor, Variable)):
+        value = np.zeros((), x.dtype)
+        return value.item() if getattr(x, "weak_type", False) else value
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_type_of(e) for e in x)
+    if isinstance(x, dict):
+        return {k: _type_of(v) for k, v in x.items()}
     return x
 
 
@@ -142,31 +171,34 @@ def _no_out(kwargs) -> bool:
     return out is None or all(o is None for o in out)
 
 
+def _outer(fn, a, b):
+    """`ufunc.outer(a, b)`: `fn` of `a` with `b.ndim` trailing size-1 dims and `b`."""
+    nd_a, nd_b = tnp.ndim(a), tnp.ndim(b)
+    return fn(tnp.expand_dims(a, tuple(range(nd_a, nd_a + nd_b))), b)
+
+
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    if not kwargs and method == "__call__":
-        fn = UFUNC_CALLS.get(ufunc)
-        if fn is not None:
-            return fn(*inputs)
     name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     kw = {k: v for k, v in kwargs.items() if k != "out"} if _no_out(kwargs) else None
-    if kw is not None:
-        if method == "__call__" and not kw:
-            fn = UFUNC_CALLS.get(ufunc)
-            if fn is not None:
-                return fn(*inputs)
-        elif method in ("reduce", "accumulate") and len(inputs) == 1:
-            fn = (REDUCE if method == "reduce" else ACCUMULATE).get(ufunc)
-            allowed = {"axis", "dtype", "keepdims"} if method == "reduce" else {"axis", "dtype"}
-            if fn in (tnp.max, tnp.min, tnp.all, tnp.any) and kw.get("dtype") is None:
-                kw.pop("dtype", None)
-                allowed = {"axis", "keepdims"}
-            if fn is not None and set(kw) <= allowed:
-                kw.setdefault("axis", 0)
-                return fn(inputs[0], **kw)
+    fn = UFUNC_CALLS.get(ufunc)
+    if kw == {} and fn is not None:
+        if method == "__call__":
+            return fn(*inputs)
+        if method == "outer" and ufunc.nin == 2 and len(inputs) == 2:
+            return _outer(fn, *inputs)
+    if kw is not None and method in ("reduce", "accumulate") and len(inputs) == 1:
+        fn = (REDUCE if method == "reduce" else ACCUMULATE).get(ufunc)
+        allowed = {"axis", "dtype", "keepdims"} if method == "reduce" else {"axis", "dtype"}
+        if fn in (tnp.max, tnp.min, tnp.all, tnp.any) and kw.get("dtype") is None:
+            kw.pop("dtype", None)
+            allowed = {"axis", "keepdims"}
+        if fn is not None and set(kw) <= allowed:
+            kw.setdefault("axis", 0)
+            return fn(inputs[0], **kw)
     detail = f" with {', '.join(f'{k}=' for k in sorted(kwargs))}" if kwargs else ""
-    if _symbolic(inputs) or _symbolic(tuple(kwargs.values())):
-        raise _unsupported(name, detail)
-    return getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
+    fix = ("tensors are immutable: use tnp.at(x)[idx].add(v) (or .set(v)), which returns "
+           "the updated array" if method == "at" else "")
+    raise _unsupported(name, detail, fix)
 
 
 def array_function(self, func, types, args, kwargs):
@@ -176,9 +208,17 @@ def array_function(self, func, types, args, kwargs):
         call, detail = _translate(func, fn, args, kwargs)
         if call is not None:
             return fn(*call[0], **call[1])
-    if _symbolic(args) or _symbolic(tuple(kwargs.values())):
-        raise _unsupported(_numpy_name(func), detail)
-    return func(*_to_numpy(args), **_to_numpy(kwargs))
+    elif func in TYPE_QUERIES:
+        return func(*_type_of(args), **_type_of(kwargs))
+    elif func in VALUE_QUERIES:
+        if not (_symbolic(args) or _symbolic(tuple(kwargs.values()))):
+            return func(*_to_numpy(args), **_to_numpy(kwargs))
+        raise UnsupportedOpError(
+            f"{_numpy_name(func)} reads the values of a traced Tensor, which are only known "
+            "when the compiled function runs; compute it outside the traced function, or "
+            "with tracegrad.numpy functions inside it"
+        )
+    raise _unsupported(_numpy_name(func), detail)
 
 
 def install():

@@ -22,7 +22,7 @@ from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.transforms.autodiff import (
-    Linearization, normalize_argnums, value_and_grad_inline,
+    Linearization, normalize_argnums,
 )
 from tracegrad.transforms.forward import jvp_inline
 from tracegrad.transforms.vectorize import vmap_inline
@@ -125,7 +125,10 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
 
 def _reverse_block(what, lin, y, use_pfor, parallel_iterations) -> list:
     """d y / d x for every differentiated leaf x: the pullback of y vectorized over the
-    rows of an identity of y's size, `[m, *x.shape]` reshaped to `y.shape + x.shape`."""
+    rows of an identity of y's size, `[m, *x.shape]` reshaped to `y.shape + x.shape`; for
+    a rank-0 y the one pullback, the gradient."""
+    if y.shape == ():
+        return lin.emit(lin.pullback([y]))
     m = _size(what, y.shape, "output")
 
     def row(seed):
@@ -226,8 +229,11 @@ def check_batch_shapes(target, source) -> None:
 
 
 def hessian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, what="hessian"):
-    """The Hessian of scalar `fn`: the Jacobian of its gradient, emitted inline."""
-    def gradient(*a, **k):
-        return value_and_grad_inline(fn, a, k, argnums, False, what, want_value=False)
+    """The Hessian of `fn`, emitted inline: the Jacobian of its Jacobian (of its gradient
+    for a scalar output), reverse over reverse. Each output leaf `y` and pair of argument
+    leaves `x1`, `x2` give a `y.shape + x1.shape + x2.shape` block, structured as JAX's
+    `jacfwd(jacrev(fn))`: the output structure, then `argnums`' twice."""
+    def jacobian(*a, **k):
+        return jacobian_inline(fn, a, k, argnums, mode="rev", what=what)
 
-    return jacobian_inline(gradient, args, kwargs, argnums, mode="rev", what=what)
+    return jacobian_inline(jacobian, args, kwargs, argnums, mode="rev", what=what)

@@ -14,10 +14,13 @@ from __future__ import annotations
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
+from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
 from tracegrad.backends.numba.plan import Plan
-from tracegrad.backends.numba.segments import CONTROL, SegmentedExecutor, has_control_flow
+from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
+from tracegrad.ops.custom import call_p, custom_gradient_p
+from tracegrad.ops.effects import assign_p
 
 __all__ = [
     "cache_dir",
@@ -29,31 +32,43 @@ __all__ = [
 ]
 
 
-# Primitives the backend removes before planning: a `call` is its callee's graph inlined,
-# a `custom_gradient` boundary is its first operands (the gradient is not computed here), an
-# `assign` its value (the function layer writes the Variable from the graph's outputs).
-LOWERED = ("call", "custom_gradient", "assign")
+# Primitives the backend removes before planning (`_lower`): a `call` is its callee's graph
+# inlined, a `custom_gradient` boundary is its first operands (the gradient is not computed
+# here), an `assign` its value (the function layer writes the Variable from the graph's
+# outputs).
+
+
+def _inline_call(rw, op, ins):
+    from tracegrad.passes import Rewriter
+
+    callee = op.attrs["callee"].graph
+    env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
+    return Rewriter(callee, target=rw.target, env=env).run()
+
+
+register(call_p, Lowering(INLINED, inline=_inline_call))
+register(custom_gradient_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[: len(op.outputs)]))
+register(assign_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[1:]))
+
+
+def _inlined(op):
+    """The `inline` rule of `op`'s primitive when it is removed before planning, or None."""
+    rec = find(op.primitive)
+    return rec.inline if rec is not None and rec.kind == INLINED else None
 
 
 def _lower(graph: FuncGraph) -> FuncGraph:
-    """`graph` without `call` / `custom_gradient` ops (a copy only when it has some)."""
-    from tracegrad.passes import Rewriter, run_pass
+    """`graph` without `call` / `custom_gradient` / `assign` ops (a copy only when it has
+    some)."""
+    from tracegrad.passes import run_pass
 
     def make_rule(rw):
         def rule(rw, op, ins):
-            name = op.primitive.name
-            if name == "custom_gradient":
-                return ins[: len(op.outputs)]
-            if name == "assign":
-                return ins[1:]
-            if name == "call":
-                callee = op.attrs["callee"].graph
-                env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
-                return Rewriter(callee, target=rw.target, env=env).run()
-            return None
+            inline = _inlined(op)
+            return None if inline is None else inline(rw, op, ins)
         return rule
 
-    while any(op.primitive.name in LOWERED for op in graph.operations):
+    while any(_inlined(op) is not None for op in graph.operations):
         graph, _ = run_pass(graph, make_rule)
     return graph
 
@@ -126,9 +141,6 @@ def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
 
 
 def supported_primitives() -> set:
-    """The names of the primitives the backend has Numba code for."""
-    from tracegrad.backends.numba import blocks, codegen, scalars
-
-    virtual = {name[3:] for name in vars(codegen.CodeGen) if name.startswith("_v_")}
-    return (set(blocks.BLOCKS) | scalars.SCALAR_PRIMITIVES | virtual | {"constant"}
-            | set(LOWERED) | set(CONTROL))
+    """The names of the primitives the backend has Numba code for (a lowering record:
+    lowering.py)."""
+    return {prim.name for prim in registered()}

@@ -1,23 +1,25 @@
 """Numba code for the primitives that are not fused element by element: arg-reductions,
-cumulative ops, sort, scatter, pad, concatenate and reshape (`blocks_reduce.py`: the
-reductions; `blocks_linalg.py`: dot_general and the linear-algebra primitives).
-`BLOCKS[name](cg, op)` emits one block per op.
+cumulative ops, sort, scatter, pad and concatenate (`blocks_reduce.py`: the reductions;
+`blocks_linalg.py`: dot_general and the linear-algebra primitives). Each emitter
+`emit(cg, op)` writes one block per op; its lowering record (lowering.py) is registered
+under it.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
+from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
+from tracegrad.backends.numba.plan import (
+    AttrSlot,
+    dims_concatenate,
+    dims_reduction,
+    dims_same,
+    dims_scatter,
+)
 from tracegrad.backends.numba.scalars import NB_TYPE, helper, literal, typed
 from tracegrad.core import dtypes
-
-BLOCKS: dict = {}
-
-
-def block(*names):
-    def register(fn):
-        for n in names:
-            BLOCKS[n] = fn
-        return fn
-    return register
+from tracegrad.ops import indexing, reductions, shape_ops
 
 
 def _ordered(cg, dims, order):
@@ -58,15 +60,16 @@ def _out_index(t_dims, kept_vars, axes, keepdims, ndim):
     return parts
 
 
-# -- shared by the reductions ---------------------------------------------------------------------------------
+# -- shared by the reductions: each combines values with a monoid, "sum", "prod", "max" or
+# "min" ---------------------------------------------------------------------------------------
 
-_IDENTITY = {"reduce_sum": 0, "reduce_prod": 1}
+_IDENTITY = {"sum": 0, "prod": 1}
 
 
-def _identity(name, dt) -> str:
-    if name in _IDENTITY:
-        return literal(_IDENTITY[name], dt)
-    big = name == "reduce_min"
+def _identity(monoid, dt) -> str:
+    if monoid in _IDENTITY:
+        return literal(_IDENTITY[monoid], dt)
+    big = monoid == "min"
     if dt == dtypes.bool_:
         return "True" if big else "False"
     if dtypes.is_float(dt):
@@ -75,30 +78,28 @@ def _identity(name, dt) -> str:
     return f"{NB_TYPE[dt]}({info}.{'max' if big else 'min'})"
 
 
-def _combine(cg, name, dt, acc, v) -> str:
+def _combine(cg, monoid, dt, acc, v) -> str:
     if dt == dtypes.bool_:
-        return f"({acc} | {v})" if name in ("reduce_sum", "reduce_max") else f"({acc} & {v})"
-    if name == "reduce_sum":
+        return f"({acc} | {v})" if monoid in ("sum", "max") else f"({acc} & {v})"
+    if monoid == "sum":
         return typed(f"{acc} + {v}", dt)
-    if name == "reduce_prod":
+    if monoid == "prod":
         return typed(f"{acc} * {v}", dt)
-    kind = "max" if name == "reduce_max" else "min"
     if dtypes.is_float(dt):
-        return f"{helper(cg.helpers, kind + '_f', dt)}({acc}, {v})"
-    return f"{kind}({acc}, {v})"
+        return f"{helper(cg.helpers, monoid + '_f', dt)}({acc}, {v})"
+    return f"{monoid}({acc}, {v})"
 
 
-@block("argmax", "argmin")
-def _argreduce(cg, op):
+def _argreduce(cg, op, cmp):
+    """argmax (`cmp` ">") or argmin ("<")."""
     (x,), t = op.inputs, op.outputs[0]
     axis, keep = op.attrs["axis"], op.attrs.get("keepdims", False)
     kept = [i for i in range(x.ndim) if i != axis]
     nest, idx = _ordered(cg, cg.dims(x), kept + [axis])
     d = len(kept)
     best, bi, found = cg.fresh("best"), cg.fresh("bi"), cg.fresh("found")
-    nest.pre[d] += [f"{bi} = 0", f"{found} = False", f"{best} = {_identity('reduce_sum', x.dtype)}"]
+    nest.pre[d] += [f"{bi} = 0", f"{found} = False", f"{best} = {_identity('sum', x.dtype)}"]
     v, _ = cg.elem(x, idx, nest)
-    cmp = ">" if op.primitive.name == "argmax" else "<"
     better = f"{v} {cmp} {best}"
     if dtypes.is_float(x.dtype):  # the first NaN wins and stays
         better = f"{best} == {best} and ({better} or {v} != {v})"
@@ -117,8 +118,14 @@ def _argreduce(cg, op):
     cg.add_nest(nest)
 
 
-@block("cumsum", "cumprod")
-def _cumulative(cg, op):
+register(reductions.argmax_p, Lowering(BLOCK, emit=partial(_argreduce, cmp=">"),
+                                       dims=dims_reduction))
+register(reductions.argmin_p, Lowering(BLOCK, emit=partial(_argreduce, cmp="<"),
+                                       dims=dims_reduction))
+
+
+def _cumulative(cg, op, monoid):
+    """cumsum (`monoid` "sum") or cumprod ("prod")."""
     (x,), t = op.inputs, op.outputs[0]
     axis, reverse = op.attrs["axis"], op.attrs.get("reverse", False)
     xd = cg.dims(x)
@@ -130,17 +137,22 @@ def _cumulative(cg, op):
         e, dep = idx[axis]
         idx[axis] = (f"({xd[axis]} - 1 - {e})", dep)
     acc = cg.fresh("acc")
-    red = "reduce_sum" if op.primitive.name == "cumsum" else "reduce_prod"
-    nest.pre[d].append(f"{acc} = {_identity(red, x.dtype)}")
+    nest.pre[d].append(f"{acc} = {_identity(monoid, x.dtype)}")
     v, _ = cg.elem(x, idx, nest)
     parts = ", ".join("0" if dd == "1" else e for (e, _), dd in zip(idx, xd))
     nest.stmt(frozenset(range(x.ndim)),
-              f"{acc} = {_combine(cg, red, x.dtype, acc, v)}\n{target}[{parts}] = {acc}")
+              f"{acc} = {_combine(cg, monoid, x.dtype, acc, v)}\n{target}[{parts}] = {acc}")
     cg.add_nest(nest)
 
 
-@block("sort", "argsort")
-def _sort(cg, op):
+register(reductions.cumsum_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="sum"),
+                                       dims=dims_same))
+register(reductions.cumprod_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="prod"),
+                                        dims=dims_same))
+
+
+def _sort(cg, op, indices):
+    """sort, or argsort (`indices`)."""
     (x,), t = op.inputs, op.outputs[0]
     axis = op.attrs["axis"]
     xd = cg.dims(x)
@@ -156,7 +168,7 @@ def _sort(cg, op):
     nest.stmt(frozenset(range(x.ndim)), f"{buf}[{k if xd[axis] != '1' else '0'}] = {v}")
     parts = ["0" if dd == "1" else e for (e, _), dd in zip(idx, xd)]
     parts[axis] = j if xd[axis] != "1" else "0"
-    if op.primitive.name == "sort":
+    if not indices:
         value = f"{buf}[{perm}[{j}]]"
         if x.dtype == dtypes.bool_:
             value = f"({value} != 0)"
@@ -170,7 +182,12 @@ def _sort(cg, op):
     cg.add_nest(nest)
 
 
-# -- scatter, pad, concatenate, reshape ---------------------------------------------------------
+register(reductions.sort_p, Lowering(BLOCK, emit=partial(_sort, indices=False), dims=dims_same))
+register(reductions.argsort_p, Lowering(BLOCK, emit=partial(_sort, indices=True),
+                                        dims=dims_same))
+
+
+# -- scatter, pad, concatenate ---------------------------------------------------------
 
 
 def _copy_into(cg, target, x):
@@ -181,8 +198,8 @@ def _copy_into(cg, target, x):
     cg.add_nest(nest)
 
 
-@block("scatter", "scatter_add")
-def _scatter(cg, op):
+def _scatter(cg, op, add):
+    """scatter, or scatter_add (`add`)."""
     (x, ind, upd), t = op.inputs, op.outputs[0]
     ax = op.attrs["axis"]
     r = ind.ndim
@@ -199,7 +216,7 @@ def _scatter(cg, op):
     parts = [i for i, _ in idx[:ax]] + [g] + [i for i, _ in idx[ax + r:]]
     parts = ", ".join("0" if d == "1" else p for p, d in zip(parts, xd))
     cur = f"{target}[{parts}]"
-    if op.primitive.name == "scatter":
+    if not add:
         store = f"{cur} = {v}"
     elif t.dtype == dtypes.bool_:
         store = f"{cur} = {cur} | {v}"
@@ -212,10 +229,13 @@ def _scatter(cg, op):
     cg.add_nest(nest)
 
 
-@block("pad")
-def _pad(cg, op):
-    from tracegrad.backends.numba.plan import AttrSlot
+register(indexing.scatter_p, Lowering(BLOCK, emit=partial(_scatter, add=False),
+                                      dims=dims_scatter))
+register(indexing.scatter_add_p, Lowering(BLOCK, emit=partial(_scatter, add=True),
+                                          dims=dims_scatter))
 
+
+def _pad(cg, op):
     (x, pv), t = op.inputs, op.outputs[0]
     target = cg.alloc(t)
     fill = cg.new_nest(cg.dims(t), parallel=True)
@@ -239,11 +259,13 @@ def _pad(cg, op):
     cg.add_nest(nest)
 
 
+register(shape_ops.pad_p, Lowering(BLOCK, emit=_pad))
+
+
 def _fixed(value):
     return lambda shape: value
 
 
-@block("concatenate")
 def _concatenate(cg, op):
     t = op.outputs[0]
     dim = op.attrs["dimension"]
@@ -268,12 +290,4 @@ def _concatenate(cg, op):
         offset.append(xd[dim])
 
 
-@block("reshape")
-def _reshape(cg, op):
-    (x,), t = op.inputs, op.outputs[0]
-    shape = ", ".join(cg.dims(t))
-    name = cg.fresh("r")
-    cg.emit(f"{name} = _cview({cg.array(x)}, ({shape},))")
-    from tracegrad.backends.numba.codegen import Ref
-
-    cg.refs[id(t)] = Ref("arr", name)
+register(shape_ops.concatenate_p, Lowering(BLOCK, emit=_concatenate, dims=dims_concatenate))

@@ -1,15 +1,21 @@
 """Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise) and the
 linear-algebra primitives (`np.linalg` per matrix, substitution loops for
-triangular_solve); registered in `blocks.BLOCKS`."""
+triangular_solve), each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
-from tracegrad.backends.numba.blocks import _prod, block
+import numpy as np
+
+from tracegrad.backends.numba.blocks import _prod
 from tracegrad.backends.numba.helpers import SMALL_DOT, helper
+from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
+from tracegrad.backends.numba.plan import dims_cholesky, dims_det, dims_dot_general, dims_solve
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
+from tracegrad.ops import linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -45,7 +51,6 @@ def _canonical(cg, x, batch, free, contract, want):
     return f"{buf}.reshape(({b}, {fd}, {sd}))", False
 
 
-@block("dot_general")
 def _dot_general(cg, op):
     (lhs, rhs), t = op.inputs, op.outputs[0]
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
@@ -70,6 +75,10 @@ def _dot_general(cg, op):
     cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
     fn = helper(cg.helpers, "bdot_" + "nt"[at] + "nt"[bt], t.dtype)
     cg.emit(f"{fn}({av}, {bv}, {ov})")
+
+
+register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, dims=dims_dot_general,
+                                        needs_array=True))
 
 
 def _matrix_product(cg, lhs, rhs, lc, rc, t):
@@ -142,7 +151,6 @@ def _batched(cg, x, mat_dims=2):
     return b, f"{cg.array(x)}.reshape(({b}, {', '.join(xd[-mat_dims:])}))"
 
 
-@block("cholesky")
 def _cholesky(cg, op):
     (a,), t = op.inputs, op.outputs[0]
     b, av = _batched(cg, a)
@@ -150,6 +158,10 @@ def _cholesky(cg, op):
     _, ov = _batched_target(cg, target, t)
     k = cg.fresh("k")
     cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.cholesky({av}[{k}])")
+
+
+register(linalg.cholesky_p, Lowering(BLOCK, emit=_cholesky, dims=dims_cholesky,
+                                     needs_array=True, linalg=True))
 
 
 def _batched_target(cg, target, t, mat_dims=2):
@@ -162,7 +174,6 @@ def _batched_target(cg, target, t, mat_dims=2):
     return b, view
 
 
-@block("solve")
 def _solve(cg, op):
     (a, rhs), t = op.inputs, op.outputs[0]
     b, av = _batched(cg, a)
@@ -174,7 +185,10 @@ def _solve(cg, op):
     cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = {solve}({av}[{k}], {bv}[{k}])")
 
 
-@block("triangular_solve")
+register(linalg.solve_p, Lowering(BLOCK, emit=_solve, dims=dims_solve, needs_array=True,
+                                  linalg=True))
+
+
 def _triangular_solve(cg, op):
     (a, rhs), t = op.inputs, op.outputs[0]
     at = op.attrs
@@ -195,16 +209,25 @@ def _triangular_solve(cg, op):
     cg.emit(f"for {k} in range({b}):\n    {call}")
 
 
-@block("det", "slogdet")
-def _det(cg, op):
+def _singular(args, where):
+    return np.linalg.LinAlgError(
+        f"triangular_solve: singular matrix: zero on the diagonal at row {args[0]} {where}")
+
+
+register(linalg.triangular_solve_p, Lowering(BLOCK, emit=_triangular_solve, dims=dims_solve,
+                                             needs_array=True, error=_singular))
+
+
+def _det(cg, op, log):
+    """det, or slogdet (`log`)."""
     (a,), outs = op.inputs, op.outputs
     b, av = _batched(cg, a)
     k = cg.fresh("k")
     # (NumPy's result on NaN and inf)
-    fn = helper(cg.helpers, op.primitive.name + "_f", a.dtype)
+    fn = helper(cg.helpers, "slogdet_f" if log else "det_f", a.dtype)
     if outs[0].ndim == 0:
         m = f"{cg.array(a)}.reshape(({', '.join(cg.dims(a))}))"
-        if op.primitive.name == "det":
+        if not log:
             cg.set_scalar(outs[0], f"{fn}({m})")
         else:
             pair = cg.fresh("sl")
@@ -216,8 +239,14 @@ def _det(cg, op):
     for t in outs:
         target = cg.alloc(t)
         views.append(_batched_target(cg, target, t, mat_dims=0)[1])
-    if op.primitive.name == "det":
+    if not log:
         body = f"{views[0]}[{k}] = {fn}({av}[{k}])"
     else:
         body = f"{views[0]}[{k}], {views[1]}[{k}] = {fn}({av}[{k}])"
     cg.emit(f"for {k} in range({b}):\n    {body}")
+
+
+register(linalg.det_p, Lowering(BLOCK, emit=partial(_det, log=False), dims=dims_det,
+                                needs_array=True, linalg=True))
+register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True), dims=dims_det,
+                                    needs_array=True, linalg=True))

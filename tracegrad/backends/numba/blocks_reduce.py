@@ -11,48 +11,57 @@ that vectorizes) and reduces that row at the end."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from tracegrad.backends.numba import helpers
 from tracegrad.backends.numba.blocks import (
     _combine,
     _identity,
     _ix,
     _out_index,
     _prod,
-    block,
 )
-from tracegrad.backends.numba import helpers
+from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
+from tracegrad.backends.numba.plan import dims_reduction
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes
+from tracegrad.ops import reductions
 
 # Float reductions over a trailing run of axes call a row helper: the blocked pairwise sum
 # (deterministic; NumPy's bits up to one block), or an 8-lane max/min (vectorizes; the
 # order does not matter).
-_ROW_HELPER = {"reduce_sum": "bsum", "reduce_max": "rowmax", "reduce_min": "rowmin"}
+_ROW_HELPER = {"sum": "bsum", "max": "rowmax", "min": "rowmin"}
 
 
-@block("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
-def _reduce(cg, op):
+def _reduce(cg, op, monoid):
     """Dispatch on the layout: whole-operand float max/min by columns; float sum/max/min
     over trailing axes by row helpers; leading kept axes: a scalar accumulator per result
     element; otherwise accumulate into the result in memory order. Returns whether the
     innermost loop may be run again for one block (the reduction does not accumulate in
     it: see `Nest.render`)."""
     (x,) = op.inputs
-    name = op.primitive.name
     axes = tuple(op.attrs["axes"])
     kept = [i for i in range(x.ndim) if i not in axes]
     is_float = dtypes.is_float(x.dtype)
     d = x.ndim
     while d > 0 and d - 1 in axes:
         d -= 1
-    if name in ("reduce_max", "reduce_min") and is_float and not kept and x.ndim > 1:
-        _extreme_by_columns(cg, op)
-    elif name in _ROW_HELPER and is_float and d < x.ndim:
-        return _row_reduce(cg, op, d, accumulate=bool(set(axes) - set(range(d, x.ndim))))
+    if monoid in ("max", "min") and is_float and not kept and x.ndim > 1:
+        _extreme_by_columns(cg, op, monoid)
+    elif monoid in _ROW_HELPER and is_float and d < x.ndim:
+        return _row_reduce(cg, op, monoid, d,
+                           accumulate=bool(set(axes) - set(range(d, x.ndim))))
     elif kept != list(range(len(kept))):
-        _reduce_in_memory_order(cg, op, kept)
+        _reduce_in_memory_order(cg, op, monoid, kept)
     else:
-        _reduce_by_accumulators(cg, op, len(kept))
+        _reduce_by_accumulators(cg, op, monoid, len(kept))
     return False
+
+
+for _prim, _monoid in ((reductions.reduce_sum_p, "sum"), (reductions.reduce_prod_p, "prod"),
+                       (reductions.reduce_max_p, "max"), (reductions.reduce_min_p, "min")):
+    register(_prim, Lowering(REDUCTION, emit=partial(_reduce, monoid=_monoid),
+                             dims=dims_reduction))
 
 
 def _groups(ndim, d):
@@ -62,19 +71,19 @@ def _groups(ndim, d):
     return groups if any(len(g) > 1 for g in groups) else None
 
 
-def _reduce_by_accumulators(cg, op, d):
+def _reduce_by_accumulators(cg, op, monoid, d):
     """First `d` axes kept: one scalar accumulator per result element."""
     (x,), t = op.inputs, op.outputs[0]
-    name, dt = op.primitive.name, x.dtype
+    dt = x.dtype
     xd = cg.dims(x)
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     groups = _groups(x.ndim, d) if x.ndim > 1 and cg.flat_ok(x) else None
     nest = cg.loop_nest(xd, x, groups=groups, parallel=d > 0, op=op)
     depth = min(d, 1) if groups else d
     acc = cg.fresh("acc")
-    nest.pre[depth].append(f"{acc} = {_identity(name, dt)}")
+    nest.pre[depth].append(f"{acc} = {_identity(monoid, dt)}")
     v, _ = cg.elem(x, nest.index(), nest)
-    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, name, dt, acc, v)}")
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, monoid, dt, acc, v)}")
     if t.ndim == 0:
         cg.nest_scalar(nest, t, acc)
         return
@@ -103,22 +112,22 @@ def _flat_index(vars_, dims) -> str:
     return expr
 
 
-def _init(cg, nest, target, t, name, dt):
+def _init(cg, nest, target, t, monoid, dt):
     """Fill the result `target` with the identity before `nest`'s loops."""
     td = cg.dims(t)
     init = cg.new_nest(td)
     ti = ", ".join("0" if d == "1" else v for v, d in zip(init.vars, td))
-    init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(name, dt)}")
+    init.stmt(frozenset(range(t.ndim)), f"{target}[{ti}] = {_identity(monoid, dt)}")
     nest.prologue.extend(init.render())
 
 
-def _row_reduce(cg, op, d, accumulate):
+def _row_reduce(cg, op, monoid, d, accumulate):
     """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
     memory order (combining into the result when some of them are reduced too). A fused
     operand whose row one loop walks is evaluated in blocks of SUM_BLOCK elements into a
     small buffer, reduced block by block (`_blocked_row`): no buffer of a row's size."""
     (x,), t = op.inputs, op.outputs[0]
-    name, dt = op.primitive.name, x.dtype
+    dt = x.dtype
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     xd, td = cg.dims(x), cg.dims(t)
     rows, m = _prod(xd[:d]), _prod(xd[d:])
@@ -126,7 +135,7 @@ def _row_reduce(cg, op, d, accumulate):
     acc = cg.fresh("acc")
     safe = True  # nothing accumulates in the innermost loop but a block buffer
     if ref is not None and ref.kind == "arr":  # the operand's rows are there: no buffer
-        pw = helper(cg.helpers, _ROW_HELPER[name], dt)
+        pw = helper(cg.helpers, _ROW_HELPER[monoid], dt)
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
         flat = cg.fresh("xf")
         nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
@@ -139,14 +148,15 @@ def _row_reduce(cg, op, d, accumulate):
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if groups or d == x.ndim - 1:  # one loop walks the row
-            _blocked_row(cg, nest, name, dt, v, acc)
+            _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
             nest.pre[depth].append(f"{pos} = 0")
             nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1")
-            row_end.append(f"{acc} = {helper(cg.helpers, _ROW_HELPER[name], dt)}({buf}, 0, {m})")
+            row = helper(cg.helpers, _ROW_HELPER[monoid], dt)
+            row_end.append(f"{acc} = {row}({buf}, 0, {m})")
         if groups and t.ndim:
             target = cg.alloc(t, nest.prologue)
             row = nest.vars[0] if d else "0"  # d == 0: one row, the whole operand
@@ -157,15 +167,15 @@ def _row_reduce(cg, op, d, accumulate):
         return safe
     target = cg.alloc(t, nest.prologue)
     if accumulate:
-        _init(cg, nest, target, t, name, dt)
+        _init(cg, nest, target, t, monoid, dt)
     kept_vars = [nest.vars[i] for i in range(d) if i not in axes]
     cur = f"{target}[{_ix(_out_index(td, kept_vars, axes, keep, x.ndim))}]"
-    row_end.append(f"{cur} = {_combine(cg, name, dt, cur, acc)}" if accumulate else
+    row_end.append(f"{cur} = {_combine(cg, monoid, dt, cur, acc)}" if accumulate else
                    f"{cur} = {acc}")
     return safe
 
 
-def _blocked_row(cg, nest, name, dt, v, acc):
+def _blocked_row(cg, nest, monoid, dt, v, acc):
     """`acc` (set after the innermost loop) = the reduction of value `v` over that loop,
     run in blocks: each block's values go to a buffer of SUM_BLOCK elements, reduced by the
     row helper when the block ends. Sums combine the block sums pairwise (`_bpush`,
@@ -176,35 +186,35 @@ def _blocked_row(cg, nest, name, dt, v, acc):
     buf = cg.fresh("buf")
     nest.prologue.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
     nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
-    row = "pairwise" if name == "reduce_sum" else _ROW_HELPER[name]  # a block: NumPy's order
+    row = "pairwise" if monoid == "sum" else _ROW_HELPER[monoid]  # a block: NumPy's order
     part = f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})"
-    if name == "reduce_sum":
+    if monoid == "sum":
         stk = cg.fresh("stk")
         nest.prologue.append(f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
         nest.block_end.append(f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k}, {part})")
         nest.post[inner - 1].append(f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, "
                                     f"{count})")
     else:
-        nest.pre[inner - 1].append(f"{acc} = {_identity(name, dt)}")
-        nest.block_end.append(f"{acc} = {_combine(cg, name, dt, acc, part)}")
+        nest.pre[inner - 1].append(f"{acc} = {_identity(monoid, dt)}")
+        nest.block_end.append(f"{acc} = {_combine(cg, monoid, dt, acc, part)}")
 
 
-def _extreme_by_columns(cg, op):
+def _extreme_by_columns(cg, op, monoid):
     """max/min over every axis: a running value per position of the last axis (updated
     row after row: a vectorizable loop), then the row helper over those values."""
     (x,), t = op.inputs, op.outputs[0]
-    name, dt = op.primitive.name, x.dtype
+    dt = x.dtype
     xd = cg.dims(x)
     groups = [tuple(range(x.ndim - 1)), (x.ndim - 1,)] if x.ndim > 2 and cg.flat_ok(x) \
         else None
     nest = cg.loop_nest(xd, x, groups=groups, op=op)
     part = cg.fresh("part")
-    nest.prologue.append(f"{part} = np.full({xd[-1]}, {_identity(name, dt)})")
+    nest.prologue.append(f"{part} = np.full({xd[-1]}, {_identity(monoid, dt)})")
     v, _ = cg.elem(x, nest.index(), nest)
     j = "0" if xd[-1] == "1" else nest.vars[-1]
     cur = f"{part}[{j}]"
-    nest.stmt(frozenset(range(len(nest.dims))), f"{cur} = {_combine(cg, name, dt, cur, v)}")
-    result = f"{helper(cg.helpers, _ROW_HELPER[name], dt)}({part}, 0, {xd[-1]})"
+    nest.stmt(frozenset(range(len(nest.dims))), f"{cur} = {_combine(cg, monoid, dt, cur, v)}")
+    result = f"{helper(cg.helpers, _ROW_HELPER[monoid], dt)}({part}, 0, {xd[-1]})"
     if t.ndim == 0:
         cg.nest_scalar(nest, t, result)
         return
@@ -212,16 +222,16 @@ def _extreme_by_columns(cg, op):
     nest.post[0].append(f"{target}[{_ix(['0'] * t.ndim)}] = {result}")
 
 
-def _reduce_in_memory_order(cg, op, kept):
+def _reduce_in_memory_order(cg, op, monoid, kept):
     """Kept axes not leading: accumulate into the result, walking the operand in memory
     order (the inner loop updates consecutive result elements: it vectorizes)."""
     (x,), t = op.inputs, op.outputs[0]
-    name, dt = op.primitive.name, x.dtype
+    dt = x.dtype
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
     nest = cg.loop_nest(cg.dims(x), x, op=op)
     target = cg.alloc(t, nest.prologue)
-    _init(cg, nest, target, t, name, dt)
+    _init(cg, nest, target, t, monoid, dt)
     v, _ = cg.elem(x, nest.index(), nest)
     out = _ix(_out_index(cg.dims(t), [nest.vars[i] for i in kept], axes, keep, x.ndim))
     cur = f"{target}[{out}]"
-    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, name, dt, cur, v)}")
+    nest.stmt(frozenset(range(x.ndim)), f"{cur} = {_combine(cg, monoid, dt, cur, v)}")

@@ -12,7 +12,7 @@ that needs an array, or the end of a region at the size cap: see fusion.py); con
 roots over the same dims share one loop nest, so a whole elementwise region is one loop.
 Blocks for the other primitives (reductions, dot_general, sort, ...) live in `blocks.py`.
 
-Sibling fusion: reductions (`fusion.LOOP_BLOCKS`) also evaluate into the open nest when
+Sibling fusion: reductions (lowering kind `REDUCTION`) also evaluate into the open nest when
 they walk the same iteration space and read nothing it produces; `Fusion.schedule` moves
 such independent siblings next to each other (a topological order), so several reductions
 of one array are one pass over it; a value several of them read is evaluated once per
@@ -35,20 +35,34 @@ from tracegrad.backends.numba import (
     fusion,
     helpers,
 )
+from tracegrad.backends.numba.lowering import (
+    ELEMENTWISE,
+    GENERATOR,
+    REDUCTION,
+    REMAP,
+    VIEW,
+    Lowering,
+    lowering,
+    register,
+)
 from tracegrad.backends.numba.plan import (
     AttrSlot,
     Plan,
     data_inputs,
+    dims_broadcast,
+    dims_gather,
+    dims_same,
+    dims_squeeze,
+    dims_transpose,
     squeeze_map,
 )
 from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
 from tracegrad.core import dtypes
+from tracegrad.core.op import constant_p
 from tracegrad.errors import UnsupportedOpError
-from tracegrad.ops import ELEMENTWISE
+from tracegrad.ops import indexing, shape_ops
 
-ELEMENTWISE_NAMES = {p.name for p in ELEMENTWISE}
-FAST_TRIG = {"sin", "cos", "tan"}
-# each registers its emitters in blocks.BLOCKS
+# each registers the lowering records of its blocks
 BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
 
 ENTRY = "kernel"
@@ -105,8 +119,8 @@ class Nest:
         # whose reductions say whether they allow a block's redo
         self.whole_rerun = True
         self.trig_args: set = set()  # the argument expressions it counts
-        # float64 sin(a) or cos(a) emitted as a call of its own: a -> (name, its value);
-        # the other one of the same a replaces that call by one of _sin_cos_fast_v
+        # float64 sin(a) or cos(a) emitted as a call of its own: a -> (its lowering record,
+        # its value); the other one of the same a replaces that call by one of _sin_cos_fast_v
         self.trig_calls: dict = {}
         # the innermost loop in blocks of SUM_BLOCK (see `blocked`): loop variable names, and
         # the statements run after each block
@@ -338,13 +352,12 @@ class CodeGen:
 
     def _virtual(self, t, idx, nest: Nest):
         op = t.op
-        name = op.primitive.name
-        rule = getattr(self, "_v_" + name, None)
-        if rule is not None:
-            return rule(op, t, idx, nest)
-        if name in ELEMENTWISE_NAMES:
+        rec = lowering(op.primitive)
+        if rec.element is not None:
+            return rec.element(self, op, t, idx, nest)
+        if rec.kind == ELEMENTWISE:
             return self._v_elementwise(op, t, idx, nest)
-        raise UnsupportedOpError(f"numba backend: no fused code for {name}")
+        raise UnsupportedOpError(f"numba backend: no fused code for {op.primitive.name}")
 
     def _v_elementwise(self, op, t, idx, nest):
         args, deps = [], frozenset()
@@ -353,27 +366,29 @@ class CodeGen:
             args.append(e)
             deps |= d
         var = self.fresh("v")
-        if op.primitive.name == "pow" and not dtypes.is_float(t.dtype):
+        rec = lowering(op.primitive)
+        guard = rec.guard(args, t.dtype) if rec.guard is not None else None
+        if guard is not None:
             tag = self.raise_tag(op)
-            nest.stmt(deps, f"if {args[1]} < 0:\n    raise ValueError({tag})", op)
-        name = op.primitive.name
-        expr = scalar_expr(name, args, [x.dtype for x in op.inputs], t.dtype, op.attrs,
-                           self.helpers)
-        if name in FAST_TRIG and nest.dims and not nest.parallel and \
+            nest.stmt(deps, f"if {guard}:\n    raise ValueError({tag})", op)
+        expr = scalar_expr(op.primitive, args, [x.dtype for x in op.inputs], t.dtype,
+                           op.attrs, self.helpers)
+        if rec.fast_trig and nest.dims and not nest.parallel and \
                 nest.depth(deps) > nest.inner:
             # the innermost loop first runs with the cheap reduction and counts the arguments
             # it is not right for; a block that has any runs again with the full one (a value
             # hoisted out of the innermost loop takes the full one at once)
-            fast = f"_{name}_fast_v"
+            f = rec.vector_math
+            fast = f"_{f}_fast_v"
             self.helpers[fast] = None
-            expr = expr.replace(f"_{name}_v(", f"{fast}(")
+            expr = expr.replace(f"_{f}_v(", f"{fast}(")
             if nest.trig_flag is None:
                 nest.trig_flag = self.fresh("big")
-            if name in ("sin", "cos") and expr == f"{fast}({args[0]})":
+            if rec.sin_cos is not None and expr == f"{fast}({args[0]})":
                 other = nest.trig_calls.get(args[0])
-                if other is not None and other[0] != name:
+                if other is not None and other[0] is not rec:
                     return self._sin_cos(nest, deps, args[0], other[1], var, op)
-                nest.trig_calls.setdefault(args[0], (name, var))
+                nest.trig_calls.setdefault(args[0], (rec, var))
             nest.stmt(deps, f"{var} = {expr}", op)
             if args[0] not in nest.trig_args:  # sin(x) and cos(x): x is counted once
                 nest.trig_args.add(args[0])
@@ -389,11 +404,12 @@ class CodeGen:
         and `var` (the other one) reads its pair; the re-run with the full reduction calls
         `_sin_cos_v`. Returns `(var, deps)`."""
         lines = nest.pre[nest.depth(deps)]
-        name = nest.trig_calls[arg][0]
-        i = lines.index(f"{first} = _{name}_fast_v({arg})")
+        first_rec = nest.trig_calls[arg][0]
+        i = lines.index(f"{first} = _{first_rec.vector_math}_fast_v({arg})")
         pair = self.fresh("v")
         self.helpers["_sin_cos_fast_v"] = self.helpers["_sin_cos_v"] = None
-        own, other = (0, 1) if name == "sin" else (1, 0)
+        own = first_rec.sin_cos
+        other = 1 - own
         lines[i:i + 1] = [f"{pair} = _sin_cos_fast_v({arg})", f"{first} = {pair}[{own}]"]
         nest.stmt(deps, f"{var} = {pair}[{other}]", op)
         del nest.trig_calls[arg]  # a third sin or cos of arg: evaluated on its own
@@ -619,11 +635,10 @@ class CodeGen:
         ok = True
         if (ref is None or ref.kind == "virtual") and t.op is not None:
             op = t.op
-            name = op.primitive.name
-            if name in ELEMENTWISE_NAMES:
+            if lowering(op.primitive).kind == ELEMENTWISE:
                 ok = all(self.flat_ok(x, seen) for x in op.inputs)
             else:
-                ok = name == "broadcast_in_dim" and op.inputs[0].ndim == 0
+                ok = op.primitive is shape_ops.broadcast_in_dim_p and op.inputs[0].ndim == 0
         seen[id(t)] = ok
         return ok
 
@@ -692,14 +707,14 @@ class CodeGen:
         ref = self.refs.get(id(t))
         result = False
         if (ref is None or ref.kind == "virtual") and t.op is not None:  # None: a new root
-            same = identity and t.op.primitive.name in ELEMENTWISE_NAMES
+            same = identity and lowering(t.op.primitive).kind == ELEMENTWISE
             result = any(self._conflicts(x, nest, same, seen) for x in data_inputs(t.op))
         seen[key] = result
         return result
 
     def _scalar(self, op, t):
         nest = Nest(self, ())
-        if op.primitive.name == "constant":
+        if op.primitive is constant_p:
             expr = self._const_scalar(op.attrs["value"].value)
             if self.plan.is_output(t):
                 self.set_scalar(t, expr)
@@ -757,7 +772,6 @@ class CodeGen:
             else:
                 self.refs[id(t)] = Ref("arr", name)
         for op in plan_fusion.schedule():
-            name = op.primitive.name
             kind = self.kinds[id(op.outputs[0])]
             if kind == "virtual":
                 for t in op.outputs:
@@ -772,13 +786,14 @@ class CodeGen:
             elif kind == "root":
                 self._root(op.outputs[0])
             else:
-                emitter = blocks.BLOCKS.get(name)
+                rec = lowering(op.primitive)
+                emitter = rec.emit
                 if emitter is None:
                     raise UnsupportedOpError(
-                        f"numba backend: primitive {name!r} has no Numba code (op created at "
-                        f"{op.source}); use backend='numpy' for this function"
+                        f"numba backend: primitive {op.primitive.name!r} has no Numba code "
+                        f"(op created at {op.source}); use backend='numpy' for this function"
                     )
-                if name in fusion.LOOP_BLOCKS:
+                if rec.kind == REDUCTION:
                     per_block = emitter(self, op)
                     if self.open_nest is not None:
                         self.open_nest.results.update(id(t) for t in op.outputs)
@@ -896,3 +911,30 @@ def _slice_start(k, start, limit, stride):
     def fn(shape):
         return slice(start, limit, stride).indices(shape[k])[0]
     return fn
+
+
+def _reshape(cg, op):
+    """A reshape that is not fused: a view of its operand's array."""
+    (x,), t = op.inputs, op.outputs[0]
+    shape = ", ".join(cg.dims(t))
+    name = cg.fresh("r")
+    cg.emit(f"{name} = _cview({cg.array(x)}, ({shape},))")
+    cg.refs[id(t)] = Ref("arr", name)
+
+
+# -- lowering records: index remappings, generators, views ------------------------------------
+
+register(shape_ops.broadcast_in_dim_p, Lowering(
+    REMAP, element=CodeGen._v_broadcast_in_dim, dims=dims_broadcast, dim_operands=1))
+register(shape_ops.transpose_p, Lowering(
+    REMAP, element=CodeGen._v_transpose, dims=dims_transpose))
+register(shape_ops.slice_p, Lowering(REMAP, element=CodeGen._v_slice))
+register(shape_ops.rev_p, Lowering(REMAP, element=CodeGen._v_rev, dims=dims_same))
+register(indexing.gather_p, Lowering(REMAP, element=CodeGen._v_gather, dims=dims_gather))
+register(shape_ops.reshape_p, Lowering(
+    VIEW, element=CodeGen._v_reshape, emit=_reshape,
+    fuses_if=lambda op: squeeze_map(op) is not None, dims=dims_squeeze, needs_array=True))
+register(shape_ops.iota_p, Lowering(GENERATOR, element=CodeGen._v_iota, dim_operands=0))
+register(shape_ops.dim_size_p, Lowering(GENERATOR, element=CodeGen._v_dim_size))
+# a scalar constant is loaded at kernel entry, an array one is an argument (CodeGen.function)
+register(constant_p, Lowering(GENERATOR))

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracegrad.backends.numba.blocks import block
-from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
+from tracegrad.backends.numba.lowering import CONTROL, Lowering, register
+from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead, dims_while
 from tracegrad.backends.numba.scalars import NB_TYPE
+from tracegrad.ops.control_flow import cond_p, while_p
+from tracegrad.ops.shape_ops import slice_p
 
 # Rows a loop's history buffers start with when it has no `maximum_iterations` (they
 # double when full); with one, they start at most this many rows and never exceed it.
@@ -169,18 +171,18 @@ def check_outer(plan: Plan) -> set:
     kernel_classes = set()
     derived: set = set()
     for op in plan.graph.operations:
-        name = op.primitive.name
-        if name == "while" and op.attrs.get("keep_history"):
+        prim = op.primitive
+        if prim is while_p and op.attrs.get("keep_history"):
             m = len(op.inputs) - op.attrs["num_consts"]
             for h in op.outputs[m + 1:]:
                 kernel_classes.add(plan.dim_class[(id(h), 0)])
                 derived.add(id(h))
-        elif name == "cond":
+        elif prim is cond_p:
             for t in op.outputs:
                 if None in t.shape:
                     raise Segment("a cond result has an unknown size")
         elif any(id(x) in derived for x in op.inputs):
-            if name == "slice" or (name == "while" and any(
+            if prim is slice_p or (prim is while_p and any(
                     id(x) in derived for x in op.inputs[op.attrs["num_consts"]:])):
                 raise Segment("a size computed from a loop's history")
             derived.update(id(t) for t in op.outputs if None in t.shape)
@@ -200,7 +202,6 @@ def check_outer(plan: Plan) -> set:
 # -- emitters ----------------------------------------------------------------------------------
 
 
-@block("cond")
 def emit_cond(cg, op) -> None:
     pred, *args = op.inputs
     false_graph, true_graph = op.attrs["branches"]
@@ -216,7 +217,9 @@ def emit_cond(cg, op) -> None:
             cg.set_scalar(t, f"{name}[()]")
 
 
-@block("while")
+register(cond_p, Lowering(CONTROL, emit=emit_cond, needs_array=True))
+
+
 def emit_while(cg, op) -> None:
     from tracegrad.backends.numba.segments import _step_graph
 
@@ -297,6 +300,9 @@ def emit_while(cg, op) -> None:
             cg.emit(f"n{cg.plan.dim_class[(id(t), 0)]} = {it}\n"
                     f"{hist[j]} = {hist[j]}[:{it}]")
             cg.refs[id(t)] = _arr(hist[j])
+
+
+register(while_p, Lowering(CONTROL, emit=emit_while, dims=dims_while, needs_array=True))
 
 
 def _used(plan: Plan, t) -> bool:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends.numba.lowering import lowering
 from tracegrad.backends.numba.plan import Plan
-from tracegrad.errors import InvalidArgumentError, ShapeError, TracegradIndexError
+from tracegrad.errors import ShapeError, TracegradIndexError
 
 _SHAPE_CACHE_LIMIT = 256
 _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
@@ -171,20 +172,16 @@ class Executor:
         args = e.args
         if args and type(args[0]) is int and 0 <= args[0] < len(self.raises):
             op = self.raises[args[0]]
-            name, where = op.primitive.name, f"(op created at {op.source})"
+            where = f"(op created at {op.source})"
             if isinstance(e, IndexError):
-                return TracegradIndexError(f"{name}: index {args[1]} is out of bounds for an "
-                                           f"axis of size {args[2]} {where}")
-            if name == "pow":
-                return InvalidArgumentError(f"pow: integers to negative integer powers are not "
-                                            f"allowed {where}")
-            if name == "triangular_solve":
-                return np.linalg.LinAlgError(
-                    f"triangular_solve: singular matrix: zero on the diagonal at row "
-                    f"{args[1]} {where}")
+                return TracegradIndexError(f"{op.primitive.name}: index {args[1]} is out of "
+                                           f"bounds for an axis of size {args[2]} {where}")
+            error = lowering(op.primitive).error
+            if error is not None:
+                return error(args[1:], where)
         if isinstance(e, np.linalg.LinAlgError):
             ops = [f"{op.primitive.name} at {op.source}" for op in self.plan.graph.operations
-                   if op.primitive.name in ("cholesky", "solve", "det", "slogdet")]
+                   if lowering(op.primitive).linalg]
             return np.linalg.LinAlgError(f"{e} (in {', '.join(ops) or 'a linalg op'})")
         return e
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 
-from tracegrad.backends.numba.plan import FUSIBLE, NEEDS_ARRAY, Plan, data_inputs, squeeze_map
+from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, lowering
+from tracegrad.backends.numba.plan import Plan, data_inputs
+from tracegrad.core.op import constant_p
+from tracegrad.ops.shape_ops import broadcast_in_dim_p
 
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
 # see docs/performance.md for the compile times it was chosen from.
@@ -24,15 +27,10 @@ MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
 # TRACEGRAD_NUMBA_OUTLINE_OPS; docs/performance.md).
 OUTLINE_OPS = int(os.environ.get("TRACEGRAD_NUMBA_OUTLINE_OPS", "256"))
 
-# Blocks that evaluate into a shared nest (`CodeGen.loop_nest`), so siblings can fuse.
-LOOP_BLOCKS = {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"}
 # How far ahead `schedule` looks for siblings of a loop (in operations).
 _LOOKAHEAD = 256
-# Elementwise ops worth storing rather than recomputing for each copy of a broadcast, and
-# the region size from which any region is.
-_EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos",
-              "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-              "logistic", "erf", "pow", "atan2", "div", "mod", "floor_div"}
+# The region size from which a region is worth storing rather than recomputing for each
+# copy of a broadcast (as is one with a `COSTLY` op).
 _COSTLY_REGION = 6
 
 
@@ -63,14 +61,13 @@ class Fusion:
 
     def _decide(self):
         for op in self.plan.graph.operations:
-            name = op.primitive.name
-            fusible = name in FUSIBLE or (name == "reshape" and squeeze_map(op) is not None)
+            fusible = lowering(op.primitive).fuses(op)
             for t in op.outputs:
                 if not fusible:
                     kind = "block"
                 elif t.ndim == 0:
                     kind = "scalar"
-                elif name == "constant":
+                elif op.primitive is constant_p:
                     kind = "const_array"
                 elif self._must_store(t):
                     kind = "root"
@@ -85,7 +82,7 @@ class Fusion:
         region is costly (a transcendental or a division, or `_COSTLY_REGION` ops):
         evaluated inside the larger loop it would be recomputed for every broadcast copy."""
         for op in self.plan.graph.operations:
-            if op.primitive.name != "broadcast_in_dim":
+            if op.primitive is not broadcast_in_dim_p:
                 continue
             x, y = op.inputs[0], op.outputs[0]
             if self.kinds.get(id(x)) != "virtual" or not _enlarges(x.shape, y.shape):
@@ -102,7 +99,7 @@ class Fusion:
             if op is None or id(op) in seen or self.kinds.get(id(x)) != "virtual":
                 continue
             seen.add(id(op))
-            if op.primitive.name in _EXPENSIVE or len(seen) >= _COSTLY_REGION:
+            if lowering(op.primitive).cost == COSTLY or len(seen) >= _COSTLY_REGION:
                 return True
             stack.extend(op.inputs)
         return False
@@ -130,13 +127,11 @@ class Fusion:
         plan = self.plan
         if plan.is_output(t):
             return True
-        return any(op.primitive.name in NEEDS_ARRAY and not (
-            op.primitive.name == "reshape" and squeeze_map(op) is not None)
-            for op, _ in plan.consumers[id(t)])
+        return any(lowering(op.primitive).reads_array(op) for op, _ in plan.consumers[id(t)])
 
     def schedule(self) -> list:
         """The graph's operations in a topological order that moves independent loops over
-        the same iteration space (roots and `LOOP_BLOCKS` over equal dims, reading nothing
+        the same iteration space (roots and reductions over equal dims, reading nothing
         the earlier ones produce) next to each other, so that they can share one nest."""
         ops = list(self.plan.graph.operations)
         producer = {id(t): op for op in ops for t in op.outputs}
@@ -154,7 +149,7 @@ class Fusion:
                     return False
                 # a scalar constant is loaded at kernel entry: it closes no nest
                 virtual = self.kinds[id(x)] == "virtual" or (
-                    self.kinds[id(x)] == "scalar" and p.primitive.name == "constant")
+                    self.kinds[id(x)] == "scalar" and p.primitive is constant_p)
                 if id(p) in placed and not virtual:
                     continue
                 if not virtual or not ready(p, group, acc, failed):
@@ -188,10 +183,10 @@ class Fusion:
         return order
 
     def loop_key(self, op):
-        """The dims a root or a `LOOP_BLOCKS` op loops over (None for other ops)."""
+        """The dims a root or a `REDUCTION` op loops over (None for other ops)."""
         kind = self.kinds[id(op.outputs[0])]
         if kind == "root":
             return self.plan.dims(op.outputs[0])
-        if kind == "block" and op.primitive.name in LOOP_BLOCKS:
+        if kind == "block" and lowering(op.primitive).kind == REDUCTION:
             return self.plan.dims(op.inputs[0])
         return None

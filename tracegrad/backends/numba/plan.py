@@ -25,20 +25,9 @@ from tracegrad.core.ir import FuncGraph
 from tracegrad.core.printer import _Names, format_op
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError
-from tracegrad.ops import ELEMENTWISE
-
-# Ops the code generator can evaluate element by element inside a consumer's loop.
-REMAPS = {"broadcast_in_dim", "transpose", "slice", "rev", "gather"}
-GENERATORS = {"iota", "dim_size", "constant"}
-FUSIBLE = {p.name for p in ELEMENTWISE} | REMAPS | GENERATORS
-
-# Consumers that need their operand as a real (C-contiguous) array.
-NEEDS_ARRAY = {"dot_general", "cholesky", "triangular_solve", "solve", "det", "slogdet",
-               "reshape", "cond", "while"}
-
-# Ops whose result is a view of an operand's array (not a fresh buffer).
-VIEWS = {"reshape"}
-
+from tracegrad.backends.numba.lowering import ELEMENTWISE, check_graph, lowering
+from tracegrad.core.op import constant_p
+from tracegrad.ops.shape_ops import broadcast_in_dim_p, dim_size_p
 
 def squeeze_map(op):
     """For a reshape that only inserts or removes size-1 dims: the `(operand axis, result
@@ -54,13 +43,8 @@ def squeeze_map(op):
 
 
 def dyn_count(op) -> int:
-    """How many trailing operands of a broadcast_in_dim / iota are run-time dim sizes."""
-    name = op.primitive.name
-    if name == "broadcast_in_dim":
-        return len(op.inputs) - 1
-    if name == "iota":
-        return len(op.inputs)
-    return 0
+    """How many trailing operands of `op` are run-time dim sizes (broadcast_in_dim, iota)."""
+    return lowering(op.primitive).dyn_count(op)
 
 
 def data_inputs(op):
@@ -101,6 +85,7 @@ class Plan:
     """Everything the code generator and the executor need to know about `graph`."""
 
     def __init__(self, graph: FuncGraph):
+        check_graph(graph)
         self.graph = graph
         self.tensors = list(graph.all_inputs)
         self.input_index = {id(t): k for k, t in enumerate(graph.all_inputs)}
@@ -232,7 +217,7 @@ class Plan:
                 dyn = [int(_value(values, t, shapes)) for t in op.inputs[len(op.inputs) - n:]]
                 it = iter(dyn)
                 shape = tuple(next(it) if d is None else d for d in outs[0].shape)
-                if op.primitive.name == "broadcast_in_dim":
+                if op.primitive is broadcast_in_dim_p:
                     x = shapes[id(op.inputs[0])]
                     for i, d in enumerate(op.attrs["broadcast_dimensions"]):
                         if x[i] != 1 and x[i] != shape[d]:
@@ -243,7 +228,7 @@ class Plan:
                 outs = [TensorType(shape, outs[0].dtype)]
             for t, o in zip(op.outputs, outs, strict=True):
                 shapes[id(t)] = o.shape
-            if op.primitive.name == "dim_size":
+            if op.primitive is dim_size_p:
                 values[id(op.outputs[0])] = np.int64(shapes[id(op.inputs[0])][op.attrs["axis"]])
         return shapes
 
@@ -257,7 +242,7 @@ def _reads_data(t) -> bool:
     op = t.op
     if op is None:
         return True
-    if op.primitive.name in ("dim_size", "constant"):
+    if op.primitive is dim_size_p or op.primitive is constant_p:
         return False
     return any(_reads_data(x) for x in op.inputs)
 
@@ -270,11 +255,10 @@ def _value(values, t, shapes):
     op = t.op
     if op is None:
         raise ShapeError(f"a dim operand {t} has no value at run time")
-    args = [_value(values, x, shapes) for x in op.inputs] if op.primitive.name != "dim_size" \
-        else []
-    if op.primitive.name == "dim_size":
+    if op.primitive is dim_size_p:
         result = np.int64(shapes[id(op.inputs[0])][op.attrs["axis"]])
     else:
+        args = [_value(values, x, shapes) for x in op.inputs]
         with np.errstate(all="ignore"):
             result = op.primitive.impl(*args, **op.attrs)
     values[id(t)] = result
@@ -324,103 +308,141 @@ def _unify_same(unify, x, y):
 
 
 def _unify_op(op, unify):
-    name = op.primitive.name
-    outs, ins, a = op.outputs, op.inputs, op.attrs
-    if op.primitive in ELEMENTWISE:
-        for x in ins:
-            _unify_same(unify, outs[0], x)
-    elif name == "broadcast_in_dim":
-        for i, d in enumerate(a["broadcast_dimensions"]):
-            if ins[0].shape[i] is not None:  # an unknown operand dim may broadcast from 1
-                unify(ins[0], i, outs[0], d)
-    elif name == "transpose":
-        for i, p in enumerate(a["permutation"]):
-            unify(outs[0], i, ins[0], p)
-    elif name in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax",
-                  "argmin"):
-        axes = a["axes"] if "axes" in a else (a["axis"],)
-        keep = a.get("keepdims", False)
-        j = 0
-        for i in range(len(ins[0].shape)):
-            if i in axes:
-                j += 1 if keep else 0
-                continue
-            unify(ins[0], i, outs[0], j)
-            j += 1
-    elif name in ("cumsum", "cumprod", "sort", "argsort", "rev", "cholesky"):
-        _unify_same(unify, outs[0], ins[0])
-        if name == "cholesky":
-            r = len(ins[0].shape)
-            unify(ins[0], r - 1, ins[0], r - 2)
-    elif name == "gather":
-        x, idx = ins
-        ax = a["axis"]
-        r = len(idx.shape)
-        for i in range(ax):
-            unify(x, i, outs[0], i)
-        for i in range(r):
-            unify(idx, i, outs[0], ax + i)
-        for i in range(ax + 1, len(x.shape)):
-            unify(x, i, outs[0], i - 1 + r)
-    elif name in ("scatter", "scatter_add"):
-        x, idx, upd = ins
-        ax = a["axis"]
-        r = len(idx.shape)
-        _unify_same(unify, outs[0], x)
-        for i in range(ax):
-            unify(x, i, upd, i)
-        for i in range(r):
-            unify(idx, i, upd, ax + i)
-        for i in range(ax + 1, len(x.shape)):
-            unify(x, i, upd, i - 1 + r)
-    elif name == "dot_general":
-        (lc, rc), (lb, rb) = a["dimension_numbers"]
-        lhs, rhs = ins
-        for i, j in zip(lc, rc):
-            unify(lhs, i, rhs, j)
-        for k, (i, j) in enumerate(zip(lb, rb)):
-            unify(lhs, i, rhs, j)
-            unify(lhs, i, outs[0], k)
-        k = len(lb)
-        for i in range(len(lhs.shape)):
-            if i not in lc and i not in lb:
-                unify(lhs, i, outs[0], k)
-                k += 1
-        for i in range(len(rhs.shape)):
-            if i not in rc and i not in rb:
-                unify(rhs, i, outs[0], k)
-                k += 1
-    elif name == "concatenate":
-        dim = a["dimension"]
-        for x in ins:
+    rec = lowering(op.primitive)
+    if rec.kind == ELEMENTWISE:
+        for x in op.inputs:
+            _unify_same(unify, op.outputs[0], x)
+    elif rec.dims is not None:
+        rec.dims(op, unify)
+    # slice, pad, iota, constant, dim_size, cond, a reshape that is not a squeeze: result
+    # dims are classes of their own
+
+
+# The rules of the other primitives (`Lowering.dims`, declared with their records).
+
+
+def dims_broadcast(op, unify):
+    (x, *_), (t,) = op.inputs, op.outputs
+    for i, d in enumerate(op.attrs["broadcast_dimensions"]):
+        if x.shape[i] is not None:  # an unknown operand dim may broadcast from 1
+            unify(x, i, t, d)
+
+
+def dims_transpose(op, unify):
+    for i, p in enumerate(op.attrs["permutation"]):
+        unify(op.outputs[0], i, op.inputs[0], p)
+
+
+def dims_reduction(op, unify):
+    """The kept dims of a reduction (`axes`) or an arg-reduction (`axis`)."""
+    a, x, t = op.attrs, op.inputs[0], op.outputs[0]
+    axes = a["axes"] if "axes" in a else (a["axis"],)
+    keep = a.get("keepdims", False)
+    j = 0
+    for i in range(len(x.shape)):
+        if i in axes:
+            j += 1 if keep else 0
+            continue
+        unify(x, i, t, j)
+        j += 1
+
+
+def dims_same(op, unify):
+    """The result has its operand's shape (cumulative ops, sort, rev)."""
+    _unify_same(unify, op.outputs[0], op.inputs[0])
+
+
+def dims_cholesky(op, unify):
+    dims_same(op, unify)
+    r = len(op.inputs[0].shape)
+    unify(op.inputs[0], r - 1, op.inputs[0], r - 2)
+
+
+def _unify_gathered(unify, x, idx, ax, t):
+    """`t` holds rows of `x` along axis `ax` picked by `idx` (a gather's result, a scatter's
+    updates): `x`'s other dims, with `idx`'s dims in place of axis `ax`."""
+    r = len(idx.shape)
+    for i in range(ax):
+        unify(x, i, t, i)
+    for i in range(r):
+        unify(idx, i, t, ax + i)
+    for i in range(ax + 1, len(x.shape)):
+        unify(x, i, t, i - 1 + r)
+
+
+def dims_gather(op, unify):
+    (x, idx), (t,) = op.inputs, op.outputs
+    _unify_gathered(unify, x, idx, op.attrs["axis"], t)
+
+
+def dims_scatter(op, unify):
+    (x, idx, upd), (t,) = op.inputs, op.outputs
+    _unify_same(unify, t, x)
+    _unify_gathered(unify, x, idx, op.attrs["axis"], upd)
+
+
+def dims_dot_general(op, unify):
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    (lhs, rhs), (t,) = op.inputs, op.outputs
+    for i, j in zip(lc, rc):
+        unify(lhs, i, rhs, j)
+    for k, (i, j) in enumerate(zip(lb, rb)):
+        unify(lhs, i, rhs, j)
+        unify(lhs, i, t, k)
+    k = len(lb)
+    for i in range(len(lhs.shape)):
+        if i not in lc and i not in lb:
+            unify(lhs, i, t, k)
+            k += 1
+    for i in range(len(rhs.shape)):
+        if i not in rc and i not in rb:
+            unify(rhs, i, t, k)
+            k += 1
+
+
+def dims_concatenate(op, unify):
+    dim = op.attrs["dimension"]
+    for x in op.inputs:
+        for i in range(len(x.shape)):
+            if i != dim:
+                unify(x, i, op.outputs[0], i)
+
+
+def dims_squeeze(op, unify):
+    """A reshape that only inserts or removes size-1 dims keeps the others."""
+    for i, j in squeeze_map(op) or ():
+        unify(op.inputs[0], i, op.outputs[0], j)
+
+
+def dims_solve(op, unify):
+    """triangular_solve and solve: a square matrix, and a right-hand side (left or right)."""
+    m, b = op.inputs
+    r = len(m.shape)
+    unify(m, r - 1, m, r - 2)
+    for i in range(r - 2):
+        unify(m, i, b, i)
+    left = op.attrs.get("left_side", True)
+    unify(m, r - 1, b, r - 2 if left else r - 1)
+    _unify_same(unify, op.outputs[0], b)
+
+
+def dims_while(op, unify):
+    """The final carry, and each carry's history, have its shape."""
+    ins, outs = op.inputs, op.outputs
+    carry = ins[op.attrs["num_consts"]:]
+    m = len(carry)
+    for k, x in enumerate(carry):
+        _unify_same(unify, x, outs[k])
+        if len(outs) > m:
             for i in range(len(x.shape)):
-                if i != dim:
-                    unify(x, i, outs[0], i)
-    elif name == "reshape":
-        for i, j in squeeze_map(op) or ():
-            unify(ins[0], i, outs[0], j)
-    elif name in ("triangular_solve", "solve"):
-        m, b = ins
-        r = len(m.shape)
-        unify(m, r - 1, m, r - 2)
+                unify(x, i, outs[m + 1 + k], i + 1)
+
+
+def dims_det(op, unify):
+    """det and slogdet: a batch of square matrices, a result per matrix."""
+    m = op.inputs[0]
+    r = len(m.shape)
+    unify(m, r - 1, m, r - 2)
+    for t in op.outputs:
         for i in range(r - 2):
-            unify(m, i, b, i)
-        left = a.get("left_side", True)
-        unify(m, r - 1, b, r - 2 if left else r - 1)
-        _unify_same(unify, outs[0], b)
-    elif name == "while":  # the final carry, and each carry's history, have its shape
-        carry = ins[a["num_consts"]:]
-        m = len(carry)
-        for k, x in enumerate(carry):
-            _unify_same(unify, x, outs[k])
-            if len(outs) > m:
-                for i in range(len(x.shape)):
-                    unify(x, i, outs[m + 1 + k], i + 1)
-    elif name in ("det", "slogdet"):
-        m = ins[0]
-        r = len(m.shape)
-        unify(m, r - 1, m, r - 2)
-        for t in outs:
-            for i in range(r - 2):
-                unify(m, i, t, i)
-    # reshape, slice, iota, constant, dim_size: result dims are classes of their own
+            unify(m, i, t, i)

@@ -14,7 +14,17 @@ by zero gives 0, round half to even, float -> int casts truncate toward zero.
 from __future__ import annotations
 
 from tracegrad.backends.numba.helpers import NB_TYPE, helper, vector_math
+from tracegrad.backends.numba.lowering import (
+    CHEAP,
+    COSTLY,
+    ELEMENTWISE,
+    Lowering,
+    lowering,
+    register,
+)
 from tracegrad.core import dtypes
+from tracegrad.errors import InvalidArgumentError
+from tracegrad.ops import elementwise as ew
 
 
 def typed(expr: str, dtype) -> str:
@@ -36,19 +46,7 @@ def literal(value, dtype) -> str:
     return f"{NB_TYPE[dtype]}({int(value)})"
 
 
-# -- expression builders ------------------------------------------------------------------------
-
-# Float primitives computed by vecmath.py's branch-free `_<name>_v` (float32 in float64, rounded)
-_VECTOR_MATH = {
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
-    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-}
-_UFUNC = {
-    "sqrt": "np.sqrt", "floor": "np.floor", "ceil": "np.ceil", "round": "np.rint",
-    "is_finite": "np.isfinite", "is_nan": "np.isnan", "is_inf": "np.isinf",
-}
-_INFIX = {"sub": "-", "div": "/", "and": "&", "or": "|", "xor": "^", "eq": "==",
-          "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# -- expression builders: one per elementwise primitive, registered with its lowering ---------
 
 
 def _vector_call(fn: str, args: list, dtype) -> str:
@@ -57,73 +55,149 @@ def _vector_call(fn: str, args: list, dtype) -> str:
     return f"{fn}({', '.join(args)})"
 
 
-def scalar_expr(name: str, args: list, in_dtypes: list, out_dtype, attrs: dict,
+def scalar_expr(prim, args: list, in_dtypes: list, out_dtype, attrs: dict,
                 helpers: dict) -> str:
-    """The scalar expression of elementwise primitive `name` applied to `args`."""
+    """The scalar expression of elementwise primitive `prim` applied to `args`."""
+    rec = lowering(prim)
     x = in_dtypes[0] if in_dtypes else out_dtype
-    fl = dtypes.is_float(x)
-    if name in _VECTOR_MATH or (name in ("pow", "atan2") and fl):
-        return _vector_call(vector_math(name, helpers), args, x)
-    if name in _UFUNC:
-        return typed(f"{_UFUNC[name]}({args[0]})", out_dtype)
-    if name in _INFIX:
-        return typed(f"({args[0]} {_INFIX[name]} {args[1]})", out_dtype)
-    a = args[0]
-    if name in ("stop_gradient",):
+    if rec.vector_math is not None and dtypes.is_float(x):
+        return _vector_call(vector_math(rec.vector_math, helpers), args, x)
+    return rec.scalar(args, x, out_dtype, attrs, helpers)
+
+
+def _elementwise(prim, scalar=None, *, cost=CHEAP, **fields):
+    register(prim, Lowering(ELEMENTWISE, cost=cost, scalar=scalar, **fields))
+
+
+# Float primitives computed by vecmath.py's branch-free `_<name>_v` (float32 in float64,
+# rounded); sin, cos and tan have a fast range reduction, and sin and cos a shared one.
+for _prim, _f in ((ew.exp_p, "exp"), (ew.exp2_p, "exp2"), (ew.expm1_p, "expm1"),
+                  (ew.log_p, "log"), (ew.log2_p, "log2"), (ew.log10_p, "log10"),
+                  (ew.log1p_p, "log1p"), (ew.asin_p, "asin"), (ew.acos_p, "acos"),
+                  (ew.atan_p, "atan"), (ew.sinh_p, "sinh"), (ew.cosh_p, "cosh"),
+                  (ew.tanh_p, "tanh"), (ew.asinh_p, "asinh"), (ew.acosh_p, "acosh"),
+                  (ew.atanh_p, "atanh"), (ew.erf_p, "erf")):
+    _elementwise(_prim, cost=COSTLY, vector_math=_f)
+_elementwise(ew.sin_p, cost=COSTLY, vector_math="sin", fast_trig=True, sin_cos=0)
+_elementwise(ew.cos_p, cost=COSTLY, vector_math="cos", fast_trig=True, sin_cos=1)
+_elementwise(ew.tan_p, cost=COSTLY, vector_math="tan", fast_trig=True)
+
+
+def _ufunc(fn: str):
+    return lambda args, x, out, attrs, helpers: typed(f"{fn}({args[0]})", out)
+
+
+_elementwise(ew.sqrt_p, _ufunc("np.sqrt"), cost=COSTLY)
+_elementwise(ew.floor_p, _ufunc("np.floor"))
+_elementwise(ew.ceil_p, _ufunc("np.ceil"))
+_elementwise(ew.round_p, _ufunc("np.rint"))
+_elementwise(ew.is_finite_p, _ufunc("np.isfinite"))
+_elementwise(ew.is_nan_p, _ufunc("np.isnan"))
+_elementwise(ew.is_inf_p, _ufunc("np.isinf"))
+
+
+def _infix(sym: str):
+    return lambda args, x, out, attrs, helpers: typed(f"({args[0]} {sym} {args[1]})", out)
+
+
+for _prim, _sym in ((ew.sub_p, "-"), (ew.and_p, "&"), (ew.or_p, "|"), (ew.xor_p, "^"),
+                    (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="),
+                    (ew.gt_p, ">"), (ew.ge_p, ">=")):
+    _elementwise(_prim, _infix(_sym))
+_elementwise(ew.div_p, _infix("/"), cost=COSTLY)
+
+_elementwise(ew.stop_gradient_p, lambda args, x, out, attrs, helpers: args[0])
+_elementwise(ew.neg_p, lambda args, x, out, attrs, helpers: typed(f"(-{args[0]})", out))
+_elementwise(ew.abs_p, lambda args, x, out, attrs, helpers: typed(
+    f"np.abs({args[0]})" if dtypes.is_float(x) else f"abs({args[0]})", out))
+_elementwise(ew.sign_p, lambda args, x, out, attrs, helpers: (
+    f"{helper(helpers, 'sign_f', x)}({args[0]})" if dtypes.is_float(x)
+    else typed(f"np.sign({args[0]})", x)))
+_elementwise(ew.not_p, lambda args, x, out, attrs, helpers: (
+    f"(not {args[0]})" if x == dtypes.bool_ else typed(f"(~{args[0]})", x)))
+
+
+def _logistic(args, x, out, attrs, helpers):
+    vector_math("exp", helpers)
+    return f"{helper(helpers, 'logistic', x)}({args[0]})"
+
+
+_elementwise(ew.logistic_p, _logistic, cost=COSTLY)
+
+
+def _integer_pow(args, x, out, attrs, helpers):
+    a, y, fl = args[0], attrs["y"], dtypes.is_float(x)
+    if fl and 1 <= abs(y) <= 4:  # a product: exact to an ulp, and no libm pow call
+        prod = {1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})",
+                4: "(({a} * {a}) * ({a} * {a}))"}[abs(y)].format(a=a)
+        return typed(prod if y > 0 else f"({literal(1, x)} / {prod})", x)
+    if fl:
+        return _vector_call(vector_math("pow", helpers), [a, repr(float(y))], x)
+    return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), {int(y)})", x)
+
+
+_elementwise(ew.integer_pow_p, _integer_pow)
+
+
+def _convert(args, x, out, attrs, helpers):
+    a, new = args[0], attrs["new_dtype"]
+    if new == dtypes.bool_:
+        return a if x == dtypes.bool_ else f"({a} != 0)"
+    if x == new:
         return a
-    if name == "neg":
-        return typed(f"(-{a})", out_dtype)
-    if name == "abs":
-        return typed(f"np.abs({a})" if fl else f"abs({a})", out_dtype)
-    if name == "sign":
-        return f"{helper(helpers, 'sign_f', x)}({a})" if fl else typed(f"np.sign({a})", x)
-    if name == "not":
-        return f"(not {a})" if x == dtypes.bool_ else typed(f"(~{a})", x)
-    if name == "logistic":
-        vector_math("exp", helpers)
-        return f"{helper(helpers, 'logistic', x)}({a})"
-    if name == "integer_pow":
-        y = attrs["y"]
-        if fl and 1 <= abs(y) <= 4:  # a product: exact to an ulp, and no libm pow call
-            prod = {1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})",
-                    4: "(({a} * {a}) * ({a} * {a}))"}[abs(y)].format(a=a)
-            return typed(prod if y > 0 else f"({literal(1, x)} / {prod})", x)
-        if fl:
-            return _vector_call(vector_math("pow", helpers), [a, repr(float(y))], x)
-        return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), {int(y)})", x)
-    if name == "convert_element_type":
-        new = attrs["new_dtype"]
-        if new == dtypes.bool_:
-            return a if x == dtypes.bool_ else f"({a} != 0)"
-        if x == new:
-            return a
-        return f"{NB_TYPE[new]}({a})"
-    if name == "select":
-        return f"({args[1]} if {a} else {args[2]})"
-    b = args[1]
-    if name == "add":
-        return f"({a} | {b})" if x == dtypes.bool_ else typed(f"({a} + {b})", x)
-    if name == "mul":
-        return f"({a} & {b})" if x == dtypes.bool_ else typed(f"({a} * {b})", x)
-    if name in ("max", "min"):
+    return f"{NB_TYPE[new]}({a})"
+
+
+_elementwise(ew.convert_element_type_p, _convert)
+_elementwise(ew.select_p, lambda args, x, out, attrs, helpers:
+             f"({args[1]} if {args[0]} else {args[2]})")
+_elementwise(ew.add_p, lambda args, x, out, attrs, helpers: (
+    f"({args[0]} | {args[1]})" if x == dtypes.bool_
+    else typed(f"({args[0]} + {args[1]})", x)))
+_elementwise(ew.mul_p, lambda args, x, out, attrs, helpers: (
+    f"({args[0]} & {args[1]})" if x == dtypes.bool_
+    else typed(f"({args[0]} * {args[1]})", x)))
+
+
+def _extremum(kind: str, bool_op: str):
+    """NaN-propagating max or min (`kind`); `bool_op` for bools."""
+    def scalar(args, x, out, attrs, helpers):
+        a, b = args
         if x == dtypes.bool_:
-            return f"({a} | {b})" if name == "max" else f"({a} & {b})"
-        if fl:
-            return f"{helper(helpers, name + '_f', x)}({a}, {b})"
-        return typed(f"{name}({a}, {b})", x)
-    if name in ("floor_div", "mod"):
-        kind = ("floordiv" if name == "floor_div" else "mod") + ("_f" if fl else "_i")
-        return typed(f"{helper(helpers, kind, x)}({a}, {b})", x)
-    if name == "pow":  # integers (floats are vector math)
-        return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({a}), np.int64({b}))",
-                     x)
-    raise KeyError(name)
+            return f"({a} {bool_op} {b})"
+        if dtypes.is_float(x):
+            return f"{helper(helpers, kind + '_f', x)}({a}, {b})"
+        return typed(f"{kind}({a}, {b})", x)
+    return scalar
 
 
-# Elementwise primitives whose Numba code is `scalar_expr` (the completeness test reads this).
-SCALAR_PRIMITIVES = (
-    _VECTOR_MATH | set(_UFUNC) | set(_INFIX)
-    | {"stop_gradient", "neg", "abs", "sign", "not", "logistic", "erf", "integer_pow",
-       "convert_element_type", "select", "add", "mul", "max", "min", "floor_div", "mod",
-       "pow", "atan2"}
-)
+_elementwise(ew.max_p, _extremum("max", "|"))
+_elementwise(ew.min_p, _extremum("min", "&"))
+
+
+def _numpy_division(kind: str):
+    """NumPy's floor division or remainder (`kind`: the helper's name)."""
+    def scalar(args, x, out, attrs, helpers):
+        fn = helper(helpers, kind + ("_f" if dtypes.is_float(x) else "_i"), x)
+        return typed(f"{fn}({args[0]}, {args[1]})", x)
+    return scalar
+
+
+_elementwise(ew.floor_div_p, _numpy_division("floordiv"), cost=COSTLY)
+_elementwise(ew.mod_p, _numpy_division("mod"), cost=COSTLY)
+
+
+def _int_pow(args, x, out, attrs, helpers):  # floats are vector math
+    return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({args[0]}), "
+                 f"np.int64({args[1]}))", x)
+
+
+def _pow_error(args, where):
+    return InvalidArgumentError(
+        f"pow: integers to negative integer powers are not allowed {where}")
+
+
+_elementwise(ew.pow_p, _int_pow, cost=COSTLY, vector_math="pow",
+             guard=lambda args, x: None if dtypes.is_float(x) else f"{args[1]} < 0",
+             error=_pow_error)
+_elementwise(ew.atan2_p, cost=COSTLY, vector_math="atan2")

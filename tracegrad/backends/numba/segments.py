@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends.numba.lowering import CONTROL, find
 from tracegrad.core.ir import FuncGraph
-from tracegrad.ops.control_flow import stack_history
+from tracegrad.ops.control_flow import cond_p, stack_history
 from tracegrad.passes import inline_graph, optimize
 
-CONTROL = ("cond", "while")
+
+def _is_control(op) -> bool:
+    rec = find(op.primitive)
+    return rec is not None and rec.kind == CONTROL
 
 
 def has_control_flow(graph: FuncGraph) -> bool:
-    return any(op.primitive.name in CONTROL for op in graph.operations)
+    return any(_is_control(op) for op in graph.operations)
 
 
 class SegmentedExecutor:
@@ -45,7 +49,7 @@ class SegmentedExecutor:
             last_use[id(t)] = len(graph.operations)
         steps, run = [], []
         for k, op in enumerate(graph.operations):
-            if op.primitive.name in CONTROL:
+            if _is_control(op):
                 if run:
                     steps.append(_Kernel(run, last_use, self))
                     run = []
@@ -106,7 +110,7 @@ class _Control:
         self.reads = [id(t) for t in op.inputs]
         self.writes = [id(t) for t in op.outputs]
         attrs = op.attrs
-        if op.primitive.name == "cond":
+        if op.primitive is cond_p:
             self.branches = [owner.sub(g) for g in attrs["branches"]]
             parts = [("false branch", self.branches[0]), ("true branch", self.branches[1])]
         else:
@@ -123,7 +127,7 @@ class _Control:
 
     def run(self, env):
         args = [env[k] for k in self.reads]
-        if self.op.primitive.name == "cond":
+        if self.op.primitive is cond_p:
             pred, *rest = args
             outs = self.branches[int(bool(pred))](rest)
         else:

@@ -109,9 +109,8 @@ KNOWN_CIRCLES = [
     {"tracegrad.numpy._core", "tracegrad.numpy._creation", "tracegrad.numpy._eager",
      "tracegrad.numpy._indexing", "tracegrad.numpy._shape", "tracegrad.numpy._ufuncs"},
     {"tracegrad.numpy", "tracegrad.numpy._dispatch", "tracegrad.numpy._methods"},
-    {"tracegrad.backends.numba", "tracegrad.backends.numba.blocks",
-     "tracegrad.backends.numba.blocks_linalg", "tracegrad.backends.numba.blocks_reduce",
-     "tracegrad.backends.numba.codegen", "tracegrad.backends.numba.control"},
+    {"tracegrad.backends.numba", "tracegrad.backends.numba.codegen",
+     "tracegrad.backends.numba.control"},
     {"tracegrad.function", "tracegrad.function._pickle"},
 ]
 

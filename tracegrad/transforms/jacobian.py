@@ -18,7 +18,6 @@ import numpy as np
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
 from tracegrad.core.shapes import shape_str
-from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.transforms.autodiff import (
@@ -36,8 +35,7 @@ def _size(what: str, shape, role: str) -> int:
     if None in shape:
         raise ShapeError(
             f"{what}: the {role} has unknown dims {shape_str(shape)}; a Jacobian needs its "
-            f"size (give the function an input_signature with known dims) (at "
-            f"{user_location()})"
+            f"size (give the function an input_signature with known dims)"
         )
     return int(np.prod(shape, dtype=np.int64))
 
@@ -100,7 +98,7 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
     for y in ys:
         if not dtypes.is_differentiable(y.dtype):
             raise DTypeError(f"{what}: the function returns a {y.dtype.name} output; only "
-                             f"float outputs have a Jacobian (at {user_location()})")
+                             f"float outputs have a Jacobian")
     xs = lin.inputs
     n_out = sum(_size(what, y.shape, "output") for y in ys)
     n_in = sum(_size(what, x.shape, "argument") for x in xs)
@@ -192,12 +190,12 @@ def batch_jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnum: int, 
     (x,) = lin.inputs if len(lin.inputs) == 1 else (None,)
     if x is None:
         raise ArgumentTypeError(f"{what}: argument {num} must be one array, not a "
-                                f"structure (at {user_location()})")
+                                f"structure")
     y = lin.to_tensor(lin.result)
     check_batch_shapes(tuple(y.shape), tuple(x.shape))
     if not dtypes.is_differentiable(y.dtype):
         raise DTypeError(f"{what}: the function returns a {y.dtype.name} output; only float "
-                         f"outputs have a Jacobian (at {user_location()})")
+                         f"outputs have a Jacobian")
     b = y.shape[0] if y.shape[0] is not None else x.shape[0]
     m = _size(what, y.shape[1:], "output row")
     rows = y.shape[1:]

@@ -178,6 +178,10 @@ def _outer(fn, a, b):
 
 
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if not kwargs and method == "__call__":  # the hot path: np.sin(t), t1 + t2 via NumPy
+        fn = UFUNC_CALLS.get(ufunc)
+        if fn is not None:
+            return fn(*inputs)
     name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     kw = {k: v for k, v in kwargs.items() if k != "out"} if _no_out(kwargs) else None
     fn = UFUNC_CALLS.get(ufunc)

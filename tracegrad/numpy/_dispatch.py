@@ -24,7 +24,15 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import UnsupportedOpError
 from tracegrad.numpy._ufuncs import UFUNCS
 
-UFUNC_CALLS = {**UFUNCS, np.matmul: tnp.matmul}
+UFUNC_CALLS = {
+    **UFUNCS, np.matmul: tnp.matmul,
+    np.trunc: tnp.trunc, np.signbit: tnp.signbit, np.copysign: tnp.copysign,
+    np.heaviside: tnp.heaviside, np.fabs: tnp.fabs, np.hypot: tnp.hypot, np.cbrt: tnp.cbrt,
+    np.fmod: tnp.fmod, np.divmod: tnp.divmod, np.modf: tnp.modf, np.ldexp: tnp.ldexp,
+    np.frexp: tnp.frexp, np.deg2rad: tnp.deg2rad, np.radians: tnp.radians,
+    np.rad2deg: tnp.rad2deg, np.degrees: tnp.degrees, np.float_power: tnp.float_power,
+    np.conjugate: tnp.conjugate,
+}
 
 # ufunc.reduce / ufunc.accumulate as the tracegrad function and its NumPy-default axis.
 REDUCE = {
@@ -52,6 +60,9 @@ FUNCTIONS = {
     np.trace: tnp.trace, np.triu: tnp.triu, np.tril: tnp.tril, np.astype: tnp.astype,
     np.sort: tnp.sort, np.argsort: tnp.argsort, np.nonzero: tnp.nonzero,
     np.linspace: tnp.linspace, np.shape: tnp.shape, np.ndim: tnp.ndim, np.size: tnp.size,
+    np.sinc: tnp.sinc, np.angle: tnp.angle, np.real: tnp.real, np.imag: tnp.imag,
+    np.iscomplex: tnp.iscomplex, np.isreal: tnp.isreal, np.isposinf: tnp.isposinf,
+    np.isneginf: tnp.isneginf, np.nan_to_num: tnp.nan_to_num, np.isclose: tnp.isclose,
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,

@@ -1,0 +1,97 @@
+"""Op-table rows for tracegrad.numpy's composite functions (written over other tnp functions,
+no primitive of their own): elementwise (hypot, cbrt, fmod, frexp, isclose ...), NaN-ignoring
+reductions and statistics, shapes and arrangement, creation, sequences and polynomials."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tracegrad.numpy as tnp
+from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand
+
+def _ulps(name, dtype, n=2) -> dict:
+    """cbrt and hypot are compositions (exp2/log2 and a Newton step; a scaled sqrt), within
+    `n` ulps of NumPy's libm calls."""
+    if name not in ("cbrt", "hypot") or np.dtype(dtype).kind != "f":
+        return {}
+    return {"rtol": n * float(np.finfo(dtype).eps),
+            "why": f"{name} is a composition: within {n} ulps of NumPy's libm call"}
+
+
+SPECIAL = np.array([0.0, -0.0, 1.5, -2.5, np.inf, -np.inf, np.nan, 1e-300, -7.0])
+
+# -- elementwise ---------------------------------------------------------------------------------
+
+for _name in ("trunc", "signbit", "fabs", "cbrt", "deg2rad", "radians", "rad2deg", "degrees",
+              "sinc", "isposinf", "isneginf", "real", "imag", "conj", "conjugate",
+              "iscomplex", "isreal", "angle", "nan_to_num", "modf", "frexp"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    for _dt in (F64, F32, I32, I64):
+        case(f"{_name}[{_dt}]", f, r, rand((2, 3), _dt, -4, 4, seed=21),
+             grad_argnums=(0,) if _dt == F64 and _name not in (
+                 "trunc", "signbit", "isposinf", "isneginf", "iscomplex", "isreal", "angle",
+                 "imag", "frexp") else (), **_ulps(_name, F64 if _dt in (I32, I64) else _dt))
+    case(f"{_name}[special]", f, r, SPECIAL, **_ulps(_name, F64))
+case("angle[deg=True]", lambda a: tnp.angle(a, deg=True), lambda a: np.angle(a, deg=True),
+     np.array([-1.0, 2.0, -0.0]))
+case("sinc[0]", tnp.sinc, np.sinc, np.array([0.0, 0.25, -1.0]), grad_argnums=(0,))
+case("cbrt[python scalar]", lambda: tnp.cbrt(-27.0), lambda: np.cbrt(-27.0),
+     **_ulps("cbrt", F64))
+case("nan_to_num[values]", lambda a: tnp.nan_to_num(a, nan=-1.0, posinf=9.0, neginf=-9.0),
+     lambda a: np.nan_to_num(a, nan=-1.0, posinf=9.0, neginf=-9.0), SPECIAL)
+case("nan_to_num[f32]", tnp.nan_to_num, np.nan_to_num, SPECIAL.astype(F32))
+case("nan_to_num[bool]", tnp.nan_to_num, np.nan_to_num, rand((3,), BOOL))
+
+_PAIRS = ((F64, F64), (F32, F32), (I32, F32), (I64, I64), (F32, I64))
+for _name in ("hypot", "copysign", "fmod", "heaviside", "float_power", "divmod"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    for _da, _db in _PAIRS:
+        a = rand((2, 3), _da, -4, 4, seed=22)
+        b = rand((3,), _db, 1, 3, seed=23) * np.array([1, -1, 1]).astype(_db)
+        grad = {"hypot": (0, 1), "copysign": (0,), "fmod": (0,), "heaviside": (1,),
+                "float_power": (0,), "divmod": ()}[_name]
+        if _name == "float_power":
+            a = np.abs(a) + np.array(1, a.dtype)
+        case(f"{_name}[{_da},{_db}]", f, r, a, b,
+             grad_argnums=grad if (_da, _db) == (F64, F64) else (),
+             **_ulps(_name, np.result_type(r(a[:1, :1], b[:1])[0] if _name == "divmod"
+                                           else r(a[:1, :1], b[:1]))))
+    case(f"{_name}[special]", f, r, SPECIAL, SPECIAL[::-1].copy(), **_ulps(_name, F64))
+    case(f"{_name}[weak]", lambda a, f=f: f(a, 2.0), lambda a, r=r: r(a, 2.0),
+         rand((3,), F32, 1, 3), **_ulps(_name, F32))
+case("hypot[huge,tiny]", tnp.hypot, np.hypot, np.array([1e300, 1e-300, 3.0, 0.0]),
+     np.array([1e300, 1e-300, 4.0, 0.0]), **_ulps("hypot", F64))
+case("heaviside[zeros]", tnp.heaviside, np.heaviside, np.array([-1.0, 0.0, 2.0, 0.0]),
+     np.array([0.5, 0.5, 0.5, 0.25]), grad_argnums=(1,))
+case("fmod[i32,zero divisor]", tnp.fmod, np.fmod, np.array([5, -5, 7], I32),
+     np.array([3, 3, 0], I32))
+for _da, _db in ((F64, I64), (F32, I32), (F64, I32)):
+    case(f"ldexp[{_da},{_db}]", tnp.ldexp, np.ldexp, rand((4,), _da, -3, 3, seed=24),
+         np.array([0, 3, -5, 40], _db), grad_argnums=(0,) if _da == F64 else ())
+case("ldexp[huge exponent]", tnp.ldexp, np.ldexp, np.array([1e-300, 3.0]),
+     np.array([1100, -1000]))
+case("frexp[powers of two]", tnp.frexp, np.frexp,
+     np.array([1.0, 2.0, 0.5, 2.0**-1022, 2.0**1023, 3.0 * 2.0**-1060, -(2.0**52)]))
+
+_CLOSE_A = np.array([1.0, 1.0 + 1e-9, np.inf, np.inf, np.nan, 1e8, 0.0, -np.inf])
+_CLOSE_B = np.array([1.0, 1.0, np.inf, -np.inf, np.nan, 1e8 + 1, 1e-9, 5.0])
+for _name in ("isclose", "allclose"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[special]", f, r, _CLOSE_A, _CLOSE_B)
+    case(f"{_name}[equal_nan]", lambda a, b, f=f: f(a, b, equal_nan=True),
+         lambda a, b, r=r: r(a, b, equal_nan=True), _CLOSE_A, _CLOSE_B)
+    case(f"{_name}[tolerances]", lambda a, b, f=f: f(a, b, rtol=0.1, atol=0.5),
+         lambda a, b, r=r: r(a, b, rtol=0.1, atol=0.5), rand((3, 4), seed=1),
+         rand((4,), seed=2))
+    case(f"{_name}[i32,i32]", f, r, rand((5,), I32), rand((5,), I32, seed=1))
+    case(f"{_name}[f32,f32]", f, r, rand((5,), F32), rand((5,), F32, seed=1) * 1e-6 +
+         rand((5,), F32))
+for _name in ("array_equal", "array_equiv"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    _x = rand((2, 3), I32)
+    case(f"{_name}[same]", f, r, _x, _x.copy())
+    case(f"{_name}[differ]", f, r, _x, _x + np.array(1, I32))
+    case(f"{_name}[shapes]", f, r, rand((2, 3)), rand((3, 2)))
+    case(f"{_name}[broadcast]", f, r, np.ones((2, 3)), np.ones(3))
+case("array_equal[equal_nan]", lambda a, b: tnp.array_equal(a, b, equal_nan=True),
+     lambda a, b: np.array_equal(a, b, equal_nan=True), SPECIAL, SPECIAL.copy())

@@ -95,3 +95,98 @@ for _name in ("array_equal", "array_equiv"):
     case(f"{_name}[broadcast]", f, r, np.ones((2, 3)), np.ones(3))
 case("array_equal[equal_nan]", lambda a, b: tnp.array_equal(a, b, equal_nan=True),
      lambda a, b: np.array_equal(a, b, equal_nan=True), SPECIAL, SPECIAL.copy())
+
+# -- arrangement ---------------------------------------------------------------------------------
+
+X234 = rand((2, 3, 4), seed=30)
+for _shift, _axis in ((1, None), (-2, 1), (5, 0), ((1, 2), (0, 2)), (0, -1), (3, (0, 1))):
+    case(f"roll[{_shift},axis={_axis}]", lambda a, s=_shift, x=_axis: tnp.roll(a, s, x),
+         lambda a, s=_shift, x=_axis: np.roll(a, s, x), X234, grad_argnums=(0,))
+case("roll[i32,empty]", lambda a: tnp.roll(a, 2, 0), lambda a: np.roll(a, 2, 0),
+     rand((0, 3), I32))
+for _k, _axes in ((1, (0, 1)), (2, (0, 1)), (3, (1, 2)), (-1, (2, 0)), (4, (0, 1))):
+    case(f"rot90[k={_k},axes={_axes}]", lambda a, k=_k, x=_axes: tnp.rot90(a, k, x),
+         lambda a, k=_k, x=_axes: np.rot90(a, k, x), X234, grad_argnums=(0,))
+for _name in ("fliplr", "flipud", "matrix_transpose"):
+    case(f"{_name}[3-D]", getattr(tnp, _name), getattr(np, _name), X234, grad_argnums=(0,))
+case("flipud[1-D bool]", tnp.flipud, np.flipud, rand((5,), BOOL))
+for _shape in ((), (3,), (2, 3), (2, 3, 4)):
+    for _name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        case(f"{_name}[{_shape}]", getattr(tnp, _name), getattr(np, _name), rand(_shape),
+             grad_argnums=(0,))
+case("atleast_3d[two arrays]", lambda a, b: tnp.atleast_3d(a, b),
+     lambda a, b: np.atleast_3d(a, b), rand((3,)), rand((), I32))
+for _name, _shapes in (("column_stack", ((3,), (3, 2))), ("dstack", ((2, 3), (2, 3, 2))),
+                       ("dstack", ((3,), (3,))), ("column_stack", ((4,), (4,)))):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[{_shapes}]", lambda a, b, f=f: f([a, b]), lambda a, b, r=r: r([a, b]),
+         rand(_shapes[0], seed=1), rand(_shapes[1], seed=2), grad_argnums=(0, 1))
+case("column_stack[i32,f32]", lambda a, b: tnp.column_stack((a, b)),
+     lambda a, b: np.column_stack((a, b)), rand((3,), I32), rand((3,), F32))
+for _arg, _axis in ((3, 0), (4, 1), (5, 1), ([1, 3], 1), (7, 0)):
+    case(f"array_split[{_arg},axis={_axis}]",
+         lambda a, s=_arg, x=_axis: tnp.array_split(a, s, x),
+         lambda a, s=_arg, x=_axis: tuple(np.array_split(a, s, x)), rand((5, 6)),
+         grad_argnums=(0,))
+for _name, _shape, _arg in (("hsplit", (4, 6), 3), ("hsplit", (6,), [2]), ("vsplit", (4, 6), 2),
+                            ("dsplit", (2, 2, 4), [1, 3])):
+    case(f"{_name}[{_shape},{_arg}]", lambda a, f=getattr(tnp, _name), s=_arg: tuple(f(a, s)),
+         lambda a, r=getattr(np, _name), s=_arg: tuple(r(a, s)), rand(_shape),
+         grad_argnums=(0,))
+case("unstack[axis=1]", lambda a: tnp.unstack(a, axis=1), lambda a: np.unstack(a, axis=1),
+     X234, grad_argnums=(0,))
+for _axis, _start in ((2, 0), (0, 3), (1, 1), (-1, 1)):
+    case(f"rollaxis[{_axis},{_start}]", lambda a, x=_axis, s=_start: tnp.rollaxis(a, x, s),
+         lambda a, x=_axis, s=_start: np.rollaxis(a, x, s), X234)
+case("permute_dims", lambda a: tnp.permute_dims(a, (2, 0, 1)),
+     lambda a: np.permute_dims(a, (2, 0, 1)), X234, grad_argnums=(0,))
+case("concat[axis=1]", lambda a, b: tnp.concat([a, b], axis=1),
+     lambda a, b: np.concat([a, b], axis=1), rand((2, 3)), rand((2, 1), I32),
+     grad_argnums=(0,))
+for _axis in (None, 0, 1):
+    case(f"append[axis={_axis}]", lambda a, b, x=_axis: tnp.append(a, b, x),
+         lambda a, b, x=_axis: np.append(a, b, x), rand((2, 3)), rand((2, 3), seed=3),
+         grad_argnums=(0, 1))
+for _obj, _axis in ((1, 0), ([0, 2], 1), (slice(0, 4, 2), None), (-1, 1), ([], 0)):
+    case(f"delete[{_obj},axis={_axis}]", lambda a, o=_obj, x=_axis: tnp.delete(a, o, x),
+         lambda a, o=_obj, x=_axis: np.delete(a, o, x), rand((3, 4)), grad_argnums=(0,))
+for _shape in ((2, 4), 7, (0,), (3, 2), 2):
+    case(f"resize[{_shape}]", lambda a, s=_shape: tnp.resize(a, s),
+         lambda a, s=_shape: np.resize(a, s), rand((2, 3)), grad_argnums=(0,))
+case("resize[empty]", lambda a: tnp.resize(a, (2, 2)), lambda a: np.resize(a, (2, 2)),
+     rand((0,), I32))
+for _k in (0, 1, -2):
+    case(f"diagflat[k={_k}]", lambda a, k=_k: tnp.diagflat(a, k),
+         lambda a, k=_k: np.diagflat(a, k), rand((2, 2)), grad_argnums=(0,))
+case("broadcast_arrays", lambda a, b, c: tnp.broadcast_arrays(a, b, c),
+     lambda a, b, c: np.broadcast_arrays(a, b, c), rand((3, 1)), rand((4,), I32), rand(()),
+     grad_argnums=(0, 2))
+case("broadcast_shapes", lambda a: tnp.full_like(a, sum(tnp.broadcast_shapes((3, 1), 4, ()))),
+     lambda a: np.full_like(a, sum(np.broadcast_shapes((3, 1), 4, ()))), rand((2,)))
+for _kw in ({}, {"indexing": "ij"}, {"sparse": True}, {"indexing": "ij", "sparse": True}):
+    case(f"meshgrid[{_kw}]", lambda a, b, c, k=_kw: tnp.meshgrid(a, b, c, **k),
+         lambda a, b, c, k=_kw: tuple(np.meshgrid(a, b, c, **k)), rand((3,)), rand((2,), I32),
+         rand((4,), seed=1), grad_argnums=(0, 2))
+case("meshgrid[2-D input]", lambda a, b: tnp.meshgrid(a, b),
+     lambda a, b: tuple(np.meshgrid(a, b)), rand((2, 2)), rand((3,)))
+case("ix_", lambda a, b: tnp.ix_(a, b), lambda a, b: np.ix_(a, b), np.array([0, 2]),
+     np.array([1, 0, 1]))
+case("ix_[index]", lambda x: x[tnp.ix_([0, 2], [1, 3])], lambda x: x[np.ix_([0, 2], [1, 3])],
+     rand((3, 4)), grad_argnums=(0,))
+case("block[2x2]", lambda a, b, c, d: tnp.block([[a, b], [c, d]]),
+     lambda a, b, c, d: np.block([[a, b], [c, d]]), rand((2, 2)), rand((2, 3)),
+     rand((1, 2)), rand((1, 3)), grad_argnums=(0, 1, 2, 3))
+case("block[1-D,scalars]", lambda a, b: tnp.block([a, b, 1.0]),
+     lambda a, b: np.block([a, b, 1.0]), rand((3,)), rand((), I32))
+case("block[depth 3]", lambda a, b: tnp.block([[[a]], [[b]]]),
+     lambda a, b: np.block([[[a]], [[b]]]), rand((2,)), rand((2,)))
+
+for _name, _ref in (("acos", np.arccos), ("asin", np.arcsin), ("atan", np.arctan),
+                    ("acosh", np.arccosh), ("asinh", np.arcsinh), ("atanh", np.arctanh)):
+    _lo, _hi = (1.5, 3) if _name == "acosh" else (-0.9, 0.9)
+    case(f"{_name}[alias]", getattr(tnp, _name), _ref, rand((3,), F64, _lo, _hi),
+         grad_argnums=(0,))
+case("atan2[alias]", tnp.atan2, np.arctan2, rand((3,)), rand((3,), seed=1), grad_argnums=(0, 1))
+case("pow[alias]", tnp.pow, np.power, rand((3,), F64, 0.5, 2), rand((3,), seed=1),
+     grad_argnums=(0, 1))
+case("bitwise_invert[alias]", tnp.bitwise_invert, np.invert, rand((4,), I32))

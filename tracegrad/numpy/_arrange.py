@@ -41,14 +41,9 @@ from tracegrad.numpy._shape import (
 from tracegrad.numpy._ufuncs import mod, subtract
 
 
-def concat(arrays, /, *, axis=0):
-    """The array-API spelling of `concatenate(arrays, axis)`."""
-    return concatenate(arrays, axis=axis)
-
-
-def permute_dims(a, /, axes=None):
-    """The array-API spelling of `transpose(a, axes)`."""
-    return transpose(a, axes)
+# NumPy 2's array-API names (the same functions there: np.concat is np.concatenate).
+concat = concatenate
+permute_dims = transpose
 
 
 def matrix_transpose(x, /):

@@ -63,7 +63,6 @@ FUNCTIONS = {
     np.sinc: tnp.sinc, np.angle: tnp.angle, np.real: tnp.real, np.imag: tnp.imag,
     np.iscomplex: tnp.iscomplex, np.isreal: tnp.isreal, np.isposinf: tnp.isposinf,
     np.isneginf: tnp.isneginf, np.nan_to_num: tnp.nan_to_num, np.isclose: tnp.isclose,
-    np.concat: tnp.concat, np.permute_dims: tnp.permute_dims,
     np.matrix_transpose: tnp.matrix_transpose, np.unstack: tnp.unstack,
     np.rollaxis: tnp.rollaxis, np.atleast_3d: tnp.atleast_3d,
     np.column_stack: tnp.column_stack, np.dstack: tnp.dstack, np.array_split: tnp.array_split,

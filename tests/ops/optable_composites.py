@@ -190,3 +190,118 @@ case("atan2[alias]", tnp.atan2, np.arctan2, rand((3,)), rand((3,), seed=1), grad
 case("pow[alias]", tnp.pow, np.power, rand((3,), F64, 0.5, 2), rand((3,), seed=1),
      grad_argnums=(0, 1))
 case("bitwise_invert[alias]", tnp.bitwise_invert, np.invert, rand((4,), I32))
+
+# -- NaN-ignoring reductions and statistics --------------------------------------------------------
+
+XNAN = rand((3, 4), seed=40)
+XNAN[0, 1] = XNAN[2, 3] = np.nan
+XNAN_ROW = XNAN.copy()
+XNAN_ROW[1] = np.nan  # an all-NaN row
+for _name in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd",
+              "nanargmax", "nanargmin", "nancumsum", "nancumprod"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    cum = _name.startswith("nancum")
+    grad = () if "arg" in _name else (0,)
+    for _axis in ((None, 0, -1) if cum else (None, 0, 1, (0, 1))):
+        if "arg" in _name and isinstance(_axis, tuple):
+            continue
+        case(f"{_name}[axis={_axis}]", lambda a, f=f, x=_axis: f(a, axis=x),
+             lambda a, r=r, x=_axis: r(a, axis=x), XNAN, grad_argnums=grad)
+    for _dt in (F32, I32, BOOL):
+        if _dt == BOOL and _name in ("nanvar", "nanstd", "nanmean"):
+            continue
+        case(f"{_name}[{_dt}]", lambda a, f=f: f(a, axis=0), lambda a, r=r: r(a, axis=0),
+             rand((3, 4), _dt, -2, 2, seed=41),
+             **({"rtol": 4 * float(np.finfo(F32).eps),
+                 "why": "a float32 sum of squares in another order than NumPy's pairwise"}
+                if _dt == F32 and _name in ("nanvar", "nanstd", "nanmean") else {}))
+    if not cum:
+        case(f"{_name}[keepdims]", lambda a, f=f: f(a, axis=1, keepdims=True),
+             lambda a, r=r: r(a, axis=1, keepdims=True), XNAN, grad_argnums=grad)
+for _name in ("nansum", "nanmax", "nanmin", "nanmean"):
+    case(f"{_name}[all-NaN row]", lambda a, f=getattr(tnp, _name): f(a, axis=1),
+         lambda a, r=getattr(np, _name): r(a, axis=1), XNAN_ROW)
+case("nanvar[ddof=1]", lambda a: tnp.nanvar(a, axis=1, ddof=1),
+     lambda a: np.nanvar(a, axis=1, ddof=1), XNAN, grad_argnums=(0,))
+case("nanstd[ddof=1]", lambda a: tnp.nanstd(a, ddof=1), lambda a: np.nanstd(a, ddof=1), XNAN,
+     grad_argnums=(0,))
+
+for _dt in (F64, F32, I32, BOOL):
+    for _axis in (None, 0, (0, 1)):
+        case(f"count_nonzero[{_dt},axis={_axis}]",
+             lambda a, x=_axis: tnp.count_nonzero(a, axis=x),
+             lambda a, x=_axis: np.count_nonzero(a, axis=x), rand((3, 4), _dt, -1, 1, seed=42))
+for _dt in (F64, I32):
+    for _axis, _keep in ((None, False), (1, True), (0, False)):
+        case(f"ptp[{_dt},axis={_axis},keepdims={_keep}]",
+             lambda a, x=_axis, k=_keep: tnp.ptp(a, axis=x, keepdims=k),
+             lambda a, x=_axis, k=_keep: np.ptp(a, axis=x, keepdims=k), rand((3, 4), _dt),
+             grad_argnums=(0,) if _dt == F64 else ())
+
+X34 = rand((3, 4), seed=43)
+W34 = rand((3, 4), F64, 0.5, 2, seed=44)
+case("average[no weights]", tnp.average, np.average, X34, grad_argnums=(0,))
+case("average[i32,axis=1]", lambda a: tnp.average(a, axis=1), lambda a: np.average(a, axis=1),
+     rand((3, 4), I32))
+case("average[weights]", lambda a, w: tnp.average(a, weights=w),
+     lambda a, w: np.average(a, weights=w), X34, W34, grad_argnums=(0, 1))
+case("average[1-D weights,axis=1,returned]",
+     lambda a, w: tnp.average(a, axis=1, weights=w, returned=True),
+     lambda a, w: np.average(a, axis=1, weights=w, returned=True), X34, W34[0],
+     grad_argnums=(0, 1))
+case("average[i32,f32 weights,keepdims]",
+     lambda a, w: tnp.average(a, axis=0, weights=w, keepdims=True),
+     lambda a, w: np.average(a, axis=0, weights=w, keepdims=True), rand((3, 4), I32),
+     W34.astype(F32))
+case("average[returned,no weights]", lambda a: tnp.average(a, axis=0, returned=True),
+     lambda a: np.average(a, axis=0, returned=True), X34)
+
+X345 = rand((3, 4, 5), seed=45)
+for _name in ("median", "quantile", "percentile"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    qs = {"median": (None,), "quantile": (0.3, 1.0, np.array([0.0, 0.25, 0.5])),
+          "percentile": (30.0, np.array([10.0, 90.0]))}[_name]
+    for _q in qs:
+        for _axis, _keep in ((None, False), (1, False), (-1, True), ((0, 2), False)):
+            args = () if _q is None else (_q,)
+            case(f"{_name}[q={_q},axis={_axis},keepdims={_keep}]",
+                 lambda a, f=f, q=args, x=_axis, k=_keep: f(a, *q, axis=x, keepdims=k),
+                 lambda a, r=r, q=args, x=_axis, k=_keep: r(a, *q, axis=x, keepdims=k),
+                 X345, grad_argnums=(0,))
+    for _dt in (F32, I32, I64):
+        args = () if _name == "median" else (qs[0],)
+        case(f"{_name}[{_dt}]", lambda a, f=f, q=args: f(a, *q, axis=0),
+             lambda a, r=r, q=args: r(a, *q, axis=0), rand((5, 3), _dt, -5, 5, seed=46))
+    case(f"{_name}[nan]", lambda a, f=f, q=qs[-1:] if _name != "median" else ():
+         f(a, *q, axis=1), lambda a, r=r, q=qs[-1:] if _name != "median" else (): r(a, *q,
+                                                                                   axis=1),
+         XNAN)
+for _method in ("lower", "higher", "midpoint", "nearest"):
+    for _dt in (F64, I32):
+        case(f"quantile[method={_method},{_dt}]",
+             lambda a, m=_method: tnp.quantile(a, np.array([0.1, 0.5, 0.8]), axis=0, method=m),
+             lambda a, m=_method: np.quantile(a, np.array([0.1, 0.5, 0.8]), axis=0, method=m),
+             rand((6, 2), _dt, -5, 5, seed=47), grad_argnums=(0,) if _dt == F64 else ())
+case("median[even,ties]", tnp.median, np.median, np.array([1.0, 3.0, 3.0, 7.0]))
+
+for _n, _axis in ((1, -1), (2, 0), (0, -1), (3, 1)):
+    case(f"diff[n={_n},axis={_axis}]", lambda a, n=_n, x=_axis: tnp.diff(a, n, x),
+         lambda a, n=_n, x=_axis: np.diff(a, n, x), rand((4, 5), seed=48), grad_argnums=(0,))
+case("diff[bool]", tnp.diff, np.diff, rand((6,), BOOL))
+case("diff[i32,prepend,append]", lambda a: tnp.diff(a, prepend=0, append=np.array([[5], [6]])),
+     lambda a: np.diff(a, prepend=0, append=np.array([[5], [6]])), rand((2, 3), I32))
+case("diff[too many]", lambda a: tnp.diff(a, 5), lambda a: np.diff(a, 5), rand((3,)))
+case("ediff1d", tnp.ediff1d, np.ediff1d, rand((2, 3)), grad_argnums=(0,))
+case("ediff1d[ends]", lambda a: tnp.ediff1d(a, to_end=[7, 8], to_begin=-1),
+     lambda a: np.ediff1d(a, to_end=[7, 8], to_begin=-1), rand((4,), I32))
+for _name in ("cumulative_sum", "cumulative_prod"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    for _axis, _init in ((0, False), (1, True), (-1, False)):
+        case(f"{_name}[axis={_axis},include_initial={_init}]",
+             lambda a, f=f, x=_axis, i=_init: f(a, axis=x, include_initial=i),
+             lambda a, r=r, x=_axis, i=_init: r(a, axis=x, include_initial=i),
+             rand((3, 4), F64, 0.5, 1.5), grad_argnums=(0,))
+    case(f"{_name}[1-D,i32,initial]", lambda a, f=f: f(a, include_initial=True),
+         lambda a, r=r: r(a, include_initial=True), rand((4,), I32))
+    case(f"{_name}[bool,dtype]", lambda a, f=f: f(a, dtype=F32),
+         lambda a, r=r: r(a, dtype=F32), rand((4,), BOOL))

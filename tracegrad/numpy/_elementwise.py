@@ -15,7 +15,14 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes
 from tracegrad.errors import ShapeError
-from tracegrad.numpy._core import dtype_of, is_tensor, promote, read, shape_of, ufunc_operands
+from tracegrad.numpy._core import (
+    dtype_of,
+    has_float_dtype,
+    is_tensor,
+    read,
+    shape_of,
+    ufunc_operands,
+)
 from tracegrad.numpy._creation import astype, full_like, zeros_like
 from tracegrad.numpy._reductions import all as _all
 from tracegrad.numpy._reductions import any as _any
@@ -49,10 +56,6 @@ from tracegrad.numpy._ufuncs import (
 from tracegrad.numpy._ufuncs import equal as _equal
 
 
-def _is_float(x) -> bool:
-    return dtypes.is_float(dtype_of(x)[0])
-
-
 def trunc(x):
     """Elementwise `x` rounded toward zero (integers and bools unchanged, as NumPy 2)."""
     (x,), out = ufunc_operands(np.trunc, "trunc", x)
@@ -63,7 +66,7 @@ def signbit(x):
     """Elementwise whether the sign bit of `x` is set: `x < 0`, and true for `-0.0`.
     (A NaN's sign bit is not read: `signbit` of any NaN is False.)"""
     (x,), _ = ufunc_operands(np.signbit, "signbit", x)
-    if not _is_float(x):
+    if not has_float_dtype(x):
         return less(x, 0)
     zero = _equal(x, 0)
     negative_zero = logical_and(zero, less(true_divide(1.0, where(zero, x, 1.0)), 0))
@@ -232,13 +235,13 @@ def isreal(x):
 def isposinf(x):
     """Elementwise `x == +inf` (a bool result)."""
     x = read(x)
-    return _equal(x, np.inf) if _is_float(x) else full_like(x, False, dtype=dtypes.bool_)
+    return _equal(x, np.inf) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
 
 
 def isneginf(x):
     """Elementwise `x == -inf` (a bool result)."""
     x = read(x)
-    return _equal(x, -np.inf) if _is_float(x) else full_like(x, False, dtype=dtypes.bool_)
+    return _equal(x, -np.inf) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
@@ -262,7 +265,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     x, y = read(a), read(b)
     if type(y) in (bool, int):
         y = float(y)
-    elif not _is_float(y):
+    elif not has_float_dtype(y):
         y = astype(y, dtypes.float64)
     close = logical_and(less_equal(abs(x - y), atol + multiply(rtol, abs(y))),
                         less(abs(y), np.inf))

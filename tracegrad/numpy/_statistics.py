@@ -15,7 +15,16 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError, ShapeError
-from tracegrad.numpy._core import axes_arg, axis_arg, dtype_of, ndim_of, read, shape_of, static_dim
+from tracegrad.numpy._core import (
+    axes_arg,
+    axis_arg,
+    dtype_of,
+    has_float_dtype,
+    ndim_of,
+    read,
+    shape_of,
+    static_dim,
+)
 from tracegrad.numpy._creation import astype, full_like
 from tracegrad.numpy._indexing import take
 from tracegrad.numpy._pad import pad
@@ -56,13 +65,9 @@ from tracegrad.numpy._ufuncs import (
 )
 
 
-def _is_float(a) -> bool:
-    return dtypes.is_float(dtype_of(a)[0])
-
-
 def _replace_nan(a, value):
     a = read(a)
-    return where(isnan(a), value, a) if _is_float(a) else a
+    return where(isnan(a), value, a) if has_float_dtype(a) else a
 
 
 def nansum(a, axis=None, dtype=None, keepdims=False):
@@ -88,20 +93,16 @@ def nancumprod(a, axis=None, dtype=None):
 def _nan_extreme(reduce, fill, name):
     def fn(a, axis=None, keepdims=False):
         a = read(a)
-        if not _is_float(a):
+        if not has_float_dtype(a):
             return reduce(a, axis, keepdims)
         nan = isnan(a)
         m = reduce(where(nan, fill, a), axis, keepdims)
-        return where(_all_of(nan, axis, keepdims), np.nan, m)
+        return where(_all(nan, axis, keepdims), np.nan, m)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (NaN where a slice is all NaN, where "
                   "NumPy also warns).")
     return fn
-
-
-def _all_of(mask, axis, keepdims):
-    return _all(mask, axis, keepdims)
 
 
 nanmax = _nan_extreme(_max, -np.inf, "nanmax")
@@ -111,7 +112,7 @@ nanmin = _nan_extreme(_min, np.inf, "nanmin")
 def _nan_arg(reduce, fill, name):
     def fn(a, axis=None, keepdims=False):
         a = read(a)
-        return reduce(where(isnan(a), fill, a) if _is_float(a) else a, axis, keepdims)
+        return reduce(where(isnan(a), fill, a) if has_float_dtype(a) else a, axis, keepdims)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (an all-NaN slice gives 0; NumPy raises "
@@ -130,7 +131,7 @@ def _count(a, axis, keepdims, dtype):
 def nanmean(a, axis=None, dtype=None, keepdims=False):
     """`mean` of the non-NaN elements (NaN for an all-NaN slice)."""
     a = read(a)
-    if not _is_float(a):
+    if not has_float_dtype(a):
         return mean(a, axis, dtype, keepdims)
     dt = dtype or dtype_of(a)[0]
     return true_divide(nansum(a, axis, dt, keepdims), _count(a, axis, keepdims, dt))
@@ -139,7 +140,7 @@ def nanmean(a, axis=None, dtype=None, keepdims=False):
 def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     """`var` of the non-NaN elements: `sum(|a - nanmean|**2) / (n - ddof)`."""
     a = read(a)
-    if not _is_float(a):
+    if not has_float_dtype(a):
         return var(a, axis, dtype, ddof, keepdims)
     dt = dtype or dtype_of(a)[0]
     mu = nanmean(a, axis, dt, keepdims=True)
@@ -180,7 +181,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         return avg, full_like(avg, n)
     w = read(weights)
     dt = np.result_type(*(dtype_of(x)[0] for x in (a, w)), *(
-        () if _is_float(a) else (np.float64,)))
+        () if has_float_dtype(a) else (np.float64,)))
     if shape_of(w) != shape_of(a):
         if axis is None:
             raise ShapeError("average: axis must be specified when shapes of a and weights "
@@ -291,7 +292,7 @@ def _quantile(a, q, axis, method, keepdims, op):
             d = subtract(right, left)
             picked = where(_expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
                            subtract(right, multiply(d, 1 - g)), add(left, multiply(d, g)))
-    if _is_float(s):
+    if has_float_dtype(s):
         last = take(s, n - 1 if qs.ndim == 0 else np.full((1,) * qs.ndim, n - 1), axis=ax)
         picked = where(isnan(last), np.nan, picked)
     picked = astype(picked, out_dt)

@@ -135,4 +135,9 @@ def sample_rows(cases) -> list:
     return rows
 
 
-from tests.ops import optable_arrays, optable_numpy, optable_primitives  # noqa: F401
+from tests.ops import (  # noqa: F401
+    optable_arrays,
+    optable_composites,
+    optable_numpy,
+    optable_primitives,
+)

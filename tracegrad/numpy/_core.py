@@ -74,6 +74,11 @@ def dtype_of(x) -> tuple[np.dtype, bool]:
     return x.dtype, False
 
 
+def has_float_dtype(x) -> bool:
+    """Whether an operand's dtype is a float one."""
+    return dtypes.is_float(dtype_of(x)[0])
+
+
 def shape_of(x) -> tuple:
     if type(x) in _PY_SCALARS:
         return ()

@@ -24,7 +24,15 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import UnsupportedOpError
 from tracegrad.numpy._ufuncs import UFUNCS
 
-UFUNC_CALLS = {**UFUNCS, np.matmul: tnp.matmul}
+UFUNC_CALLS = {
+    **UFUNCS, np.matmul: tnp.matmul,
+    np.trunc: tnp.trunc, np.signbit: tnp.signbit, np.copysign: tnp.copysign,
+    np.heaviside: tnp.heaviside, np.fabs: tnp.fabs, np.hypot: tnp.hypot, np.cbrt: tnp.cbrt,
+    np.fmod: tnp.fmod, np.divmod: tnp.divmod, np.modf: tnp.modf, np.ldexp: tnp.ldexp,
+    np.frexp: tnp.frexp, np.deg2rad: tnp.deg2rad, np.radians: tnp.radians,
+    np.rad2deg: tnp.rad2deg, np.degrees: tnp.degrees, np.float_power: tnp.float_power,
+    np.conjugate: tnp.conjugate,
+}
 
 # ufunc.reduce / ufunc.accumulate as the tracegrad function and its NumPy-default axis.
 REDUCE = {
@@ -52,6 +60,25 @@ FUNCTIONS = {
     np.trace: tnp.trace, np.triu: tnp.triu, np.tril: tnp.tril, np.astype: tnp.astype,
     np.sort: tnp.sort, np.argsort: tnp.argsort, np.nonzero: tnp.nonzero,
     np.linspace: tnp.linspace, np.shape: tnp.shape, np.ndim: tnp.ndim, np.size: tnp.size,
+    np.sinc: tnp.sinc, np.angle: tnp.angle, np.real: tnp.real, np.imag: tnp.imag,
+    np.iscomplex: tnp.iscomplex, np.isreal: tnp.isreal, np.isposinf: tnp.isposinf,
+    np.isneginf: tnp.isneginf, np.nan_to_num: tnp.nan_to_num, np.isclose: tnp.isclose,
+    np.matrix_transpose: tnp.matrix_transpose, np.unstack: tnp.unstack,
+    np.rollaxis: tnp.rollaxis, np.atleast_3d: tnp.atleast_3d,
+    np.column_stack: tnp.column_stack, np.dstack: tnp.dstack, np.array_split: tnp.array_split,
+    np.hsplit: tnp.hsplit, np.vsplit: tnp.vsplit, np.dsplit: tnp.dsplit,
+    np.fliplr: tnp.fliplr, np.flipud: tnp.flipud, np.rot90: tnp.rot90, np.roll: tnp.roll,
+    np.append: tnp.append, np.delete: tnp.delete, np.resize: tnp.resize,
+    np.diagflat: tnp.diagflat, np.broadcast_arrays: tnp.broadcast_arrays,
+    np.meshgrid: tnp.meshgrid, np.ix_: tnp.ix_, np.block: tnp.block,
+    np.nansum: tnp.nansum, np.nanprod: tnp.nanprod, np.nancumsum: tnp.nancumsum,
+    np.nancumprod: tnp.nancumprod, np.nanmax: tnp.nanmax, np.nanmin: tnp.nanmin,
+    np.nanargmax: tnp.nanargmax, np.nanargmin: tnp.nanargmin, np.nanmean: tnp.nanmean,
+    np.nanvar: tnp.nanvar, np.nanstd: tnp.nanstd, np.ptp: tnp.ptp,
+    np.count_nonzero: tnp.count_nonzero, np.average: tnp.average,
+    np.quantile: tnp.quantile, np.percentile: tnp.percentile, np.median: tnp.median,
+    np.diff: tnp.diff, np.ediff1d: tnp.ediff1d, np.cumulative_sum: tnp.cumulative_sum,
+    np.cumulative_prod: tnp.cumulative_prod,
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,

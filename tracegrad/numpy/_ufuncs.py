@@ -79,6 +79,9 @@ def power(x1, x2):
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
 
+
+pow = power  # NumPy 2's array-API name
+
 negative = ufunc_function(
     np.negative, ops.neg_p, "negative",
     "Elementwise `-x` (not for bools, as in NumPy).",
@@ -153,6 +156,10 @@ arctan2 = ufunc_function(
     np.arctan2, ops.atan2_p, "arctan2",
     "Elementwise angle of the point `(x2, x1)`, in `[-pi, pi]`.",
 )
+
+# NumPy 2's array-API names of the same ufuncs.
+acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2
+acosh, asinh, atanh = arccosh, arcsinh, arctanh
 
 
 def _rounding(ufunc, prim, name):
@@ -329,7 +336,7 @@ invert = ufunc_function(
 )
 
 
-bitwise_not = invert
+bitwise_not = bitwise_invert = invert
 
 
 def _float_test(ufunc, prim, name, other):

@@ -1,0 +1,48 @@
+"""Coverage of NumPy's namespace: every public NumPy function that jax.numpy implements
+(tests/numpy/jax_numpy_names.txt, with how it was made) is in tracegrad.numpy, except the
+names of `MISSING`. The list may only shrink: a new gap fails, and so does a MISSING name
+that now exists (remove it from the list)."""
+
+import pathlib
+
+import tracegrad.numpy as tnp
+
+NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
+
+# Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
+MISSING = frozenset("""
+    apply_along_axis apply_over_axes argpartition argwhere array bartlett bincount
+    bitwise_count bitwise_left_shift bitwise_right_shift blackman choose compress
+    convolve copy corrcoef correlate cov cross diag_indices diag_indices_from digitize
+    einsum_path empty empty_like extract fill_diagonal flatnonzero fromfunction
+    frompyfunc gcd geomspace gradient hamming hanning histogram histogram2d
+    histogram_bin_edges histogramdd i0 indices insert interp intersect1d isin kaiser
+    kron lcm left_shift lexsort logspace mask_indices matvec nanmedian nanpercentile
+    nanquantile nextafter packbits partition piecewise place poly polyadd polyder
+    polydiv polyfit polyint polymul polysub polyval put put_along_axis ravel_multi_index
+    right_shift roots searchsorted select setdiff1d setxor1d sort_complex spacing
+    trapezoid tri tril_indices tril_indices_from trim_zeros triu_indices
+    triu_indices_from union1d unique unique_all unique_counts unique_inverse
+    unique_values unpackbits unravel_index unwrap vander vecdot vecmat
+""".split())
+
+
+def _names() -> list[str]:
+    lines = NAMES.read_text().splitlines()
+    return [n.strip() for n in lines if n.strip() and not n.startswith("#")]
+
+
+def test_every_jax_numpy_function_is_in_tracegrad_numpy_or_listed_missing():
+    names = _names()
+    have = [n for n in names if hasattr(tnp, n)]
+    print(f"tracegrad.numpy has {len(have)} of the {len(names)} NumPy functions jax.numpy "
+          f"implements; {len(names) - len(have)} missing")
+    gaps = sorted(n for n in names if n not in have and n not in MISSING)
+    assert not gaps, f"missing from tracegrad.numpy and not in MISSING: {gaps}"
+
+
+def test_missing_list_only_shrinks():
+    names = set(_names())
+    assert MISSING <= names, f"MISSING names not in the list: {sorted(MISSING - names)}"
+    done = sorted(n for n in MISSING if hasattr(tnp, n))
+    assert not done, f"now in tracegrad.numpy: remove them from MISSING: {done}"

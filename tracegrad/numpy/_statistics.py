@@ -1,0 +1,390 @@
+"""Statistics and NaN-ignoring reductions composed of the reductions: nansum ... nanvar,
+nanargmax/nanargmin, nancumsum/nancumprod, ptp, average, quantile/percentile/median,
+cumulative_sum/prod, diff, ediff1d, count_nonzero.
+
+Order statistics sort along the axis and interpolate between neighbours, so their
+gradient flows to the one or two elements they pick (as JAX's, through `sort`); `nanmax`
+and `nanmin` pass it to the extreme element, never to a NaN.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from tracegrad.core import dtypes
+from tracegrad.errors import InvalidArgumentError, ShapeError
+from tracegrad.numpy._core import (
+    axes_arg,
+    axis_arg,
+    dtype_of,
+    has_float_dtype,
+    ndim_of,
+    read,
+    shape_of,
+    static_dim,
+)
+from tracegrad.numpy._creation import astype, full_like
+from tracegrad.numpy._indexing import take
+from tracegrad.numpy._pad import pad
+from tracegrad.numpy._reductions import all as _all
+from tracegrad.numpy._reductions import (
+    argmax,
+    argmin,
+    cumprod,
+    cumsum,
+    max as _max,
+    mean,
+    min as _min,
+    prod,
+    sort,
+    var,
+)
+from tracegrad.numpy._reductions import sum as _sum
+from tracegrad.numpy._shape import (
+    _slice_axis,
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    moveaxis,
+    ravel,
+    reshape,
+    transpose,
+)
+from tracegrad.numpy._ufuncs import (
+    add,
+    isnan,
+    logical_not,
+    multiply,
+    not_equal,
+    sqrt,
+    subtract,
+    true_divide,
+    where,
+)
+
+
+def _replace_nan(a, value):
+    a = read(a)
+    return where(isnan(a), value, a) if has_float_dtype(a) else a
+
+
+def nansum(a, axis=None, dtype=None, keepdims=False):
+    """`sum` treating NaN as 0."""
+    return _sum(_replace_nan(a, 0), axis, dtype, keepdims)
+
+
+def nanprod(a, axis=None, dtype=None, keepdims=False):
+    """`prod` treating NaN as 1."""
+    return prod(_replace_nan(a, 1), axis, dtype, keepdims)
+
+
+def nancumsum(a, axis=None, dtype=None):
+    """`cumsum` treating NaN as 0."""
+    return cumsum(_replace_nan(a, 0), axis, dtype)
+
+
+def nancumprod(a, axis=None, dtype=None):
+    """`cumprod` treating NaN as 1."""
+    return cumprod(_replace_nan(a, 1), axis, dtype)
+
+
+def _nan_extreme(reduce, fill, name):
+    def fn(a, axis=None, keepdims=False):
+        a = read(a)
+        if not has_float_dtype(a):
+            return reduce(a, axis, keepdims)
+        nan = isnan(a)
+        m = reduce(where(nan, fill, a), axis, keepdims)
+        return where(_all(nan, axis, keepdims), np.nan, m)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (NaN where a slice is all NaN, where "
+                  "NumPy also warns).")
+    return fn
+
+
+nanmax = _nan_extreme(_max, -np.inf, "nanmax")
+nanmin = _nan_extreme(_min, np.inf, "nanmin")
+
+
+def _nan_arg(reduce, fill, name):
+    def fn(a, axis=None, keepdims=False):
+        a = read(a)
+        return reduce(where(isnan(a), fill, a) if has_float_dtype(a) else a, axis, keepdims)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (an all-NaN slice gives 0; NumPy raises "
+                  "ValueError).")
+    return fn
+
+
+nanargmax = _nan_arg(argmax, -np.inf, "nanargmax")
+nanargmin = _nan_arg(argmin, np.inf, "nanargmin")
+
+
+def _count(a, axis, keepdims, dtype):
+    return _sum(logical_not(isnan(a)), axis, dtype, keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, keepdims=False):
+    """`mean` of the non-NaN elements (NaN for an all-NaN slice)."""
+    a = read(a)
+    if not has_float_dtype(a):
+        return mean(a, axis, dtype, keepdims)
+    dt = dtype or dtype_of(a)[0]
+    return true_divide(nansum(a, axis, dt, keepdims), _count(a, axis, keepdims, dt))
+
+
+def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    """`var` of the non-NaN elements: `sum(|a - nanmean|**2) / (n - ddof)`."""
+    a = read(a)
+    if not has_float_dtype(a):
+        return var(a, axis, dtype, ddof, keepdims)
+    dt = dtype or dtype_of(a)[0]
+    mu = nanmean(a, axis, dt, keepdims=True)
+    d = _replace_nan(subtract(a, mu), 0)  # before squaring: no NaN reaches the gradient
+    total = _sum(multiply(d, d), axis, dt, keepdims)
+    n = subtract(_count(a, axis, keepdims, dt), ddof)
+    return true_divide(total, where(n > 0, n, 0))
+
+
+def nanstd(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    """`sqrt(nanvar(...))`."""
+    return sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+
+
+def ptp(a, axis=None, keepdims=False):
+    """`max - min` over `axis` ("peak to peak"), in `a`'s dtype."""
+    return subtract(_max(a, axis, keepdims), _min(a, axis, keepdims))
+
+
+def count_nonzero(a, axis=None, *, keepdims=False):
+    """The number of non-zero elements over `axis` (int64)."""
+    a = read(a)
+    return _sum(not_equal(a, 0) if dtype_of(a)[0] != dtypes.bool_ else a, axis, None,
+                keepdims)
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """The weighted mean over `axis`: `sum(a * w) / sum(w)` (`mean` without weights); a
+    1-D `weights` with an `axis` runs along that axis. `returned=True` also gives the sum
+    of the weights (broadcast to the result)."""
+    a = read(a)
+    if weights is None:
+        avg = mean(a, axis, keepdims=keepdims)
+        if not returned:
+            return avg
+        n = np.asarray(int(np.prod([shape_of(a)[i] for i in axes_arg(axis, ndim_of(a),
+                                                                     "average")])))
+        return avg, full_like(avg, n)
+    w = read(weights)
+    dt = np.result_type(*(dtype_of(x)[0] for x in (a, w)), *(
+        () if has_float_dtype(a) else (np.float64,)))
+    if shape_of(w) != shape_of(a):
+        if axis is None:
+            raise ShapeError("average: axis must be specified when shapes of a and weights "
+                             "differ")
+        if ndim_of(w) != 1:
+            raise ShapeError("average: 1D weights expected when shapes of a and weights "
+                             "differ")
+        ax = axis_arg(axis, ndim_of(a), "average")
+        shape = [1] * ndim_of(a)
+        shape[ax] = shape_of(w)[0]
+        w = reshape(w, tuple(shape))
+    a, w = astype(a, dt), astype(w, dt)
+    scl = _sum(multiply(full_like(a, 1), w), axis, keepdims=keepdims)
+    avg = true_divide(_sum(multiply(a, w), axis, keepdims=keepdims), scl)
+    return (avg, scl) if returned else avg
+
+
+# -- order statistics ------------------------------------------------------------------------
+
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None):
+    """The `q`-th quantiles (static `q` in [0, 1]) over `axis`, interpolated by `method`
+    ("linear", "lower", "higher", "midpoint", "nearest") between the sorted neighbours, as
+    NumPy computes them; NaN where a slice holds a NaN. `q`'s dims come first."""
+    if out is not None or weights is not None:
+        raise InvalidArgumentError("quantile: out= and weights= are not supported")
+    if method not in _METHODS:
+        raise InvalidArgumentError(f"quantile: method={method!r} is not supported; use one "
+                                   f"of {', '.join(_METHODS)}")
+    return _quantile(read(a), q, axis, method, keepdims, "quantile")
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None):
+    """`quantile(a, q / 100, ...)`."""
+    return quantile(a, _static_q(q, "percentile") / 100, axis, out, overwrite_input, method,
+                    keepdims, weights=weights)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The median over `axis`: the middle element of the sorted slice, or the mean of the
+    two middle ones (NaN where a slice holds a NaN)."""
+    if out is not None:
+        raise InvalidArgumentError("median: out= is not supported")
+    return _quantile(read(a), 0.5, axis, "median", keepdims, "median")
+
+
+def _static_q(q, op):
+    q = read(q)
+    if hasattr(q, "_value"):
+        q = q._value
+    if type(q) in (int, float):
+        return float(q)
+    if not isinstance(q, (np.ndarray, np.generic)):
+        raise ShapeError(f"{op}: q must be static (a Python number or a NumPy array)")
+    return np.asarray(q, dtype=np.float64) if q.dtype.kind != "f" else q
+
+
+def _quantile(a, q, axis, method, keepdims, op):
+    q = _static_q(q, op)
+    weak_q = type(q) is float
+    qs = np.asarray(q, dtype=np.float64)
+    if np.any((qs < 0) | (qs > 1)):
+        raise InvalidArgumentError(f"{op}: Quantiles must be in the range [0, 1]")
+    nd = ndim_of(a)
+    if axis is None:
+        a, ax = ravel(a), 0
+    else:
+        axes = axes_arg(axis, nd, op)
+        if len(axes) != 1:
+            keep = [i for i in range(nd) if i not in axes]
+            moved = transpose(a, keep + list(axes))
+            a = reshape(moved, tuple(shape_of(moved)[:len(keep)]) + (-1,))
+            ax = len(keep)
+        else:
+            ax = axes[0]
+    n = static_dim(a, ax, op, "quantiles need a static size along the axis")
+    if n == 0:
+        raise ShapeError(f"{op}: cannot take a quantile of an empty slice")
+    src = dtype_of(a)[0]
+    if method in ("lower", "higher", "nearest"):
+        out_dt = src
+    elif weak_q:
+        out_dt = src if dtypes.is_float(src) else dtypes.float64
+    else:
+        out_dt = np.result_type(src if dtypes.is_float(src) else dtypes.float64, qs.dtype)
+    s = sort(a, axis=ax)
+    virtual = (n - 1) * qs
+    lo = np.floor(virtual).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    if method == "lower":
+        picked = take(s, lo, axis=ax)
+    elif method == "higher":
+        picked = take(s, np.ceil(virtual).astype(np.int64), axis=ax)
+    elif method == "nearest":
+        picked = take(s, np.around(virtual).astype(np.int64), axis=ax)
+    else:
+        left = astype(take(s, lo, axis=ax), out_dt)
+        right = astype(take(s, np.where(virtual > lo, hi, lo), axis=ax), out_dt)
+        if method == "median":  # NumPy's median: the mean of the middle two
+            picked = true_divide(add(left, right), 2)
+        else:
+            gamma = virtual - lo if method == "linear" else np.where(virtual > lo, 0.5, 0.0)
+            g = _expand_to(np.asarray(gamma, out_dt), qs.ndim, ax, ndim_of(s))
+            d = subtract(right, left)
+            picked = where(_expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
+                           subtract(right, multiply(d, 1 - g)), add(left, multiply(d, g)))
+    if has_float_dtype(s):
+        last = take(s, n - 1 if qs.ndim == 0 else np.full((1,) * qs.ndim, n - 1), axis=ax)
+        picked = where(isnan(last), np.nan, picked)
+    picked = astype(picked, out_dt)
+    if qs.ndim:
+        picked = moveaxis(picked, ax, 0)
+    if keepdims:
+        picked = _keepdims(picked, axis, nd, qs.ndim)
+    return picked
+
+
+def _expand_to(v, q_ndim, ax, nd):
+    """A NumPy array over `q`'s dims placed at `ax` in a rank-`nd` result of `take`."""
+    if q_ndim == 0:
+        return v
+    return v.reshape((1,) * ax + v.shape + (1,) * (nd - ax - 1))
+
+
+def _keepdims(x, axis, nd, q_ndim):
+    axes = axes_arg(axis, nd, "quantile") if axis is not None else tuple(range(nd))
+    return expand_dims(x, tuple(q_ndim + i for i in axes)) if q_ndim else \
+        expand_dims(x, axes)
+
+
+# -- differences and running totals ----------------------------------------------------------
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The `n`-th discrete difference along `axis` (`a[1:] - a[:-1]`, `!=` for bools), with
+    `prepend` / `append` joined first."""
+    a = read(a)
+    n = operator.index(n)
+    if n < 0:
+        raise InvalidArgumentError(f"diff: order must be non-negative but got {n}")
+    if n == 0:
+        return a
+    nd = ndim_of(a)
+    if nd == 0:
+        raise ShapeError("diff: requires input that is at least one dimensional")
+    ax = axis_arg(axis, nd, "diff")
+    parts = []
+    for extra in (prepend, a, append):
+        if extra is None:
+            continue
+        extra = read(extra)
+        if ndim_of(extra) == 0:
+            shape = list(shape_of(a))
+            shape[ax] = 1
+            extra = broadcast_to(extra, tuple(shape))
+        parts.append(extra)
+    if len(parts) > 1:
+        a = concatenate(parts, ax)
+    size = static_dim(a, ax, "diff", "diff along a dim of static size")
+    op = not_equal if dtype_of(a)[0] == dtypes.bool_ else subtract
+    for _ in range(n):
+        a = op(_slice_axis(a, ax, min(1, size), size), _slice_axis(a, ax, 0, max(size - 1, 0)))
+        size = max(size - 1, 0)
+    return a
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """The differences of consecutive elements of the flattened `ary`, with `to_begin` and
+    `to_end` (flattened) around them; in `ary`'s dtype."""
+    flat = ravel(read(ary))
+    d = diff(flat) if static_dim(flat, 0, "ediff1d") else flat
+    dt = dtype_of(flat)[0]
+    parts = [astype(ravel(read(x)), dt) for x in (to_begin,) if x is not None] + [d] + [
+        astype(ravel(read(x)), dt) for x in (to_end,) if x is not None]
+    return concatenate(parts, 0) if len(parts) > 1 else d
+
+
+def _cumulative(fn, name, initial):
+    def cumulative(x, /, *, axis=None, dtype=None, include_initial=False):
+        x = read(x)
+        if axis is None:
+            if ndim_of(x) > 1:
+                raise ShapeError(f"{name}: axis must be given for arrays of more than one "
+                                 "dim")
+            axis = 0
+        out = fn(x, axis, dtype)
+        if include_initial:
+            ax = axis_arg(axis, ndim_of(out), name)
+            config = [(0, 0)] * ndim_of(out)
+            config[ax] = (1, 0)
+            out = pad(out, config, constant_values=initial)
+        return out
+
+    cumulative.__name__ = cumulative.__qualname__ = name
+    cumulative.__doc__ = (f"NumPy 2's `{name}`: `{fn.__name__}` along `axis` (required beyond "
+                          f"1-D), with `include_initial` prepending {initial}.")
+    return cumulative
+
+
+cumulative_sum = _cumulative(cumsum, "cumulative_sum", 0)
+cumulative_prod = _cumulative(cumprod, "cumulative_prod", 1)
+

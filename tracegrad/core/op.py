@@ -33,10 +33,12 @@ class Primitive:
       raises `ShapeError` / `DTypeError` naming the op.
     - `impl(*ndarrays, **attrs)` -> ndarray(s): the NumPy reference.
     - `grad(op, *out_grads)` -> one gradient (or None) per input, built with tracegrad ops.
-    - `jvp`, `batch`: forward-mode and vectorization rules (optional).
+    - `batch(ctx, args, dims, **attrs)`: the vectorization rule (optional).
+
+    Forward mode has no slot: `tg.jvp` transposes the vjp (docs/autodiff.md).
     """
 
-    __slots__ = ("name", "multiple_results", "abstract_eval", "impl", "grad", "jvp", "batch")
+    __slots__ = ("name", "multiple_results", "abstract_eval", "impl", "grad", "batch")
 
     def __init__(self, name: str, *, multiple_results: bool = False):
         if name in REGISTRY:
@@ -46,7 +48,6 @@ class Primitive:
         self.abstract_eval: Callable | None = None
         self.impl: Callable | None = None
         self.grad: Callable | None = None
-        self.jvp: Callable | None = None
         self.batch: Callable | None = None
         REGISTRY[name] = self
 
@@ -60,10 +61,6 @@ class Primitive:
 
     def def_grad(self, fn):
         self.grad = fn
-        return fn
-
-    def def_jvp(self, fn):
-        self.jvp = fn
         return fn
 
     def def_batch(self, fn):

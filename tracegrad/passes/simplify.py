@@ -6,9 +6,10 @@ transposes, reshapes and broadcasts of their own kind compose into one op, and d
 when they do nothing; `convert_element_type` to the dtype the operand has is dropped;
 `dim_size` reads a known dim as a constant and an unknown one from the producer's operand; a
 `custom_gradient` boundary becomes its results (the gradient it carries is built by then)
-and a `call` of a compiled function becomes the callee's ops; a `dot_general` with a
-diagonal operand (an identity's rows, as jacobians start from, times broadcast factors)
-becomes a scaling of the other operand (`passes/diagonal.py`).
+and a `call` of a compiled function becomes the callee's ops (`passes/inline.py`, the
+inliner the numba backend uses too); a `dot_general` with a diagonal operand (an identity's
+rows, as jacobians start from, times broadcast factors) becomes a scaling of the other
+operand (`passes/diagonal.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -26,7 +27,8 @@ from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
 from tracegrad.ops import ELEMENTWISE, custom, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.passes._rewrite import Rewriter, run_pass
+from tracegrad.passes._rewrite import run_pass
+from tracegrad.passes.inline import inline_call, inline_custom_gradient
 
 
 def simplify(graph: FuncGraph) -> FuncGraph:
@@ -207,19 +209,6 @@ def _same_type_identity(rw, op, ins):
     return [x] if not op.attrs.get("axes") and x.type == op.outputs[0].type else None
 
 
-def _custom_gradient(rw, op, ins):
-    """A custom_gradient boundary is its first operands once gradients are built."""
-    return ins[: len(op.outputs)]
-
-
-def _call(rw, op, ins):
-    """A `call` of a compiled function is its callee's graph, inlined (operands feed the
-    callee's inputs and captures)."""
-    callee = op.attrs["callee"].graph
-    env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
-    return Rewriter(callee, target=rw.target, env=env).run()
-
-
 def _select(rw, op, ins):
     pred, on_true, on_false = ins
     out = op.outputs[0].type
@@ -245,8 +234,8 @@ RULES = {
     shape_ops.broadcast_in_dim_p: _broadcast,
     shape_ops.dim_size_p: _dim_size,
     reductions.reduce_sum_p: _same_type_identity,
-    custom.custom_gradient_p: _custom_gradient,
-    custom.call_p: _call,
+    custom.custom_gradient_p: inline_custom_gradient,
+    custom.call_p: inline_call,
 }
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.hooks import Hook
-from tracegrad.core.op import Primitive, constant_p
+from tracegrad.core.op import Primitive, constant_p, no_dims
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import elementwise as ew
@@ -111,6 +111,9 @@ def _cond_abstract_eval(pred, *args, branches):
     return outs_t
 
 
+cond_p.def_dims(no_dims)  # its results come from its branches, not from its operands
+
+
 @cond_p.def_impl
 def _cond_impl(pred, *args, branches):
     return tuple(run_graph(branches[int(bool(pred))], args))
@@ -188,6 +191,21 @@ def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iter
         result += [TensorType((), dtypes.int64)]
         result += [TensorType((None, *t.shape), t.dtype, t.weak) for t in carry]
     return result
+
+
+@while_p.def_dims
+def _while_dims(op):
+    """The final carry, and each carry's history (after its iteration axis), have the
+    carry's shape."""
+    ins, outs = op.inputs, op.outputs
+    carry = ins[op.attrs["num_consts"]:]
+    m = len(carry)
+    for k, x in enumerate(carry):
+        for i in range(len(x.shape)):
+            yield x, i, outs[k], i
+        if len(outs) > m:
+            for i in range(len(x.shape)):
+                yield x, i, outs[m + 1 + k], i + 1
 
 
 @while_p.def_impl

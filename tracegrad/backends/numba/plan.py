@@ -39,6 +39,7 @@ from tracegrad.ops.shape_ops import (  # squeeze_map: codegen.py reads it from h
     transpose_p,
 )
 
+
 def dyn_count(op) -> int:
     """How many trailing operands of `op` are run-time dim sizes (broadcast_in_dim, iota)."""
     return op.primitive.size_operand_count(op)

@@ -248,8 +248,8 @@ class RecordingTape:
 
 def test_eager_calls_are_reported_to_the_call_recorder(monkeypatch, backend):
     calls = []
-    monkeypatch.setattr(function_module, "_CALL_RECORDER",
-                        [lambda concrete, inputs, results: calls.append((concrete, inputs, results))])
+    monkeypatch.setattr(function_module._call_recorder, "fn",
+                        lambda concrete, inputs, results: calls.append((concrete, inputs, results)))
     v = tg.Variable([1.0, 2.0], name="v")
     f = tg.function(lambda x, y, s: x * y * v + s)
     tape = RecordingTape()

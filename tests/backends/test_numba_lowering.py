@@ -133,6 +133,27 @@ def test_a_primitive_without_a_record_is_an_error_naming_it():
         lw._RECORDS.pop(prim, None)
 
 
+def test_the_planner_reads_the_primitives_dims_rule(monkeypatch):
+    """Which dims are equal is the primitive's fact (Primitive.def_dims): the planner unifies
+    by it, and a primitive that declares none is an error naming it, not a slower kernel."""
+    from tracegrad.backends.numba.plan import Plan
+    from tracegrad.ops import elementwise as ew
+
+    graph = graph_of(lambda x, y: x + y, np.ones(3), np.ones(3))
+    assert len(Plan(graph).class_members) == 1  # add's rule: every operand has its shape
+    monkeypatch.setattr(ew.add_p, "dims", None)
+    with pytest.raises(UnsupportedOpError, match="'add' declares no dim relations"):
+        Plan(graph)
+
+
+def test_unread_record_dims_fields_match_the_primitive():
+    """codegen.py's records still fill `dims` and `dim_operands`, which nothing reads (the
+    planner reads the primitive's); until they go, they must say what the primitive says."""
+    for prim, rec in lw.registered().items():
+        assert rec.dims is None or rec.dims is prim.dims, prim.name
+        assert rec.dim_operands is None or rec.dim_operands == prim.size_operands, prim.name
+
+
 def test_an_unknown_lowering_kind_is_refused():
     with pytest.raises(ValueError, match="unknown lowering kind"):
         lw.Lowering("fused")

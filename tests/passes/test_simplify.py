@@ -212,3 +212,23 @@ def test_dim_size_reads_an_unknown_dim_from_further_up():
     reads = [(t.op.inputs[0], t.op.attrs["axis"]) for t in out.outputs]
     assert all(a is b and axis == k for (a, axis), (b, k) in zip(reads, [(x, 0), (x, 0), (w, 0)]))
     check_equivalent(g, out)
+
+
+def test_dim_size_follows_the_producers_dims_rule():
+    """Any primitive's dims rule (Primitive.def_dims) tells where an unknown result dim is
+    read from: a reduction's kept dim, a matrix product's free dims, an iota's size operand."""
+    def body(g, x, w):
+        s = ops.reduce_sum(ops.exp(x), axes=(0,))  # f64[?]: computed only for its size
+        m = ops.dot_general(x, w, dimension_numbers=(((1,), (0,)), ((), ())))  # f64[?,?]
+        i = ops.iota(ops.dim_size(w, axis=0), dtype="int64", shape=(None,), dimension=0)
+        return (ops.dim_size(s, axis=0), ops.dim_size(m, axis=0), ops.dim_size(m, axis=1),
+                ops.dim_size(i, axis=0))
+
+    g = build(["f64[?,?]", "f64[?,?]"], body)
+    out = simplify(simplify(g))
+    x, w = out.inputs
+    assert names(out) == ["dim_size"] * 4
+    reads = [(t.op.inputs[0], t.op.attrs["axis"]) for t in out.outputs]
+    assert all(a is b and axis == k for (a, axis), (b, k) in zip(
+        reads, [(x, 1), (x, 0), (w, 1), (w, 0)], strict=True))
+    check_equivalent(g, out)

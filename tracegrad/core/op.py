@@ -33,10 +33,15 @@ class Primitive:
       raises `ShapeError` / `DTypeError` naming the op.
     - `impl(*ndarrays, **attrs)` -> ndarray(s): the NumPy reference.
     - `grad(op, *out_grads)` -> one gradient (or None) per input, built with tracegrad ops.
-    - `jvp`, `batch`: forward-mode and vectorization rules (optional).
+    - `batch(ctx, args, dims, **attrs)`: the vectorization rule (optional).
+    - `dims(op)`: which dims of the op's operands and results are equal, and
+      `size_operands`: where its run-time dim-size operands start (`def_dims`).
+
+    Forward mode has no slot: `tg.jvp` transposes the vjp (docs/autodiff.md).
     """
 
-    __slots__ = ("name", "multiple_results", "abstract_eval", "impl", "grad", "jvp", "batch")
+    __slots__ = ("name", "multiple_results", "abstract_eval", "impl", "grad", "batch", "dims",
+                 "size_operands")
 
     def __init__(self, name: str, *, multiple_results: bool = False):
         if name in REGISTRY:
@@ -46,8 +51,9 @@ class Primitive:
         self.abstract_eval: Callable | None = None
         self.impl: Callable | None = None
         self.grad: Callable | None = None
-        self.jvp: Callable | None = None
         self.batch: Callable | None = None
+        self.dims: Callable | None = None
+        self.size_operands: int | None = None
         REGISTRY[name] = self
 
     def def_abstract_eval(self, fn):
@@ -62,13 +68,29 @@ class Primitive:
         self.grad = fn
         return fn
 
-    def def_jvp(self, fn):
-        self.jvp = fn
-        return fn
-
     def def_batch(self, fn):
         self.batch = fn
         return fn
+
+    def def_dims(self, rule, *, size_operands: int | None = None):
+        """Declare the op's dim relations, the one place they are stated (the numba planner
+        and the simplifier read them).
+
+        `rule(op)` yields `(x, i, y, j)` for each pair of equal dims: dim `i` of `x` equals
+        dim `j` of `y`, where `x` and `y` are operands or results of `op` (an `Operation`, or
+        any object with `inputs`, `outputs` and `attrs`, whose tensors have a `shape`).
+        `no_dims` states that no result dim equals an operand dim.
+        `size_operands`: the position of the op's first run-time dim-size operand (those from
+        there on are scalar sizes, not data); the result's unknown dims are, in order, their
+        values (broadcast_in_dim, iota).
+        """
+        self.dims = rule
+        self.size_operands = size_operands
+        return rule
+
+    def size_operand_count(self, op) -> int:
+        """How many trailing operands of `op` are run-time dim sizes."""
+        return 0 if self.size_operands is None else len(op.inputs) - self.size_operands
 
     def __repr__(self):
         return f"<Primitive {self.name}>"
@@ -243,3 +265,11 @@ def _constant_impl(*, value, weak=False):
 
 
 constant_p.def_grad(lambda op, g: ())
+
+
+def no_dims(op):
+    """The dims rule of a primitive none of whose result dims equals an operand dim."""
+    return ()
+
+
+constant_p.def_dims(no_dims)

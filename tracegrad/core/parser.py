@@ -3,8 +3,8 @@
 Primitives are looked up by name in the registry when the text is parsed (the core imports
 no ops: `import tracegrad` first), result types are re-inferred with each primitive's
 `abstract_eval` and must equal the printed ones. The functions `call` ops call follow the
-graph (callers first); each becomes a callee through `CALLEE_LOADER`. Errors give the line
-and column.
+graph (callers first); each becomes a callee through `load_callee` (the loader
+`set_callee_loader` installs). Errors give the line and column.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from tracegrad.core import dtypes
+from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import FuncGraph, GraphTensor, Literal
 from tracegrad.core.printer import LITERAL_PRINT_LIMIT
 from tracegrad.core.types import TensorType
@@ -89,17 +90,21 @@ class _Scope:
         return None
 
 
-# `CALLEE_LOADER[0](graph) -> callee`: how a function read back from text or JSON becomes the
-# callee of the `call` ops that name it (an object with `.graph`, see ops/custom.py);
-# installed by tracegrad/transforms/custom.py (the core imports no transforms).
-CALLEE_LOADER: list = [None]
+# `loader(graph) -> callee`: how a function read back from text or JSON becomes the callee of
+# the `call` ops that name it (an object with `.graph`, see ops/custom.py); installed by
+# tracegrad/transforms/custom.py (the core imports no transforms).
+_callee_loader = Hook("the callee loader of call ops read from text or JSON",
+                      "tracegrad.transforms.custom")
+
+
+def set_callee_loader(loader) -> None:
+    """Install `loader(graph) -> callee`, which `load_callee` calls."""
+    _callee_loader.install(loader)
 
 
 def load_callee(graph: FuncGraph):
-    loader = CALLEE_LOADER[0]
-    if loader is None:
-        raise TracegradError("reading a graph with call ops needs `import tracegrad` first")
-    return loader(graph)
+    """The callee of `call` ops naming `graph` (a UsageError if no loader is installed)."""
+    return _callee_loader(graph)
 
 
 class ParsedCapture:

@@ -15,22 +15,29 @@ import weakref
 import numpy as np
 
 from tracegrad.core import dtypes
+from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
-from tracegrad.errors import DTypeError, ShapeError, TracegradError, UnsupportedOpError
+from tracegrad.errors import DTypeError, ShapeError, TracegradError
 
 _variable_ids = itertools.count(1)
 
 # The graphs of `tg.function` traces being built, where Variables may be assigned: each maps
 # a Variable to the tensor that holds its value at this point of the trace (insertion order:
-# first assignment). Filled by the function layer's traced writes (`_TRACED_WRITE`).
+# first assignment). Filled by the function layer's traced writes (`set_traced_write`).
 _SCOPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # `write(variable, graph, value, how)`: binds a traced `assign` (installed by
 # tracegrad/function/_effects.py, which may use the ops; core may not).
-_TRACED_WRITE: list = [None]
+_traced_write = Hook("Variable assignment inside a trace", "tracegrad.function._effects")
+
+
+def set_traced_write(write) -> None:
+    """Install `write(variable, graph, value, how)`, which a Variable's assignment inside a
+    trace calls."""
+    _traced_write.install(write)
 
 
 def effect_scope(graph: FuncGraph) -> dict:
@@ -213,10 +220,7 @@ class Variable:
     def _write(self, value, how: str) -> Variable:
         graph = state.graph
         if graph is not None:
-            write = _TRACED_WRITE[0]
-            if write is None:
-                raise UnsupportedOpError(f"Variable.{how} inside a trace needs tracegrad.function")
-            write(self, graph, value, how)
+            _traced_write(self, graph, value, how)
             return self
         new = self._new_value(value, how)
         if how == "assign_add":

@@ -22,6 +22,7 @@ from typing import Any
 
 from tracegrad import backends
 from tracegrad.core import tree
+from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
 from tracegrad.core.source import user_frame
 from tracegrad.core.state import state
@@ -362,10 +363,10 @@ class ConcreteFunction:
             if not eager:
                 return self._numpy_out(outs)
         results = [EagerTensor(o) for o in outs]
-        if tapes and _CALL_RECORDER[0] is not None:
+        if tapes:
             fed = [x if type(x) is EagerTensor else EagerTensor(a)
                    for x, a in zip(inputs, arrays[:len(inputs)], strict=True)]
-            _CALL_RECORDER[0](self, fed + list(captured), results)
+            _call_recorder(self, fed + list(captured), results)
         return self._pack(results[:self._n_results] if self._written else results)
 
     def _run_writing(self, arrays):
@@ -430,13 +431,21 @@ class ConcreteFunction:
         return f"<ConcreteFunction {self.name} args={args} kwargs={kwargs}>"
 
 
-# The hook through which compiled calls are recorded on gradient tapes (the autodiff layer
-# sets it): `recorder(concrete, inputs, results)` is called when a compiled function runs
-# eagerly while tapes record. `inputs` are EagerTensors aligned with
-# `concrete.graph.all_inputs` (graph inputs, then capture placeholders; a Variable appears as
-# the snapshot its read reported to the tapes), `results` EagerTensors aligned with
-# `concrete.graph.outputs`.
-_CALL_RECORDER: list = [make_call_recorder(lambda concrete: concrete.callee)]
+# The hook through which compiled calls are recorded on gradient tapes:
+# `recorder(concrete, inputs, results)` is called when a compiled function runs eagerly while
+# tapes record. `inputs` are EagerTensors aligned with `concrete.graph.all_inputs` (graph
+# inputs, then capture placeholders; a Variable appears as the snapshot its read reported to
+# the tapes), `results` EagerTensors aligned with `concrete.graph.outputs`. The recorder of
+# transforms/custom.py records one `call` op of the concrete function's callee.
+_call_recorder = Hook("the recorder of compiled calls on gradient tapes", "tracegrad.function")
+
+
+def set_call_recorder(recorder) -> Callable | None:
+    """Install `recorder(concrete, inputs, results)`; returns the one it replaces."""
+    return _call_recorder.install(recorder)
+
+
+set_call_recorder(make_call_recorder(lambda concrete: concrete.callee))
 
 
 def _packer(treedef) -> Callable[[list], Any]:

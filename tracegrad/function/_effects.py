@@ -63,4 +63,4 @@ def _operand(graph: FuncGraph, value) -> tuple[GraphTensor, bool]:
     return t, True
 
 
-variables._TRACED_WRITE[0] = traced_write
+variables.set_traced_write(traced_write)

@@ -1,8 +1,9 @@
 """Rule factories for families of primitives, and op properties as data.
 
-`unary`, `binary`, `compare` install the shared `abstract_eval`, `impl` and batch rule of
-an elementwise family; each op module then attaches the rules that differ right beneath
-the primitive.
+`unary`, `binary`, `compare` install the shared `abstract_eval`, `impl`, batch rule and
+dims rule of an elementwise family; each op module then attaches the rules that differ
+right beneath the primitive. `dims_elementwise` and `dims_same` are the dims rules
+(`Primitive.def_dims`) several op modules share.
 """
 
 from __future__ import annotations
@@ -35,6 +36,29 @@ KINDS = {
     "intbool": dtypes.INTS | {dtypes.bool_},
     "any": frozenset(dtypes.SUPPORTED),
 }
+
+
+def dims_same(op):
+    """Dims rule: the result has its (first) operand's shape (cumulative ops, sort, rev)."""
+    x, t = op.inputs[0], op.outputs[0]
+    for i in range(len(t.shape)):
+        yield t, i, x, i
+
+
+def dims_elementwise(op):
+    """Dims rule: every operand has the result's shape."""
+    t = op.outputs[0]
+    for x in op.inputs:
+        for i in range(len(x.shape)):
+            yield t, i, x, i
+
+
+def elementwise(prim: Primitive) -> Primitive:
+    """Mark `prim` elementwise (result element i reads operand elements i only): a member of
+    `ELEMENTWISE`, with the dims rule that every operand has the result's shape."""
+    ELEMENTWISE.add(prim)
+    prim.def_dims(dims_elementwise)
+    return prim
 
 
 def _no_gradient(op, *out_grads):
@@ -103,7 +127,7 @@ def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Pri
 
     prim.def_impl(impl)
     batch_elementwise(prim)
-    ELEMENTWISE.add(prim)
+    elementwise(prim)
     UNARY.add(prim)
     return prim
 
@@ -124,7 +148,7 @@ def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool =
 
     prim.def_impl(impl)
     batch_elementwise(prim)
-    ELEMENTWISE.add(prim)
+    elementwise(prim)
     BINARY.add(prim)
     if commutative:
         COMMUTATIVE.add(prim)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.core.op import Primitive, constant_p
+from tracegrad.core.hooks import Hook
+from tracegrad.core.op import Primitive, constant_p, no_dims
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import elementwise as ew
@@ -30,21 +31,40 @@ from tracegrad.ops.reductions import reduce_sum_p
 from tracegrad.ops.indexing import gather_p
 from tracegrad.ops.shape_ops import broadcast_in_dim_p, broadcast_like, scalar_like, zeros_like
 
-_HOOKS: dict = {}
+# The transforms the rules need (ops import no transforms; these install them when imported).
+_run = Hook("the reference interpreter of control-flow sub-graphs",
+            "tracegrad.transforms.evaluate")
+_vjp_graph = Hook("the vjp of control-flow sub-graphs", "tracegrad.transforms.control_flow")
+_inline = Hook("the inliner of control-flow sub-graphs", "tracegrad.transforms.control_flow")
+_build_graph = Hook("the tracer of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 
 
-def install(**hooks) -> None:
-    """Install the transforms the rules need: `run(graph, arrays) -> arrays` (the reference
-    interpreter), `vjp_graph(graph) -> graph` (inputs: the graph's, then one cotangent per
-    float output; outputs: one gradient per float input, zeros where unconnected),
-    `inline(graph, tensors) -> tensors` (a closed graph's ops copied into the graph being
-    built) and `build_graph(name, input_types, fn) -> graph` (`fn` traced into a new
-    closed graph)."""
-    _HOOKS.update(hooks)
+def set_run_graph(run) -> None:
+    """Install `run(graph, arrays) -> arrays`, the reference interpreter (eager cond/while)."""
+    _run.install(run)
+
+
+def set_vjp_graph(vjp_graph) -> None:
+    """Install `vjp_graph(graph, outputs_known=False) -> graph` (inputs: the graph's, then one
+    cotangent per float output; outputs: one gradient per float input, zeros where
+    unconnected)."""
+    _vjp_graph.install(vjp_graph)
+
+
+def set_inline_graph(inline) -> None:
+    """Install `inline(graph, tensors) -> tensors`: a closed graph's ops copied into the graph
+    being built."""
+    _inline.install(inline)
+
+
+def set_build_graph(build_graph) -> None:
+    """Install `build_graph(name, input_types, fn) -> graph`: `fn` traced into a new closed
+    graph nested in the current one."""
+    _build_graph.install(build_graph)
 
 
 def run_graph(graph, arrays) -> list:
-    return _HOOKS["run"](graph, list(arrays))
+    return _run(graph, list(arrays))
 
 
 def _fits(t: TensorType, want: TensorType) -> bool:
@@ -91,6 +111,9 @@ def _cond_abstract_eval(pred, *args, branches):
     return outs_t
 
 
+cond_p.def_dims(no_dims)  # its results come from its branches, not from its operands
+
+
 @cond_p.def_impl
 def _cond_impl(pred, *args, branches):
     return tuple(run_graph(branches[int(bool(pred))], args))
@@ -106,7 +129,7 @@ def _cond_grad(op, *out_grads):
              if dtypes.is_differentiable(t.dtype)]
     if not grads:
         return [None] * len(op.inputs)
-    branches = (_HOOKS["vjp_graph"](false_graph), _HOOKS["vjp_graph"](true_graph))
+    branches = (_vjp_graph(false_graph), _vjp_graph(true_graph))
     outs = iter(cond_p.bind(pred, *args, *grads, branches=branches))
     return [None] + [next(outs) if dtypes.is_differentiable(a.dtype) else None for a in args]
 
@@ -168,6 +191,21 @@ def _while_abstract_eval(*args, cond_graph, body_graph, num_consts, maximum_iter
         result += [TensorType((), dtypes.int64)]
         result += [TensorType((None, *t.shape), t.dtype, t.weak) for t in carry]
     return result
+
+
+@while_p.def_dims
+def _while_dims(op):
+    """The final carry, and each carry's history (after its iteration axis), have the
+    carry's shape."""
+    ins, outs = op.inputs, op.outputs
+    carry = ins[op.attrs["num_consts"]:]
+    m = len(carry)
+    for k, x in enumerate(carry):
+        for i in range(len(x.shape)):
+            yield x, i, outs[k], i
+        if len(outs) > m:
+            for i in range(len(x.shape)):
+                yield x, i, outs[m + 1 + k], i + 1
 
 
 @while_p.def_impl
@@ -234,7 +272,7 @@ def _while_grad(op, *out_grads):
     count, history = replay[m], list(replay[m + 1:])
     # the body's gradient reads the carry after the step from the history (the next row,
     # the final carry after the last step) instead of computing it again
-    vjp_body = _HOOKS["vjp_graph"](attrs["body_graph"], outputs_known=True)
+    vjp_body = _vjp_graph(attrs["body_graph"], outputs_known=True)
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 
@@ -272,8 +310,8 @@ def _while_grad(op, *out_grads):
     carry_types = [t.type for t in [count, *cts, *accs]]
     types = [c.type for c in fixed] + carry_types
     back = while_p.bind(*fixed, count, *cts, *accs,
-                        cond_graph=_HOOKS["build_graph"]("while_grad_cond", types, back_cond),
-                        body_graph=_HOOKS["build_graph"]("while_grad_body", types, back_body),
+                        cond_graph=_build_graph("while_grad_cond", types, back_cond),
+                        body_graph=_build_graph("while_grad_body", types, back_body),
                         num_consts=len(fixed))
     g_init, g_consts = back[1:1 + len(cts)], back[1 + len(cts):]
     grads = [None] * len(op.inputs)
@@ -309,9 +347,9 @@ def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
         counts = bdim_at(scalar_like(like, 0, dtypes.int64), None, 0, like, like_dim)
         carry = carry + [counts]
         types = types + [counts.type]
-    any_cond = _HOOKS["build_graph"]("cond_any", types, lambda *v: _any(run_inline(
+    any_cond = _build_graph("cond_any", types, lambda *v: _any(run_inline(
         lane_cond, v[:len(v) - keep_history])[0]))
-    masked = _HOOKS["build_graph"]("body_masked", types, lambda *v: _masked_step(
+    masked = _build_graph("body_masked", types, lambda *v: _masked_step(
         ctx, lane_cond, body_graph, in_dims, v, num_consts, keep_history))
     outs = list(while_p.bind(*consts, *carry, cond_graph=any_cond, body_graph=masked,
                              num_consts=num_consts, maximum_iterations=maximum_iterations,
@@ -324,7 +362,7 @@ def _while_batch(ctx, args, dims, *, cond_graph, body_graph, num_consts,
 
 
 def run_inline(graph, values) -> list:
-    return _HOOKS["inline"](graph, list(values))
+    return _inline(graph, list(values))
 
 
 def _any(lanes):

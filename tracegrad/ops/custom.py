@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from tracegrad.core.op import Primitive
+from tracegrad.core.op import Primitive, no_dims
 from tracegrad.ops._batching import all_at
 from tracegrad.core.shapes import shape_str, shapes_compatible
 from tracegrad.errors import NotDifferentiableError, ShapeError
@@ -45,6 +45,14 @@ def _custom_gradient_abstract_eval(*types, num_results, grad_graph=None, gradien
             f"operands do not fit {len(types)} operands"
         )
     return list(types[:num_results])
+
+
+@custom_gradient_p.def_dims
+def _custom_gradient_dims(op):
+    """Result k is a copy of operand k."""
+    for x, t in zip(op.inputs, op.outputs):
+        for i in range(len(t.shape)):
+            yield t, i, x, i
 
 
 @custom_gradient_p.def_impl
@@ -110,6 +118,9 @@ def _call_abstract_eval(*types, callee):
                 f"does not fit input {p.type}"
             )
     return [t.type for t in callee.graph.outputs]
+
+
+call_p.def_dims(no_dims)  # (the callee relates them; backends and passes inline it)
 
 
 @call_p.def_impl

@@ -17,7 +17,7 @@ from __future__ import annotations
 from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
 from tracegrad.ops._batching import batch_elementwise
-from tracegrad.ops._families import nondifferentiable, same_dtype, same_shape
+from tracegrad.ops._families import dims_elementwise, nondifferentiable, same_dtype, same_shape
 
 assign_p = Primitive("assign")
 """`assign(current, value, *, variable)`: `value`, as the Variable `variable`'s new value.
@@ -37,6 +37,7 @@ def _assign_impl(current, value, *, variable):
 
 
 batch_elementwise(assign_p)
+assign_p.def_dims(dims_elementwise)  # current, value and result have one shape
 nondifferentiable(assign_p)
 
 

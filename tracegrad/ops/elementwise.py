@@ -17,10 +17,10 @@ from tracegrad.errors import DTypeError
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import batch_elementwise
 from tracegrad.ops._families import (
-    ELEMENTWISE,
     binary,
     check_kind,
     compare,
+    elementwise,
     needs,
     nondifferentiable,
     same_dtype,
@@ -168,7 +168,7 @@ def _integer_pow_impl(x, *, y):
     return np.power(x, x.dtype.type(y))
 
 
-ELEMENTWISE.add(integer_pow_p)
+elementwise(integer_pow_p)
 batch_elementwise(integer_pow_p)
 
 
@@ -301,7 +301,7 @@ def _select_abstract_eval(pred, on_true, on_false):
 
 
 select_p.def_impl(np.where)
-ELEMENTWISE.add(select_p)
+elementwise(select_p)
 batch_elementwise(select_p)
 
 
@@ -331,7 +331,7 @@ def _convert_impl(x, *, new_dtype, weak=False):
     return x.astype(new_dtype)
 
 
-ELEMENTWISE.add(convert_element_type_p)
+elementwise(convert_element_type_p)
 batch_elementwise(convert_element_type_p)
 
 
@@ -350,6 +350,6 @@ stop_gradient_p = Primitive("stop_gradient")
 
 stop_gradient_p.def_abstract_eval(lambda x: x)
 stop_gradient_p.def_impl(lambda x: x)
-ELEMENTWISE.add(stop_gradient_p)
+elementwise(stop_gradient_p)
 batch_elementwise(stop_gradient_p)
 stop_gradient_p.def_grad(lambda op, g: [None])

@@ -18,7 +18,7 @@ from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import all_at, moveaxis
-from tracegrad.ops._families import needs, same_dtype
+from tracegrad.ops._families import dims_same, needs, same_dtype
 
 
 def _check_indices(op, operand, indices, axis):
@@ -52,6 +52,24 @@ def _gather_abstract_eval(operand, indices, *, axis):
         raise ShapeError(f"gather: cannot take from an empty axis of {operand}")
     return TensorType(gathered_shape(operand.shape, indices.shape, axis), operand.dtype,
                       operand.weak)
+
+
+def _gathered_dims(x, idx, ax, t):
+    """`t` holds rows of `x` along axis `ax` picked by `idx` (a gather's result, a scatter's
+    updates): `x`'s other dims, with `idx`'s dims in place of axis `ax`."""
+    r = len(idx.shape)
+    for i in range(ax):
+        yield x, i, t, i
+    for i in range(r):
+        yield idx, i, t, ax + i
+    for i in range(ax + 1, len(x.shape)):
+        yield x, i, t, i - 1 + r
+
+
+@gather_p.def_dims
+def _gather_dims(op):
+    (x, idx), (t,) = op.inputs, op.outputs
+    return _gathered_dims(x, idx, op.attrs["axis"], t)
 
 
 @gather_p.def_impl
@@ -190,6 +208,14 @@ def _scatter_add_impl(operand, indices, updates, *, axis):
 _batch_scatter(scatter_add_p)
 
 
+@scatter_add_p.def_dims
+def _scatter_dims(op):
+    """The result has the operand's shape; the updates are rows picked by the indices."""
+    (x, idx, upd), (t,) = op.inputs, op.outputs
+    yield from dims_same(op)
+    yield from _gathered_dims(x, idx, op.attrs["axis"], upd)
+
+
 @scatter_add_p.def_grad
 def _scatter_add_grad(op, g):
     _, indices, _ = op.inputs
@@ -216,6 +242,7 @@ def _scatter_set_impl(operand, indices, updates, *, axis):
 
 
 _batch_scatter(scatter_p)
+scatter_p.def_dims(_scatter_dims)
 
 
 @scatter_p.def_grad

@@ -15,7 +15,7 @@ from tracegrad.errors import ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import batch_axes, moveaxis
-from tracegrad.ops._families import check_kind, needs, same_dtype
+from tracegrad.ops._families import check_kind, dims_same, needs, same_dtype
 
 # -- dot_general -----------------------------------------------------------------------------
 
@@ -50,6 +50,26 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers):
     lf = tuple(lhs.shape[i] for i in _free_dims(lhs.ndim, lc, lb))
     rf = tuple(rhs.shape[i] for i in _free_dims(rhs.ndim, rc, rb))
     return TensorType(batch + lf + rf, dtype, lhs.weak and rhs.weak)
+
+
+@dot_general_p.def_dims
+def _dot_general_dims(op):
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    (lhs, rhs), (t,) = op.inputs, op.outputs
+    for i, j in zip(lc, rc):
+        yield lhs, i, rhs, j
+    for k, (i, j) in enumerate(zip(lb, rb)):
+        yield lhs, i, rhs, j
+        yield lhs, i, t, k
+    k = len(lb)
+    for i in range(len(lhs.shape)):
+        if i not in lc and i not in lb:
+            yield lhs, i, t, k
+            k += 1
+    for i in range(len(rhs.shape)):
+        if i not in rc and i not in rb:
+            yield rhs, i, t, k
+            k += 1
 
 
 @dot_general_p.def_impl
@@ -233,6 +253,15 @@ cholesky_p.def_impl(np.linalg.cholesky)
 batch_axes(cholesky_p, front=True)
 
 
+@cholesky_p.def_dims
+def _cholesky_dims(op):
+    """A batch of square matrices, and a result of their shape."""
+    x = op.inputs[0]
+    r = len(x.shape)
+    yield from dims_same(op)
+    yield x, r - 1, x, r - 2
+
+
 @cholesky_p.def_grad
 def _cholesky_grad(op, g):
     # With P = tril(L.T @ g) with its diagonal halved and S = L^-T P L^-1, the gradient for
@@ -287,6 +316,22 @@ def _triangular_solve_impl(a, b, *, left_side=True, lower=True, transpose_a=Fals
 batch_axes(triangular_solve_p, front=True)
 
 
+@triangular_solve_p.def_dims
+def _solve_dims(op):
+    """triangular_solve and solve: a square matrix, and a right-hand side (left or right)
+    of the result's shape."""
+    m, b = op.inputs
+    r = len(m.shape)
+    yield m, r - 1, m, r - 2
+    for i in range(r - 2):
+        yield m, i, b, i
+    left = op.attrs.get("left_side", True)
+    yield m, r - 1, b, r - 2 if left else r - 1
+    t = op.outputs[0]
+    for i in range(len(t.shape)):
+        yield t, i, b, i
+
+
 @triangular_solve_p.def_grad
 def _triangular_solve_grad(op, g):
     # With M = op(a): left, x = M^-1 b, so g_b = M^-T g and g_M = -g_b x^T; right,
@@ -318,6 +363,7 @@ def _solve_abstract_eval(a, b):
 
 solve_p.def_impl(np.linalg.solve)
 batch_axes(solve_p, front=True)
+solve_p.def_dims(_solve_dims)
 
 
 @solve_p.def_grad
@@ -340,6 +386,17 @@ def _det_abstract_eval(a):
 
 det_p.def_impl(np.linalg.det)
 batch_axes(det_p, front=True)
+
+
+@det_p.def_dims
+def _det_dims(op):
+    """det and slogdet: a batch of square matrices, a result per matrix."""
+    m = op.inputs[0]
+    r = len(m.shape)
+    yield m, r - 1, m, r - 2
+    for t in op.outputs:
+        for i in range(r - 2):
+            yield m, i, t, i
 
 
 @det_p.def_grad
@@ -368,6 +425,7 @@ def _slogdet_impl(a):
 
 
 batch_axes(slogdet_p, front=True)
+slogdet_p.def_dims(_det_dims)
 
 
 @slogdet_p.def_grad

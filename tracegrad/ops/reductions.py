@@ -15,7 +15,7 @@ from tracegrad.errors import NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import indexing, shape_ops
 from tracegrad.ops._batching import batch_axes
-from tracegrad.ops._families import REDUCTIONS, check_kind, nondifferentiable
+from tracegrad.ops._families import REDUCTIONS, check_kind, dims_same, nondifferentiable
 
 
 def _reduced_shape(op, x, axes, keepdims):
@@ -24,6 +24,20 @@ def _reduced_shape(op, x, axes, keepdims):
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def dims_reduction(op):
+    """Dims rule of a reduction (`axes`) or an arg-reduction (`axis`): the kept dims."""
+    a, x, t = op.attrs, op.inputs[0], op.outputs[0]
+    axes = a["axes"] if "axes" in a else (a["axis"],)
+    keep = a.get("keepdims", False)
+    j = 0
+    for i in range(len(x.shape)):
+        if i in axes:
+            j += 1 if keep else 0
+            continue
+        yield x, i, t, j
+        j += 1
 
 
 def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
@@ -48,6 +62,7 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
             return np_fn(x, axis=axes, keepdims=keepdims)
 
     batch_axes(prim, ("axes",), reduces=True)
+    prim.def_dims(dims_reduction)
     REDUCTIONS.add(prim)
     return prim
 
@@ -141,6 +156,7 @@ def arg_reduction(name: str, np_fn) -> Primitive:
         return np_fn(x, axis=axis, keepdims=keepdims).astype(index_dtype, copy=False)
 
     batch_axes(prim, ("axis",), reduces=True)
+    prim.def_dims(dims_reduction)
     nondifferentiable(prim)
     return prim
 
@@ -167,6 +183,7 @@ def cumulative(name: str, np_fn) -> Primitive:
         return np_fn(x, axis=axis, dtype=x.dtype)
 
     batch_axes(prim, ("axis",))
+    prim.def_dims(dims_same)
     return prim
 
 
@@ -220,6 +237,7 @@ def _sort_impl(x, *, axis):
 
 
 batch_axes(sort_p, ("axis",))
+sort_p.def_dims(dims_same)
 
 
 @sort_p.def_grad
@@ -267,4 +285,5 @@ def _argsort_impl(x, *, axis, index_dtype=dtypes.int64):
 
 
 batch_axes(argsort_p, ("axis",))
+argsort_p.def_dims(dims_same)
 nondifferentiable(argsort_p)

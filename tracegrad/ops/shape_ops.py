@@ -13,7 +13,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, Tensor
-from tracegrad.core.op import Primitive
+from tracegrad.core.op import Primitive, no_dims
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
@@ -21,7 +21,7 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise
 from tracegrad.ops._batching import batch_axes, bdim_at, moveaxis
-from tracegrad.ops._families import needs, nondifferentiable, same_dtype
+from tracegrad.ops._families import dims_same, needs, nondifferentiable, same_dtype
 from tracegrad.ops.reductions import reduce_sum_p
 
 
@@ -133,6 +133,17 @@ def _broadcast_in_dim_batch(ctx, args, dims, *, shape, broadcast_dimensions):
 
 # -- reshape ---------------------------------------------------------------------------------
 
+def _broadcast_in_dim_dims(op):
+    (x, *_), (t,) = op.inputs, op.outputs
+    for i, d in enumerate(op.attrs["broadcast_dimensions"]):
+        if x.shape[i] not in (None, 1):  # a 1 (or an unknown dim: maybe 1) broadcasts
+            yield x, i, t, d
+
+
+# the result's unknown dims are its operands from 1 on
+broadcast_in_dim_p.def_dims(_broadcast_in_dim_dims, size_operands=1)
+
+
 reshape_p = Primitive("reshape")
 """The operand's elements (row-major) in shape `new_sizes`; one entry may be -1 when the
 operand has unknown dims."""
@@ -208,6 +219,26 @@ def _reshape_batch(ctx, args, dims, *, new_sizes):
 
 # -- transpose -------------------------------------------------------------------------------
 
+def squeeze_map(op):
+    """For a reshape that only inserts or removes size-1 dims: the `(operand axis, result
+    axis)` pairs of its other dims; None for any other reshape (or unknown dims)."""
+    x, out = op.inputs[0].shape, op.outputs[0].shape
+    xi = [i for i, d in enumerate(x) if d != 1]
+    oi = [j for j, d in enumerate(out) if d != 1]
+    if len(xi) != len(oi) or any(
+        x[i] is None or out[j] is None or x[i] != out[j] for i, j in zip(xi, oi)
+    ):
+        return None
+    return list(zip(xi, oi))
+
+
+@reshape_p.def_dims
+def _reshape_dims(op):
+    """A reshape that only inserts or removes size-1 dims keeps the others."""
+    for i, j in squeeze_map(op) or ():
+        yield op.inputs[0], i, op.outputs[0], j
+
+
 transpose_p = Primitive("transpose")
 """Result dim i is operand dim `permutation[i]`."""
 
@@ -239,6 +270,12 @@ def _transpose_batch(ctx, args, dims, *, permutation):
 
 
 # -- slice -----------------------------------------------------------------------------------
+
+@transpose_p.def_dims
+def _transpose_dims(op):
+    for i, p in enumerate(op.attrs["permutation"]):
+        yield op.outputs[0], i, op.inputs[0], p
+
 
 slice_p = Primitive("slice")
 """`x[start:limit:stride, ...]` per dim (strides > 0). Indices are non-negative and in
@@ -313,6 +350,8 @@ def _slice_grad(op, g):
 
 # -- rev -------------------------------------------------------------------------------------
 
+slice_p.def_dims(no_dims)  # (a slice of a whole dim is still its own class)
+
 rev_p = Primitive("rev")
 """The operand reversed along `dimensions`."""
 
@@ -331,6 +370,7 @@ def _rev_impl(x, *, dimensions):
 
 rev_p.def_grad(lambda op, g: [rev_p.bind(g, dimensions=op.attrs["dimensions"])])
 batch_axes(rev_p, ("dimensions",))
+rev_p.def_dims(dims_same)
 
 
 # -- pad -------------------------------------------------------------------------------------
@@ -417,6 +457,8 @@ def _pad_batch(ctx, args, dims, *, padding_config):
 
 # -- concatenate -----------------------------------------------------------------------------
 
+pad_p.def_dims(no_dims)
+
 concatenate_p = Primitive("concatenate")
 """The operands joined along `dimension` (all other dims equal)."""
 
@@ -488,6 +530,15 @@ def _concatenate_grad(op, g):
 
 # -- iota ------------------------------------------------------------------------------------
 
+@concatenate_p.def_dims
+def _concatenate_dims(op):
+    dim = op.attrs["dimension"]
+    for x in op.inputs:
+        for i in range(len(x.shape)):
+            if i != dim:
+                yield x, i, op.outputs[0], i
+
+
 iota_p = Primitive("iota")
 """An array of `shape` whose elements are their index along `dimension`."""
 
@@ -519,6 +570,8 @@ def _iota_batch(ctx, args, dims, **attrs):
 
 # -- dim_size --------------------------------------------------------------------------------
 
+iota_p.def_dims(no_dims, size_operands=0)  # its unknown dims: its operands
+
 dim_size_p = Primitive("dim_size")
 """The size of the operand's dim `axis`, as an int64 scalar."""
 
@@ -545,6 +598,9 @@ def _dim_size_batch(ctx, args, dims, *, axis):
 
 
 # -- composites every gradient rule needs ----------------------------------------------------
+
+
+dim_size_p.def_dims(no_dims)
 
 
 def broadcast_like(g, x, broadcast_dimensions):

@@ -4,11 +4,13 @@
 integer and bool dtypes (for floats `inf*0` and `nan*0` are nan); `neg(neg(x))` is `x`;
 transposes, reshapes and broadcasts of their own kind compose into one op, and disappear
 when they do nothing; `convert_element_type` to the dtype the operand has is dropped;
-`dim_size` reads a known dim as a constant and an unknown one from the producer's operand; a
+`dim_size` reads a known dim as a constant and an unknown one from the producer's operand
+(the producer's dims rule says which); a
 `custom_gradient` boundary becomes its results (the gradient it carries is built by then)
-and a `call` of a compiled function becomes the callee's ops; a `dot_general` with a
-diagonal operand (an identity's rows, as jacobians start from, times broadcast factors)
-becomes a scaling of the other operand (`passes/diagonal.py`).
+and a `call` of a compiled function becomes the callee's ops (`passes/inline.py`, the
+inliner the numba backend uses too); a `dot_general` with a diagonal operand (an identity's
+rows, as jacobians start from, times broadcast factors) becomes a scaling of the other
+operand (`passes/diagonal.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -24,9 +26,10 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
-from tracegrad.ops import ELEMENTWISE, custom, linalg, reductions, shape_ops
+from tracegrad.ops import custom, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.passes._rewrite import Rewriter, run_pass
+from tracegrad.passes._rewrite import run_pass
+from tracegrad.passes.inline import inline_call, inline_custom_gradient
 
 
 def simplify(graph: FuncGraph) -> FuncGraph:
@@ -179,8 +182,10 @@ def _convert(rw, op, ins):
 
 
 def _dim_size(rw, op, ins):
-    """A known dim is a constant; an unknown one is read from further up, so that an op
-    computed only for its size (a forward result a gradient needs the shape of) goes."""
+    """A known dim is a constant; an unknown one is read from further up, by the producer's
+    dims rule (`Primitive.def_dims`): one of its size operands, or the operand dim it
+    equals. So an op computed only for its size (a forward result a gradient needs the shape
+    of) goes."""
     (x,), axis = ins, op.attrs["axis"]
     n = x.shape[axis]
     if n is not None:
@@ -189,35 +194,20 @@ def _dim_size(rw, op, ins):
     if producer is None:
         return None
     prim = producer.primitive
-    if prim in ELEMENTWISE:  # operands and result have equal shapes
-        source = producer.inputs[0]
-    elif prim is shape_ops.transpose_p:
-        source, axis = producer.inputs[0], producer.attrs["permutation"][axis]
-    elif prim is shape_ops.broadcast_in_dim_p:  # the size is one of its dim operands
-        k = producer.attrs["shape"][:axis].count(None)
-        return [producer.inputs[1 + k]]
-    else:
-        return None
-    return rw.emit(shape_ops.dim_size_p, [source], {"axis": axis}, op.source)
+    if prim.size_operands is not None and x is producer.outputs[0]:
+        return [producer.inputs[prim.size_operands + x.shape[:axis].count(None)]]
+    operands = {id(t) for t in producer.inputs}
+    for a, i, b, j in prim.dims(producer) if prim.dims is not None else ():
+        for (t, k), (source, s) in (((a, i), (b, j)), ((b, j), (a, i))):
+            if t is x and k == axis and id(source) in operands:
+                return rw.emit(shape_ops.dim_size_p, [source], {"axis": s}, op.source)
+    return None
 
 
 def _same_type_identity(rw, op, ins):
     """reduce_sum over no axes, stop_gradient-free identities: the operand if types agree."""
     (x,) = ins
     return [x] if not op.attrs.get("axes") and x.type == op.outputs[0].type else None
-
-
-def _custom_gradient(rw, op, ins):
-    """A custom_gradient boundary is its first operands once gradients are built."""
-    return ins[: len(op.outputs)]
-
-
-def _call(rw, op, ins):
-    """A `call` of a compiled function is its callee's graph, inlined (operands feed the
-    callee's inputs and captures)."""
-    callee = op.attrs["callee"].graph
-    env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
-    return Rewriter(callee, target=rw.target, env=env).run()
 
 
 def _select(rw, op, ins):
@@ -245,8 +235,8 @@ RULES = {
     shape_ops.broadcast_in_dim_p: _broadcast,
     shape_ops.dim_size_p: _dim_size,
     reductions.reduce_sum_p: _same_type_identity,
-    custom.custom_gradient_p: _custom_gradient,
-    custom.call_p: _call,
+    custom.custom_gradient_p: inline_custom_gradient,
+    custom.call_p: inline_call,
 }
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)

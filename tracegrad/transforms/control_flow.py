@@ -151,8 +151,9 @@ def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
     return g
 
 
-control_flow.install(vjp_graph=vjp_graph, build_graph=build_graph,
-                     inline=lambda graph, values: inline_graph(graph, state.graph, values))
+control_flow.set_vjp_graph(vjp_graph)
+control_flow.set_build_graph(build_graph)
+control_flow.set_inline_graph(lambda graph, values: inline_graph(graph, state.graph, values))
 
 
 # -- cond --------------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ def load_callee(graph: FuncGraph) -> CompiledCall:
     return CompiledCall(graph, None, _run_reference)
 
 
-parser.CALLEE_LOADER[0] = load_callee
+parser.set_callee_loader(load_callee)
 
 
 def vjp_graph(forward: FuncGraph):

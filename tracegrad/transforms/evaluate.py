@@ -146,5 +146,5 @@ def _run_callee(graph: FuncGraph):
     return run
 
 
-control_flow.install(run=run_subgraph)
+control_flow.set_run_graph(run_subgraph)
 

@@ -21,6 +21,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.ops.effects import assign_p
+from tracegrad.passes.inline import inline_call, inline_custom_gradient
 
 __all__ = [
     "cache_dir",
@@ -35,19 +36,10 @@ __all__ = [
 # Primitives the backend removes before planning (`_lower`): a `call` is its callee's graph
 # inlined, a `custom_gradient` boundary is its first operands (the gradient is not computed
 # here), an `assign` its value (the function layer writes the Variable from the graph's
-# outputs).
+# outputs). `call` and `custom_gradient` use the inliner `tg.optimize` uses (passes/inline.py).
 
-
-def _inline_call(rw, op, ins):
-    from tracegrad.passes import Rewriter
-
-    callee = op.attrs["callee"].graph
-    env = {id(t): x for t, x in zip(callee.all_inputs, ins, strict=True)}
-    return Rewriter(callee, target=rw.target, env=env).run()
-
-
-register(call_p, Lowering(INLINED, inline=_inline_call))
-register(custom_gradient_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[: len(op.outputs)]))
+register(call_p, Lowering(INLINED, inline=inline_call))
+register(custom_gradient_p, Lowering(INLINED, inline=inline_custom_gradient))
 register(assign_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[1:]))
 
 

@@ -10,13 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
-from tracegrad.backends.numba.plan import (
-    AttrSlot,
-    dims_concatenate,
-    dims_reduction,
-    dims_same,
-    dims_scatter,
-)
+from tracegrad.backends.numba.plan import AttrSlot
 from tracegrad.backends.numba.scalars import NB_TYPE, helper, literal, typed
 from tracegrad.core import dtypes
 from tracegrad.ops import indexing, reductions, shape_ops
@@ -118,10 +112,8 @@ def _argreduce(cg, op, cmp):
     cg.add_nest(nest)
 
 
-register(reductions.argmax_p, Lowering(BLOCK, emit=partial(_argreduce, cmp=">"),
-                                       dims=dims_reduction))
-register(reductions.argmin_p, Lowering(BLOCK, emit=partial(_argreduce, cmp="<"),
-                                       dims=dims_reduction))
+register(reductions.argmax_p, Lowering(BLOCK, emit=partial(_argreduce, cmp=">")))
+register(reductions.argmin_p, Lowering(BLOCK, emit=partial(_argreduce, cmp="<")))
 
 
 def _cumulative(cg, op, monoid):
@@ -145,10 +137,8 @@ def _cumulative(cg, op, monoid):
     cg.add_nest(nest)
 
 
-register(reductions.cumsum_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="sum"),
-                                       dims=dims_same))
-register(reductions.cumprod_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="prod"),
-                                        dims=dims_same))
+register(reductions.cumsum_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="sum")))
+register(reductions.cumprod_p, Lowering(BLOCK, emit=partial(_cumulative, monoid="prod")))
 
 
 def _sort(cg, op, indices):
@@ -182,9 +172,8 @@ def _sort(cg, op, indices):
     cg.add_nest(nest)
 
 
-register(reductions.sort_p, Lowering(BLOCK, emit=partial(_sort, indices=False), dims=dims_same))
-register(reductions.argsort_p, Lowering(BLOCK, emit=partial(_sort, indices=True),
-                                        dims=dims_same))
+register(reductions.sort_p, Lowering(BLOCK, emit=partial(_sort, indices=False)))
+register(reductions.argsort_p, Lowering(BLOCK, emit=partial(_sort, indices=True)))
 
 
 # -- scatter, pad, concatenate ---------------------------------------------------------
@@ -229,10 +218,8 @@ def _scatter(cg, op, add):
     cg.add_nest(nest)
 
 
-register(indexing.scatter_p, Lowering(BLOCK, emit=partial(_scatter, add=False),
-                                      dims=dims_scatter))
-register(indexing.scatter_add_p, Lowering(BLOCK, emit=partial(_scatter, add=True),
-                                          dims=dims_scatter))
+register(indexing.scatter_p, Lowering(BLOCK, emit=partial(_scatter, add=False)))
+register(indexing.scatter_add_p, Lowering(BLOCK, emit=partial(_scatter, add=True)))
 
 
 def _pad(cg, op):
@@ -290,4 +277,4 @@ def _concatenate(cg, op):
         offset.append(xd[dim])
 
 
-register(shape_ops.concatenate_p, Lowering(BLOCK, emit=_concatenate, dims=dims_concatenate))
+register(shape_ops.concatenate_p, Lowering(BLOCK, emit=_concatenate))

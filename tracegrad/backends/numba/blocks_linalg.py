@@ -12,7 +12,6 @@ import numpy as np
 from tracegrad.backends.numba.blocks import _prod
 from tracegrad.backends.numba.helpers import SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
-from tracegrad.backends.numba.plan import dims_cholesky, dims_det, dims_dot_general, dims_solve
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 from tracegrad.ops import linalg
@@ -77,8 +76,7 @@ def _dot_general(cg, op):
     cg.emit(f"{fn}({av}, {bv}, {ov})")
 
 
-register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, dims=dims_dot_general,
-                                        needs_array=True))
+register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, needs_array=True))
 
 
 def _matrix_product(cg, lhs, rhs, lc, rc, t):
@@ -160,8 +158,7 @@ def _cholesky(cg, op):
     cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.cholesky({av}[{k}])")
 
 
-register(linalg.cholesky_p, Lowering(BLOCK, emit=_cholesky, dims=dims_cholesky,
-                                     needs_array=True, linalg=True))
+register(linalg.cholesky_p, Lowering(BLOCK, emit=_cholesky, needs_array=True, linalg=True))
 
 
 def _batched_target(cg, target, t, mat_dims=2):
@@ -185,8 +182,7 @@ def _solve(cg, op):
     cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = {solve}({av}[{k}], {bv}[{k}])")
 
 
-register(linalg.solve_p, Lowering(BLOCK, emit=_solve, dims=dims_solve, needs_array=True,
-                                  linalg=True))
+register(linalg.solve_p, Lowering(BLOCK, emit=_solve, needs_array=True, linalg=True))
 
 
 def _triangular_solve(cg, op):
@@ -214,7 +210,7 @@ def _singular(args, where):
         f"triangular_solve: singular matrix: zero on the diagonal at row {args[0]} {where}")
 
 
-register(linalg.triangular_solve_p, Lowering(BLOCK, emit=_triangular_solve, dims=dims_solve,
+register(linalg.triangular_solve_p, Lowering(BLOCK, emit=_triangular_solve,
                                              needs_array=True, error=_singular))
 
 
@@ -246,7 +242,7 @@ def _det(cg, op, log):
     cg.emit(f"for {k} in range({b}):\n    {body}")
 
 
-register(linalg.det_p, Lowering(BLOCK, emit=partial(_det, log=False), dims=dims_det,
+register(linalg.det_p, Lowering(BLOCK, emit=partial(_det, log=False),
                                 needs_array=True, linalg=True))
-register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True), dims=dims_det,
+register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True),
                                     needs_array=True, linalg=True))

@@ -22,7 +22,6 @@ from tracegrad.backends.numba.blocks import (
     _prod,
 )
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
-from tracegrad.backends.numba.plan import dims_reduction
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes
 from tracegrad.ops import reductions
@@ -60,8 +59,7 @@ def _reduce(cg, op, monoid):
 
 for _prim, _monoid in ((reductions.reduce_sum_p, "sum"), (reductions.reduce_prod_p, "prod"),
                        (reductions.reduce_max_p, "max"), (reductions.reduce_min_p, "min")):
-    register(_prim, Lowering(REDUCTION, emit=partial(_reduce, monoid=_monoid),
-                             dims=dims_reduction))
+    register(_prim, Lowering(REDUCTION, emit=partial(_reduce, monoid=_monoid)))
 
 
 def _groups(ndim, d):

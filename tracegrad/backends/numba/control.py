@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.backends.numba.lowering import CONTROL, Lowering, register
-from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead, dims_while
+from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
 from tracegrad.backends.numba.scalars import NB_TYPE
 from tracegrad.ops.control_flow import cond_p, while_p
 from tracegrad.ops.shape_ops import slice_p
@@ -302,7 +302,7 @@ def emit_while(cg, op) -> None:
             cg.refs[id(t)] = _arr(hist[j])
 
 
-register(while_p, Lowering(CONTROL, emit=emit_while, dims=dims_while, needs_array=True))
+register(while_p, Lowering(CONTROL, emit=emit_while, needs_array=True))
 
 
 def _used(plan: Plan, t) -> bool:

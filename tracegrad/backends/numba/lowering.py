@@ -57,10 +57,11 @@ class Lowering:
     - `fuses_if(op) -> bool`: whether this op of a `VIEW` primitive fuses as a remap.
     - `emit(cg, op)`: the block of a block, reduction, view or control-flow op (a
       reduction's returns whether its nest's innermost loop may be redone per block).
-    - `dims(op, unify)`: which dims of its operands and results are equal (elementwise
-      ops: all of them, without a rule); `unify(x, i, y, j)` records one pair.
-    - `dim_operands`: the position of its first run-time dim-size operand (those from
-      there on are sizes, not data), or None.
+    - `dims`, `dim_operands`: not read. Which dims are equal, and which operands are
+      run-time sizes, are facts of the primitive (`Primitive.def_dims`, in `ops/`), which
+      the planner reads; codegen.py's records (being rewritten) still fill these two
+      fields, which go with them (tests/backends/test_numba_lowering.py holds them equal
+      to the primitive's meanwhile).
     - `needs_array`: it reads its operands as C-contiguous arrays (unless it fuses).
     - `error(args, where) -> Exception`: the user's error for a raise tagged with the op
       (`args`: the raise's arguments after the tag).
@@ -98,10 +99,6 @@ class Lowering:
     def reads_array(self, op) -> bool:
         """Whether `op` needs its operands stored as arrays."""
         return self.needs_array and not self.fuses(op)
-
-    def dyn_count(self, op) -> int:
-        """How many trailing operands of `op` are run-time dim sizes."""
-        return 0 if self.dim_operands is None else len(op.inputs) - self.dim_operands
 
 
 _RECORDS: dict[Primitive, Lowering] = {}

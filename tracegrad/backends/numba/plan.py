@@ -6,8 +6,10 @@ refers to dims only through dim classes (`n3`, read from the int vector `I`), so
 kernel serves every size with the same ranks, dtypes and size-1 pattern.
 
 - A *dim class* is a set of (tensor, axis) pairs that are equal at run time because an op
-  requires it (elementwise operands, kept reduction dims, contracted dims ...). A dim that
-  is statically 1 is the literal `1` instead (it is part of the broadcast pattern).
+  requires it (elementwise operands, kept reduction dims, contracted dims ...): each
+  primitive states which in its dims rule (`Primitive.def_dims`, beside its definition in
+  `ops/`). A dim that is statically 1 is the literal `1` instead (it is part of the
+  broadcast pattern).
 - The int vector `I` holds, in structural order: one value per dim class, the integer
   attributes that may depend on sizes (slice starts and strides, pad amounts), and the
   integer and bool scalar constants. The float vector `F` holds float scalar constants.
@@ -24,27 +26,23 @@ from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.printer import _Names, format_op
 from tracegrad.core.types import TensorType
-from tracegrad.errors import ShapeError, TracegradError
-from tracegrad.backends.numba.lowering import ELEMENTWISE, check_graph, lowering
+from tracegrad.errors import ShapeError, TracegradError, UnsupportedOpError
+from tracegrad.backends.numba.lowering import check_graph
 from tracegrad.core.op import constant_p
-from tracegrad.ops.shape_ops import broadcast_in_dim_p, dim_size_p
-
-def squeeze_map(op):
-    """For a reshape that only inserts or removes size-1 dims: the `(operand axis, result
-    axis)` pairs of its other dims; None for any other reshape (or unknown dims)."""
-    x, out = op.inputs[0].shape, op.outputs[0].shape
-    xi = [i for i, d in enumerate(x) if d != 1]
-    oi = [j for j, d in enumerate(out) if d != 1]
-    if len(xi) != len(oi) or any(
-        x[i] is None or out[j] is None or x[i] != out[j] for i, j in zip(xi, oi)
-    ):
-        return None
-    return list(zip(xi, oi))
+from tracegrad.ops.indexing import gather_p
+from tracegrad.ops.shape_ops import (  # squeeze_map: codegen.py reads it from here
+    broadcast_in_dim_p,
+    dim_size_p,
+    reshape_p,
+    rev_p,
+    squeeze_map,
+    transpose_p,
+)
 
 
 def dyn_count(op) -> int:
     """How many trailing operands of `op` are run-time dim sizes (broadcast_in_dim, iota)."""
-    return lowering(op.primitive).dyn_count(op)
+    return op.primitive.size_operand_count(op)
 
 
 def data_inputs(op):
@@ -299,150 +297,24 @@ class AttrSlot:
         return self.fn(shapes[self.tid])
 
 
-# -- which dims are equal: one rule per op family ----------------------------------------------
-
-
-def _unify_same(unify, x, y):
-    for i in range(len(x.shape)):
-        unify(x, i, y, i)
+# -- which dims are equal: the primitive's dims rule (Primitive.def_dims) ---------------------
 
 
 def _unify_op(op, unify):
-    rec = lowering(op.primitive)
-    if rec.kind == ELEMENTWISE:
-        for x in op.inputs:
-            _unify_same(unify, op.outputs[0], x)
-    elif rec.dims is not None:
-        rec.dims(op, unify)
-    # slice, pad, iota, constant, dim_size, cond, a reshape that is not a squeeze: result
-    # dims are classes of their own
+    rule = op.primitive.dims
+    if rule is None:
+        raise UnsupportedOpError(
+            f"numba backend: primitive {op.primitive.name!r} declares no dim relations "
+            "(Primitive.def_dims; `no_dims` if none of its result dims equals an operand's)"
+        )
+    for x, i, y, j in rule(op):
+        unify(x, i, y, j)
 
 
-# The rules of the other primitives (`Lowering.dims`, declared with their records).
-
-
-def dims_broadcast(op, unify):
-    (x, *_), (t,) = op.inputs, op.outputs
-    for i, d in enumerate(op.attrs["broadcast_dimensions"]):
-        if x.shape[i] is not None:  # an unknown operand dim may broadcast from 1
-            unify(x, i, t, d)
-
-
-def dims_transpose(op, unify):
-    for i, p in enumerate(op.attrs["permutation"]):
-        unify(op.outputs[0], i, op.inputs[0], p)
-
-
-def dims_reduction(op, unify):
-    """The kept dims of a reduction (`axes`) or an arg-reduction (`axis`)."""
-    a, x, t = op.attrs, op.inputs[0], op.outputs[0]
-    axes = a["axes"] if "axes" in a else (a["axis"],)
-    keep = a.get("keepdims", False)
-    j = 0
-    for i in range(len(x.shape)):
-        if i in axes:
-            j += 1 if keep else 0
-            continue
-        unify(x, i, t, j)
-        j += 1
-
-
-def dims_same(op, unify):
-    """The result has its operand's shape (cumulative ops, sort, rev)."""
-    _unify_same(unify, op.outputs[0], op.inputs[0])
-
-
-def dims_cholesky(op, unify):
-    dims_same(op, unify)
-    r = len(op.inputs[0].shape)
-    unify(op.inputs[0], r - 1, op.inputs[0], r - 2)
-
-
-def _unify_gathered(unify, x, idx, ax, t):
-    """`t` holds rows of `x` along axis `ax` picked by `idx` (a gather's result, a scatter's
-    updates): `x`'s other dims, with `idx`'s dims in place of axis `ax`."""
-    r = len(idx.shape)
-    for i in range(ax):
-        unify(x, i, t, i)
-    for i in range(r):
-        unify(idx, i, t, ax + i)
-    for i in range(ax + 1, len(x.shape)):
-        unify(x, i, t, i - 1 + r)
-
-
-def dims_gather(op, unify):
-    (x, idx), (t,) = op.inputs, op.outputs
-    _unify_gathered(unify, x, idx, op.attrs["axis"], t)
-
-
-def dims_scatter(op, unify):
-    (x, idx, upd), (t,) = op.inputs, op.outputs
-    _unify_same(unify, t, x)
-    _unify_gathered(unify, x, idx, op.attrs["axis"], upd)
-
-
-def dims_dot_general(op, unify):
-    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
-    (lhs, rhs), (t,) = op.inputs, op.outputs
-    for i, j in zip(lc, rc):
-        unify(lhs, i, rhs, j)
-    for k, (i, j) in enumerate(zip(lb, rb)):
-        unify(lhs, i, rhs, j)
-        unify(lhs, i, t, k)
-    k = len(lb)
-    for i in range(len(lhs.shape)):
-        if i not in lc and i not in lb:
-            unify(lhs, i, t, k)
-            k += 1
-    for i in range(len(rhs.shape)):
-        if i not in rc and i not in rb:
-            unify(rhs, i, t, k)
-            k += 1
-
-
-def dims_concatenate(op, unify):
-    dim = op.attrs["dimension"]
-    for x in op.inputs:
-        for i in range(len(x.shape)):
-            if i != dim:
-                unify(x, i, op.outputs[0], i)
-
-
-def dims_squeeze(op, unify):
-    """A reshape that only inserts or removes size-1 dims keeps the others."""
-    for i, j in squeeze_map(op) or ():
-        unify(op.inputs[0], i, op.outputs[0], j)
-
-
-def dims_solve(op, unify):
-    """triangular_solve and solve: a square matrix, and a right-hand side (left or right)."""
-    m, b = op.inputs
-    r = len(m.shape)
-    unify(m, r - 1, m, r - 2)
-    for i in range(r - 2):
-        unify(m, i, b, i)
-    left = op.attrs.get("left_side", True)
-    unify(m, r - 1, b, r - 2 if left else r - 1)
-    _unify_same(unify, op.outputs[0], b)
-
-
-def dims_while(op, unify):
-    """The final carry, and each carry's history, have its shape."""
-    ins, outs = op.inputs, op.outputs
-    carry = ins[op.attrs["num_consts"]:]
-    m = len(carry)
-    for k, x in enumerate(carry):
-        _unify_same(unify, x, outs[k])
-        if len(outs) > m:
-            for i in range(len(x.shape)):
-                unify(x, i, outs[m + 1 + k], i + 1)
-
-
-def dims_det(op, unify):
-    """det and slogdet: a batch of square matrices, a result per matrix."""
-    m = op.inputs[0]
-    r = len(m.shape)
-    unify(m, r - 1, m, r - 2)
-    for t in op.outputs:
-        for i in range(r - 2):
-            unify(m, i, t, i)
+# codegen.py's lowering records (rewritten on another branch) still fill the unread
+# `Lowering.dims` field with these names; they go with that field.
+dims_broadcast = broadcast_in_dim_p.dims
+dims_gather = gather_p.dims
+dims_same = rev_p.dims
+dims_squeeze = reshape_p.dims
+dims_transpose = transpose_p.dims

@@ -149,9 +149,11 @@ class Plan:
             self.class_members[cls] = (t, ax)
 
     def dims(self, t) -> tuple:
-        """The dims of `t` as generated-code expressions: `"1"` or a class variable `"n3"`."""
+        """The dims of `t` as generated-code expressions: `"1"` or a class variable, as a
+        slot of a statement's template (`"{n3}"`: records.py)."""
         return tuple(
-            "1" if d == 1 else f"n{self.dim_class[(id(t), ax)]}" for ax, d in enumerate(t.shape)
+            "1" if d == 1 else "{n%d}" % self.dim_class[(id(t), ax)]
+            for ax, d in enumerate(t.shape)
         )
 
     def _class_slots(self):

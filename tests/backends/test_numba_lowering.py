@@ -146,14 +146,6 @@ def test_the_planner_reads_the_primitives_dims_rule(monkeypatch):
         Plan(graph)
 
 
-def test_unread_record_dims_fields_match_the_primitive():
-    """codegen.py's records still fill `dims` and `dim_operands`, which nothing reads (the
-    planner reads the primitive's); until they go, they must say what the primitive says."""
-    for prim, rec in lw.registered().items():
-        assert rec.dims is None or rec.dims is prim.dims, prim.name
-        assert rec.dim_operands is None or rec.dim_operands == prim.size_operands, prim.name
-
-
 def test_an_unknown_lowering_kind_is_refused():
     with pytest.raises(ValueError, match="unknown lowering kind"):
         lw.Lowering("fused")

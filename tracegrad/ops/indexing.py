@@ -211,7 +211,7 @@ _batch_scatter(scatter_add_p)
 @scatter_add_p.def_dims
 def _scatter_dims(op):
     """The result has the operand's shape; the updates are rows picked by the indices."""
-    (x, idx, upd), (t,) = op.inputs, op.outputs
+    x, idx, upd = op.inputs
     yield from dims_same(op)
     yield from _gathered_dims(x, idx, op.attrs["axis"], upd)
 

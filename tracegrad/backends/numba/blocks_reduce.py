@@ -22,6 +22,7 @@ from tracegrad.backends.numba.blocks import (
     _prod,
 )
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
+from tracegrad.backends.numba.records import name_of, slot
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes
 from tracegrad.ops import reductions
@@ -81,7 +82,8 @@ def _reduce_by_accumulators(cg, op, monoid, d):
     acc = cg.fresh("acc")
     nest.pre[depth].append(f"{acc} = {_identity(monoid, dt)}")
     v, _ = cg.elem(x, nest.index(), nest)
-    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, monoid, dt, acc, v)}")
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, monoid, dt, acc, v)}",
+              defines=(name_of(acc),))
     if t.ndim == 0:
         cg.nest_scalar(nest, t, acc)
         return
@@ -96,7 +98,9 @@ def _reduce_by_accumulators(cg, op, monoid, d):
 
 
 def _flat_view(nest, target, dims):
-    name = f"{target}_flat"
+    name = slot(name_of(target) + "_flat")
+    cg = nest.cg
+    cg.helpers["_cview"] = None
     nest.prologue.append(f"{name} = _cview({target}, ({_prod(dims)},))")
     return name
 
@@ -136,6 +140,7 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         pw = helper(cg.helpers, _ROW_HELPER[monoid], dt)
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
         flat = cg.fresh("xf")
+        cg.helpers["_cview"] = None
         nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
@@ -152,7 +157,8 @@ def _row_reduce(cg, op, monoid, d, accumulate):
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
             nest.pre[depth].append(f"{pos} = 0")
-            nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1")
+            nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1",
+                      defines=(name_of(pos),))
             row = helper(cg.helpers, _ROW_HELPER[monoid], dt)
             row_end.append(f"{acc} = {row}({buf}, 0, {m})")
         if groups and t.ndim:

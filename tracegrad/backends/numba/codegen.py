@@ -1,4 +1,7 @@
-"""Code generation: a FuncGraph becomes one Python module with one `@njit` entry function.
+"""The module driver: a FuncGraph becomes one Python module with one `@njit` entry function.
+
+Its code is built as records (records.py: statements whose names are slots, loop nests) and
+rendered once; the index remappings and generators a nest evaluates are in remap.py.
 
 How a tensor is held in the generated function (its *ref*):
 - `arr`: a C-contiguous array variable (an input, a constant array, an output buffer, a
@@ -24,8 +27,6 @@ compile time grows faster than linearly with a loop body's size).
 
 from __future__ import annotations
 
-import re
-
 from tracegrad import backends
 from tracegrad.backends.numba import (
     blocks,
@@ -34,229 +35,35 @@ from tracegrad.backends.numba import (
     control,
     fusion,
     helpers,
+    records,
+    remap,
 )
-from tracegrad.backends.numba.lowering import (
-    ELEMENTWISE,
-    GENERATOR,
-    REDUCTION,
-    REMAP,
-    VIEW,
-    Lowering,
-    lowering,
-    register,
-)
-from tracegrad.backends.numba.plan import (
-    AttrSlot,
-    Plan,
-    data_inputs,
-    dims_broadcast,
-    dims_gather,
-    dims_same,
-    dims_squeeze,
-    dims_transpose,
-    squeeze_map,
+from tracegrad.backends.numba.lowering import ELEMENTWISE, REDUCTION, lowering
+from tracegrad.backends.numba.plan import Plan, data_inputs
+from tracegrad.backends.numba.records import (
+    LOOP_LOCAL,
+    Comment,
+    Nest,
+    Ref,
+    Stmt,
+    name_of,
+    product,
+    slot,
+    stmts,
 )
 from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
 from tracegrad.core import dtypes
 from tracegrad.core.op import constant_p
 from tracegrad.errors import UnsupportedOpError
-from tracegrad.ops import indexing, shape_ops
+from tracegrad.ops import shape_ops
 
-# each registers the lowering records of its blocks
-BLOCK_MODULES = (blocks, blocks_linalg, blocks_reduce, control)
+# each registers the lowering records of its ops
+LOWERING_MODULES = (blocks, blocks_linalg, blocks_reduce, control, remap)
+
 
 ENTRY = "kernel"
 # Every generated function's decorator, before its options (cache.py rewrites `cache=True`)
 DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
-# `Nest` lines (renamed for a redo, made a function by `CodeGen._outlined`): the name a line
-# assigns, the names a line uses (not attributes), and the names that are not the nest's.
-_ASSIGNS = re.compile(r"\s*(?:for ([A-Za-z_]\w*) in |([A-Za-z_]\w*)\s*[-+*/]?=[^=])")
-_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-_GLOBALS = {"for", "in", "if", "else", "elif", "and", "or", "not", "range", "prange", "min",
-            "max", "abs", "raise", "ValueError", "IndexError", "ZeroDivisionError",
-            "None", "True", "False", "np", "math", "int", "float", "bool", "return"}
-_ALLOC = re.compile(r"t\w+ = (?:np\.empty\(|ws\d+$)")  # a buffer, or a loop step's
-_CALLS = re.compile(r"\b(_\w+_v)\(")  # a vector-math helper's call
-# Names a nest's loops assign and nothing after the nest reads (values, gather indices,
-# loop and block variables): renamed in the whole nest's re-run (`Nest.render`).
-_LOCAL = re.compile(r"\b((?:v|g|i|kb|mb|jb|nb)\d+)\b")
-
-
-class Ref:
-    __slots__ = ("kind", "name")
-
-    def __init__(self, kind: str, name: str | None = None):
-        self.kind = kind
-        self.name = name
-
-
-class Nest:
-    """A loop nest being built: statements are placed at the depth where their indices
-    are bound (so loop-invariant work is hoisted), stores go innermost."""
-
-    def __init__(self, cg: CodeGen, dims, parallel: bool = False):
-        self.cg = cg
-        self.dims = tuple(dims)
-        self.vars = [cg.fresh("i") for _ in dims]
-        self.pre = [[] for _ in range(len(dims) + 1)]
-        self.post = [[] for _ in range(len(dims) + 1)]
-        self.prologue: list[str] = []
-        self.memo: dict = {}
-        self.roots: set = set()
-        self.parallel = parallel
-        self.commented: set = set()
-        self.views: dict | None = None  # collapsed nests: array name -> its view
-        self.key = None  # the iteration space: see CodeGen.loop_nest
-        self.results: set = set()  # ids of reduction results (complete after the loops)
-        self.size = 0  # fused ops evaluated in the nest
-        self.ops: frozenset = frozenset()  # their ids
-        # counts the arguments the fast sin/cos/tan reduction is wrong for: per block of the
-        # innermost loop, which is redone when it counts any (`render`)
-        self.trig_flag = None
-        # a huge trig argument re-runs the whole nest instead of its block: the statements
-        # of the innermost loop may accumulate across blocks (a block's own nest, a
-        # reduction that is not per block); `CodeGen.loop_nest` clears it for its nests,
-        # whose reductions say whether they allow a block's redo
-        self.whole_rerun = True
-        self.trig_args: set = set()  # the argument expressions it counts
-        # float64 sin(a) or cos(a) emitted as a call of its own: a -> (its lowering record,
-        # its value); the other one of the same a replaces that call by one of _sin_cos_fast_v
-        self.trig_calls: dict = {}
-        # the innermost loop in blocks of SUM_BLOCK (see `blocked`): loop variable names, and
-        # the statements run after each block
-        self.block: tuple | None = None
-        self.block_dim = len(self.dims) - 1
-        self.block_end: list[str] = []
-
-    def blocked(self, dim: int | None = None) -> tuple:
-        """Make loop `dim` (the innermost one by default) run in blocks of
-        `helpers.SUM_BLOCK` elements (for a reduction that sums each block, then combines
-        the block sums); returns the names `(k, count, m, j)`: the block's number, the
-        number of blocks, its length and the index in it. Statements in `block_end` run
-        after each block."""
-        if self.block is None:
-            self.block_dim = len(self.dims) - 1 if dim is None else dim
-            k, count, m, j = (self.cg.fresh(p) for p in ("kb", "nb", "mb", "jb"))
-            self.block = (k, count, m, j)
-            self.prologue.append(f"{count} = ({self.dims[self.block_dim]} + "
-                                 f"{helpers.SUM_BLOCK - 1}) // {helpers.SUM_BLOCK}")
-        return self.block
-
-    @property
-    def inner(self) -> int:
-        """The innermost loop that is not over a dim of size 1."""
-        sized = [k for k, d in enumerate(self.dims) if d != "1"]
-        return sized[-1] if sized else len(self.dims) - 1
-
-    def collapse(self, groups):
-        """Make this nest loop over a view of its arrays with the dims of each group
-        (consecutive axes) merged: fewer loops, contiguous inner loop."""
-        self.views = {}
-        self.groups = groups
-
-    def view(self, name: str, dims) -> str:
-        """`name` reshaped to this collapsed nest's groups (declared once, before the loop)."""
-        found = self.views.get(name)
-        if found is None:
-            found = self.views[name] = f"{name}_v{len(self.views)}"
-            shape = [_product([dims[a] for a in g]) for g in self.groups]
-            self.prologue.append(f"{found} = _cview({name}, ({', '.join(shape)},))")
-        return found
-
-    def _called(self, m) -> str:
-        """The called (not inlined) twin of a vector-math helper (helpers.CALLED)."""
-        name = m.group(1)
-        if name not in helpers.CALLED:
-            return m.group(0)
-        self.cg.helpers[name + "c"] = None
-        return name + "c("
-
-    def index(self):
-        return [(v, frozenset((k,))) for k, v in enumerate(self.vars)]
-
-    @staticmethod
-    def depth(deps) -> int:
-        return max(deps) + 1 if deps else 0
-
-    def stmt(self, deps, line: str, op=None):
-        d = self.depth(deps)
-        if op is not None and id(op) not in self.commented:
-            self.commented.add(id(op))
-            self.pre[d].append("# " + self.cg.plan.ir_lines[id(op)])
-        self.pre[d].extend(line.split("\n"))
-
-    def render(self) -> list[str]:
-        redo = self.trig_flag is not None and not self.whole_rerun and (
-            self.block is None or self.block_dim == self.inner)
-        if redo:
-            self.blocked(self.inner)
-        out = list(self.prologue)
-        if self.trig_flag is not None and not redo:
-            out.append(f"{self.trig_flag} = 0")
-
-        def level(d, indent):
-            lines = [indent + s for s in self.pre[d]]
-            if self.block is not None and d == self.block_dim:
-                k, count, m, j = self.block
-                b = helpers.SUM_BLOCK
-                first = f"{self.vars[d]} = {k} * {b} + {j}"
-                body = [first] + level(d + 1, "")
-                lines += [f"{indent}for {k} in range({count}):",
-                          f"{indent}    {m} = min({b}, {self.dims[d]} - {k} * {b})"]
-                if redo:
-                    lines.append(f"{indent}    {self.trig_flag} = 0")
-                lines.append(f"{indent}    for {j} in range({m}):")
-                lines.extend(f"{indent}        {s}" for s in body)
-                if redo:
-                    lines += [f"{indent}    if {self.trig_flag} != 0:",
-                              f"{indent}        for {j}_f in range({m}):"]
-                    lines.extend(f"{indent}            {s}" for s in self._redo(body))
-                lines.extend(f"{indent}    {s}" for s in self.block_end)
-            elif d < len(self.dims):
-                inner = level(d + 1, indent + "    ")
-                if inner:  # an empty loop is left out
-                    rng = "prange" if (self.parallel and d == 0) else "range"
-                    lines.append(f"{indent}for {self.vars[d]} in {rng}({self.dims[d]}):")
-                    lines.extend(inner)
-            lines.extend(indent + s for s in self.post[d])
-            return lines
-
-        out.extend(level(0, ""))
-        if self.trig_flag is not None and not redo:
-            # the whole nest again with the full reduction: its loop-local names get a suffix
-            # and it writes the buffers already allocated
-            flag = self.trig_flag
-            copy = [_LOCAL.sub(r"\1_f", line) for line in out
-                    if not re.search(rf"\b{flag}\b", line) and not _ALLOC.match(line)]
-            out.append(f"if {flag} != 0:")
-            out.extend("    " + line for line in self._full(copy))
-        return out
-
-    def _redo(self, body: list[str]) -> list[str]:
-        """The innermost loop's `body` again for one block, with the full sin/cos/tan
-        reduction; the names it assigns get a suffix (Numba's SSA pass repairs every name
-        assigned twice with a walk over the whole function: quadratic in the kernel's
-        size), and it counts no arguments."""
-        flag = self.trig_flag
-        names = {self.block[3]}
-        for line in body:
-            m = _ASSIGNS.match(line)
-            if m is not None:
-                names.add(m.group(1) or m.group(2))
-        names.discard(flag)
-        own = re.compile(r"(?<![\w.])(" + "|".join(sorted(names, key=len, reverse=True)) +
-                         r")\b")
-        return self._full([own.sub(r"\1_f", line) for line in body
-                           if not re.search(rf"\b{flag}\b", line)])
-
-    def _full(self, lines: list[str]) -> list[str]:
-        """`lines` calling the full sin/cos/tan reduction instead of the fast one; in a
-        large kernel the vector-math helpers are called, not inlined (a rare path: LLVM
-        optimizes one copy of each)."""
-        lines = [line.replace("_fast_v(", "_v(") for line in lines]
-        if self.cg.outline:
-            lines = [_CALLS.sub(self._called, line) for line in lines]
-        return lines
 
 
 class CodeGen:
@@ -271,10 +78,11 @@ class CodeGen:
         self.module = module if module is not None else control.Module()
         self.entry = entry
         self.sub = module is not None  # a sub-graph's kernel, called by the entry
-        self.lines: list[str] = []
+        self.lines: list = []  # records (`records.Stmt`, `Comment`, `Line`)
         self.helpers: dict = self.module.helpers
         self.refs: dict = {}
         self.counter = 0
+        self.loop_locals: set = set()  # names of `records.LOOP_LOCAL` kinds
         self.open_nest: Nest | None = None
         self.const_arrays: list = []  # ndarrays passed as kernel arguments
         self.raises: list = self.module.raises  # tag -> op
@@ -292,21 +100,26 @@ class CodeGen:
     # -- names -------------------------------------------------------------------------------
 
     def fresh(self, prefix: str) -> str:
+        """A new name (a slot: see records.py)."""
         self.counter += 1
-        return f"{prefix}{self.counter}"
+        name = f"{prefix}{self.counter}"
+        if prefix in LOOP_LOCAL:
+            self.loop_locals.add(name)
+        return slot(name)
 
-    def tname(self, t) -> str:
+    def tname(self, t, prefix: str = "t") -> str:
+        """The name of tensor `t`'s buffer (`prefix` "s": of its scalar local)."""
         ir = self.plan.ir_names[id(t)][1:]
-        return f"t{ir}" if ir.isdigit() else f"t_{ir}"
+        return slot(f"{prefix}{ir}" if ir.isdigit() else f"{prefix}_{ir}")
 
     def dims(self, t) -> tuple:
         return self.plan.dims(t)
 
     def int_local(self, fn, prefix: str = "s") -> str:
         """A local holding a new int slot's value (loaded at kernel entry)."""
-        slot = self.plan.int_slot(fn)
-        name = f"{prefix}{slot}"
-        self.locals_loaded[name] = f"I[{slot}]"
+        k = self.plan.int_slot(fn)
+        name = slot(f"{prefix}{k}")
+        self.locals_loaded[name] = f"{{I}}[{k}]"
         self.uses_I = True
         return name
 
@@ -371,139 +184,45 @@ class CodeGen:
         if guard is not None:
             tag = self.raise_tag(op)
             nest.stmt(deps, f"if {guard}:\n    raise ValueError({tag})", op)
-        expr = scalar_expr(op.primitive, args, [x.dtype for x in op.inputs], t.dtype,
-                           op.attrs, self.helpers)
+        in_dtypes = [x.dtype for x in op.inputs]
+        defines = (name_of(var),)
         if rec.fast_trig and nest.dims and not nest.parallel and \
                 nest.depth(deps) > nest.inner:
             # the innermost loop first runs with the cheap reduction and counts the arguments
             # it is not right for; a block that has any runs again with the full one (a value
             # hoisted out of the innermost loop takes the full one at once)
-            f = rec.vector_math
-            fast = f"_{f}_fast_v"
-            self.helpers[fast] = None
-            expr = expr.replace(f"_{f}_v(", f"{fast}(")
+            expr = scalar_expr(op.primitive, args, in_dtypes, t.dtype, op.attrs,
+                               self.helpers, fast=True)
             if nest.trig_flag is None:
                 nest.trig_flag = self.fresh("big")
-            if rec.sin_cos is not None and expr == f"{fast}({args[0]})":
+            if rec.sin_cos is not None and in_dtypes[0] == dtypes.float64:  # a call alone
                 other = nest.trig_calls.get(args[0])
                 if other is not None and other[0] is not rec:
-                    return self._sin_cos(nest, deps, args[0], other[1], var, op)
-                nest.trig_calls.setdefault(args[0], (rec, var))
-            nest.stmt(deps, f"{var} = {expr}", op)
+                    return nest.sin_cos(deps, args[0], rec, var, op)
+                (stmt,) = nest.stmt(deps, f"{var} = {expr}", op, defines)
+                nest.trig_calls.setdefault(args[0], (rec, var, stmt))
+            else:
+                nest.stmt(deps, f"{var} = {expr}", op, defines)
             if args[0] not in nest.trig_args:  # sin(x) and cos(x): x is counted once
                 nest.trig_args.add(args[0])
                 self.helpers["_trig_huge"] = None  # one call to type, not three
-                nest.stmt(deps, f"{nest.trig_flag} += _trig_huge({args[0]})")
+                flag = nest.trig_flag
+                nest.stmt(deps, f"{flag} += _trig_huge({args[0]})", defines=(name_of(flag),))
             return var, deps
-        nest.stmt(deps, f"{var} = {expr}", op)
+        expr = scalar_expr(op.primitive, args, in_dtypes, t.dtype, op.attrs, self.helpers)
+        nest.stmt(deps, f"{var} = {expr}", op, defines)
         return var, deps
-
-    def _sin_cos(self, nest: Nest, deps, arg: str, first: str, var: str, op):
-        """sin(arg) and cos(arg) in one nest: the line `first = _sin_fast_v(arg)` (or cos)
-        becomes one call of `_sin_cos_fast_v` (one range reduction, each polynomial once)
-        and `var` (the other one) reads its pair; the re-run with the full reduction calls
-        `_sin_cos_v`. Returns `(var, deps)`."""
-        lines = nest.pre[nest.depth(deps)]
-        first_rec = nest.trig_calls[arg][0]
-        i = lines.index(f"{first} = _{first_rec.vector_math}_fast_v({arg})")
-        pair = self.fresh("v")
-        self.helpers["_sin_cos_fast_v"] = self.helpers["_sin_cos_v"] = None
-        own = first_rec.sin_cos
-        other = 1 - own
-        lines[i:i + 1] = [f"{pair} = _sin_cos_fast_v({arg})", f"{first} = {pair}[{own}]"]
-        nest.stmt(deps, f"{var} = {pair}[{other}]", op)
-        del nest.trig_calls[arg]  # a third sin or cos of arg: evaluated on its own
-        return var, deps
-
-    def _v_broadcast_in_dim(self, op, t, idx, nest):
-        x = op.inputs[0]
-        xdims = self.dims(x)
-        mapped = []
-        for i, d in enumerate(op.attrs["broadcast_dimensions"]):
-            e, dep = idx[d]
-            if x.shape[i] == 1:
-                mapped.append(("0", frozenset()))
-            elif x.shape[i] is None:  # may be 1 at run time: clamp the index
-                mapped.append((f"min({e}, {xdims[i]} - 1)", dep))
-            else:
-                mapped.append((e, dep))
-        return self.elem(x, mapped, nest)
-
-    def _v_transpose(self, op, t, idx, nest):
-        x = op.inputs[0]
-        mapped = [None] * len(idx)
-        for i, p in enumerate(op.attrs["permutation"]):
-            mapped[p] = idx[i]
-        return self.elem(x, mapped, nest)
-
-    def _v_slice(self, op, t, idx, nest):
-        x = op.inputs[0]
-        tid = id(x)
-        mapped = []
-        for k, ((e, dep), start, limit, stride) in enumerate(zip(
-                idx, op.attrs["start_indices"], op.attrs["limit_indices"],
-                op.attrs["strides"], strict=True)):
-            if x.shape[k] == 1:
-                mapped.append(("0", frozenset()))
-                continue
-            s = self.int_local(AttrSlot(tid, _slice_start(k, start, limit, stride)), "st")
-            if stride == 1:
-                mapped.append((f"({s} + {e})", dep))
-            else:
-                mapped.append((f"({s} + {stride} * {e})", dep))
-        return self.elem(x, mapped, nest)
-
-    def _v_rev(self, op, t, idx, nest):
-        x = op.inputs[0]
-        xd = self.dims(x)
-        mapped = list(idx)
-        for k in op.attrs["dimensions"]:
-            e, dep = idx[k]
-            mapped[k] = (f"({xd[k]} - 1 - {e})", dep)
-        return self.elem(x, mapped, nest)
-
-    def _v_reshape(self, op, t, idx, nest):
-        x = op.inputs[0]
-        pairs = squeeze_map(op)
-        mapped = [("0", frozenset())] * x.ndim
-        for i, j in pairs:
-            mapped[i] = idx[j]
-        return self.elem(x, mapped, nest)
-
-    def _v_gather(self, op, t, idx, nest):
-        x, ind = op.inputs
-        ax = op.attrs["axis"]
-        r = ind.ndim
-        e, dep = self.elem(ind, idx[ax:ax + r], nest)
-        n = self.dims(x)[ax]
-        var = self.fresh("g")
-        tag = self.raise_tag(op)
-        nest.stmt(dep, f"{var} = np.int64({e})\nif {var} < 0:\n    {var} += {n}\n"
-                       f"if {var} < 0 or {var} >= {n}:\n"
-                       f"    raise IndexError({tag}, np.int64({e}), {n})", op)
-        mapped = list(idx[:ax]) + [(var, dep)] + list(idx[ax + r:])
-        return self.elem(x, mapped, nest)
-
-    def _v_iota(self, op, t, idx, nest):
-        e, dep = idx[op.attrs["dimension"]]
-        if self.dims(t)[op.attrs["dimension"]] == "1":
-            e, dep = "0", frozenset()
-        dt = t.dtype
-        expr = f"({e} != 0)" if dt == dtypes.bool_ else f"{NB_TYPE[dt]}({e})"
-        return expr, dep
-
-    def _v_dim_size(self, op, t, idx, nest):
-        x = op.inputs[0]
-        return f"np.int64({self.dims(x)[op.attrs['axis']]})", frozenset()
 
     # -- emission ------------------------------------------------------------------------------
 
-    def emit(self, line: str):
+    def emit(self, template: str):
+        """Statement `template` (names as slots: records.py) at function level."""
         self.close_nest()
-        self.lines.extend(line.split("\n"))
+        self.lines.extend(stmts(template))
 
     def comment(self, op):
-        self.emit("# " + self.plan.ir_lines[id(op)])
+        self.close_nest()
+        self.lines.append(Comment("# " + self.plan.ir_lines[id(op)]))
 
     def close_nest(self):
         nest = self.open_nest
@@ -515,36 +234,13 @@ class CodeGen:
             else:
                 self.lines.extend(nest.render())
 
-    def _outlined(self, nest: Nest) -> list[str]:
-        """The kernel's lines for elementwise `nest` made a function of the module: its
+    def _outlined(self, nest: Nest) -> list:
+        """The kernel's records for elementwise `nest` made a function of the module: its
         buffers are allocated in the kernel and passed in with every other name it reads;
         names are numbered in order of appearance and comments left in the kernel, so
         nests with the same code are one function, compiled once (see `outline`)."""
-        lines = nest.render()
-        allocs = [line for line in lines if _ALLOC.match(line)]
-        comments = [line for line in lines if line.lstrip().startswith("#")]
-        body = [line for line in lines if line.strip() and not _ALLOC.match(line)
-                and not line.lstrip().startswith("#")]
-        defined = set()
-        for line in body:
-            m = _ASSIGNS.match(line)
-            if m is not None:
-                defined.add(m.group(1) or m.group(2))
-        rename: dict = {}
-        params: list = []
-        for line in body:
-            for name in _NAME.findall(line):
-                if name in rename or name in _GLOBALS or name.startswith("_"):
-                    continue
-                if name in defined:
-                    rename[name] = f"l{len(rename) - len(params)}"
-                else:
-                    rename[name] = f"p{len(params)}"
-                    params.append(name)
-        code = [_NAME.sub(lambda m: rename.get(m.group(0), m.group(0)), line) for line in body]
-        code = "\n".join("    " + line for line in self._width() + code)
-        if "_cview(" in code:
-            self.module.uses_cview = True
+        allocs, comments, body, params = records.outline(nest.render())
+        code = "\n".join("    " + line for line in self._width() + body)
         found = self.module.outlined.get(code)
         if found is None:
             found = self.module.outlined[code] = self.module.name("nest")
@@ -552,7 +248,7 @@ class CodeGen:
                 f"{DECORATOR})\n"
                 f"def {found}({', '.join(f'p{k}' for k in range(len(params)))}):\n"
                 f"{code}\n    return None\n")
-        return allocs + comments + [f"{found}({', '.join(params)})"]
+        return allocs + comments + [Stmt(f"{found}({', '.join(map(slot, params))})")]
 
     def new_nest(self, dims, parallel: bool = False) -> Nest:
         """A nest for a block; the caller renders it with `add_nest` when done."""
@@ -566,21 +262,23 @@ class CodeGen:
         """The buffer a block or root writes `t` into (an output buffer when it is one)."""
         pos = self.plan.output_positions.get(id(t))
         if pos is not None:
-            name = f"out{pos[0]}"
+            name = slot(f"out{pos[0]}")
         else:
             name = self.tname(t)
             shape = ", ".join(self.dims(t))
             shape = f"({shape},)" if t.ndim == 1 else f"({shape})"
-            line = f"{name} = np.empty({shape}, dtype={NB_TYPE[t.dtype]})"
+            value = f"np.empty({shape}, dtype={NB_TYPE[t.dtype]})"
             if self.workspace is not None and not any(
                     self.plan.dim_class.get((id(t), ax)) in self.loop_classes
                     for ax in range(t.ndim)):
-                self.workspace.append(line.split(" = ", 1)[1])
-                line = f"{name} = ws{len(self.workspace) - 1}"
+                self.workspace.append(value)
+                value = slot(f"ws{len(self.workspace) - 1}")
+            line = Stmt(f"{name} = {value}", (name_of(name),), alloc=True)
             if prologue is not None:
                 prologue.append(line)
             else:
-                self.emit(line)
+                self.close_nest()
+                self.lines.append(line)
         self.refs[id(t)] = Ref("arr", name)
         return name
 
@@ -589,24 +287,28 @@ class CodeGen:
         the open nest, which stays open, with `keep_open`)."""
         if not keep_open:
             self.close_nest()
-        name = self.tname(t).replace("t", "s", 1)
-        self.lines.append(f"{name} = {expr}")
+        name = self.tname(t, "s")
+        self.lines.append(Stmt(f"{name} = {expr}", (name_of(name),)))
         self.refs[id(t)] = Ref("scal", name)
         if self.plan.is_output(t):
-            self.lines.append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+            self.lines.append(Stmt(f"{self._out(t)}[()] = {name}"))
 
     def nest_scalar(self, nest: Nest, t, expr: str):
         """`t` (rank 0) is held by a new local assigned `expr` after `nest`'s loops."""
-        name = self.tname(t).replace("t", "s", 1)
-        nest.post[0].append(f"{name} = {expr}")
+        name = self.tname(t, "s")
+        nest.post[0].append(Stmt(f"{name} = {expr}", (name_of(name),)))
         self.refs[id(t)] = Ref("scal", name)
         if self.plan.is_output(t):
-            nest.post[0].append(f"out{self.plan.output_positions[id(t)][0]}[()] = {name}")
+            nest.post[0].append(Stmt(f"{self._out(t)}[()] = {name}"))
+
+    def _out(self, t) -> str:
+        """The output buffer of graph output `t` (its first position)."""
+        return slot(f"out{self.plan.output_positions[id(t)][0]}")
 
     def const_array(self, value) -> str:
         """The name of a new constant array argument holding `value`."""
         self.const_arrays.append(value)
-        return f"c{len(self.const_arrays) - 1}"
+        return slot(f"c{len(self.const_arrays) - 1}")
 
     def operand_array(self, t) -> str:
         """An array holding `t` (a rank-0 local is put in a new 0-d array)."""
@@ -664,7 +366,7 @@ class CodeGen:
         if nest is None or nest.key != key or nest.size + len(new) > room or \
                 self._conflicts(x, nest, at_index, {}):
             self.close_nest()
-            nd = [_product([dims[a] for a in g]) for g in groups] if groups else dims
+            nd = [product([dims[a] for a in g]) for g in groups] if groups else dims
             nest = self.open_nest = Nest(self, nd, par)
             nest.key = key
             nest.whole_rerun = False
@@ -674,7 +376,7 @@ class CodeGen:
         nest.size += len(new)
         nest.ops |= new
         if op is not None:
-            nest.prologue.append("# " + self.plan.ir_lines[id(op)])
+            nest.prologue.append(Comment("# " + self.plan.ir_lines[id(op)]))
         return nest
 
     def _root(self, t):
@@ -719,7 +421,7 @@ class CodeGen:
             if self.plan.is_output(t):
                 self.set_scalar(t, expr)
             else:  # loaded at kernel entry: the open nest stays open for its siblings
-                name = self.tname(t).replace("t", "s", 1)
+                name = self.tname(t, "s")
                 self.locals_loaded[name] = expr
                 self.refs[id(t)] = Ref("scal", name)
             return
@@ -735,15 +437,15 @@ class CodeGen:
         self.set_scalar(t, e, keep_open=True)
 
     def _const_scalar(self, value) -> str:
-        which, slot = self.plan.const_slot(value)
+        which, k = self.plan.const_slot(value)
         dt = value.dtype
         if which == "F":
             self.uses_F = True
-            return typed(f"F[{slot}]", dt) if dt == dtypes.float32 else f"F[{slot}]"
+            return typed(f"{{F}}[{k}]", dt) if dt == dtypes.float32 else f"{{F}}[{k}]"
         self.uses_I = True
         if dt == dtypes.bool_:
-            return f"(I[{slot}] != 0)"
-        return typed(f"I[{slot}]", dt)
+            return f"({{I}}[{k}] != 0)"
+        return typed(f"{{I}}[{k}]", dt)
 
     # -- the whole function --------------------------------------------------------------------
 
@@ -767,10 +469,10 @@ class CodeGen:
             name = f"a{k}"
             params.append(name)
             if t.ndim == 0:
-                self.refs[id(t)] = Ref("scal", f"x{k}")
-                self.lines.append(f"x{k} = {name}[()]")
+                self.refs[id(t)] = Ref("scal", slot(f"x{k}"))
+                self.lines.append(Stmt(f"{{x{k}}} = {{{name}}}[()]", (f"x{k}",)))
             else:
-                self.refs[id(t)] = Ref("arr", name)
+                self.refs[id(t)] = Ref("arr", slot(name))
         for op in plan_fusion.schedule():
             kind = self.kinds[id(op.outputs[0])]
             if kind == "virtual":
@@ -780,9 +482,7 @@ class CodeGen:
                 self._scalar(op, op.outputs[0])
             elif kind == "const_array":
                 t = op.outputs[0]
-                cname = f"c{len(self.const_arrays)}"
-                self.const_arrays.append(op.attrs["value"].value)
-                self.refs[id(t)] = Ref("arr", cname)
+                self.refs[id(t)] = Ref("arr", self.const_array(op.attrs["value"].value))
             elif kind == "root":
                 self._root(op.outputs[0])
             else:
@@ -822,16 +522,15 @@ class CodeGen:
             ref = self.refs[id(t)]
             if ref.kind == "scal":
                 if self.plan.output_positions[id(t)][0] != k or t.op is None:
-                    self.emit(f"out{k}[()] = {ref.name}")
+                    self.emit(f"{{out{k}}}[()] = {ref.name}")
                 continue
-            if ref.kind == "arr" and ref.name == f"out{k}":
+            if ref.kind == "arr" and ref.name == slot(f"out{k}"):
                 continue
             nest = Nest(self, self.dims(t))
             e, _ = self.elem(t, nest.index(), nest)
             ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, self.dims(t)))
-            nest.stmt(frozenset(range(t.ndim)), f"out{k}[{ix}] = {e}" if ix else
-                      f"out{k}[()] = {e}")
-            self.lines.append(f"# return {self.plan.ir_names[id(t)]} (copy)")
+            nest.stmt(frozenset(range(t.ndim)), f"{{out{k}}}[{ix or '()'}] = {e}")
+            self.lines.append(Comment(f"# return {self.plan.ir_names[id(t)]} (copy)"))
             self.add_nest(nest)
 
     def _head(self) -> list[str]:
@@ -846,23 +545,22 @@ class CodeGen:
             "import numpy as np",
             "from numba import njit, prange",
         ]
-        names = dict(self.helpers)
-        if self.module.uses_cview:
-            names["_cview"] = None
-        if names:
-            head.append(f"from {helpers.MODULE} import {', '.join(sorted(names))}")
+        if self.helpers:
+            head.append(f"from {helpers.MODULE} import {', '.join(sorted(self.helpers))}")
         return "\n".join(head) + "\n\n\n"
 
-    def _loads(self) -> list[str]:
-        loads = [f"n{c} = {self._class_value(c)}" for c in range(len(self.plan.class_members))]
-        return loads + [f"{n} = {src}" for n, src in self.locals_loaded.items()]
+    def _loads(self) -> list[Stmt]:
+        loads = [(slot(f"n{c}"), self._class_value(c))
+                 for c in range(len(self.plan.class_members))]
+        return [Stmt(f"{n} = {src}", (name_of(n),))
+                for n, src in loads + list(self.locals_loaded.items())]
 
     def _workspace_function(self, params) -> str:
         """`{entry}_ws`: the step's temporaries for these arguments, as a tuple."""
-        body = self._loads() + [f"return ({', '.join(self.workspace)},)"]
+        body = self._loads() + [Stmt(f"return ({', '.join(self.workspace)},)")]
         return "\n".join([f"{DECORATOR})",
                           f"def {self.entry}_ws({', '.join(params)}):",
-                          *("    " + line for line in body)]) + "\n"
+                          *("    " + line.text() for line in body)]) + "\n"
 
     def _width(self) -> list[str]:
         """The first line of a function whose loops prefer `backends.vector_width` bits."""
@@ -870,13 +568,12 @@ class CodeGen:
         if bits is None:
             return []
         self.helpers[f"_vector_width_{bits}"] = None
-        return [f"_vector_width_{bits}()"]
+        return [f"_vector_width_{bits}()"]  # no names: its own text
 
     def _function(self, params) -> str:
         plan = self.plan
-        body = self._width() + self._loads() + self.lines + ["return None"]
-        if any("_cview(" in line for line in self.lines):
-            self.module.uses_cview = True
+        body = self._width() + [line.text() for line in self._loads() + self.lines]
+        body.append("return None")
         par = ", parallel=True" if self.parallel else ""
         if self.sub:  # a branch or loop step: inlined where it is called (no call per step)
             par += ", forceinline=True"
@@ -894,47 +591,5 @@ class CodeGen:
             t, ax = self.plan.class_members[c]
             k = self.plan.input_index.get(id(t))
             if k is not None:
-                return f"a{k}.shape[{ax}]"
-        return f"I[{c}]"
-
-
-def _product(dims) -> str:
-    dims = [d for d in dims if d != "1"]
-    if not dims:
-        return "1"
-    return dims[0] if len(dims) == 1 else "(" + " * ".join(dims) + ")"
-
-
-def _slice_start(k, start, limit, stride):
-    """The slot function for the start index of dim `k` of a slice (unknown dims resolve
-    Python slice rules against the run-time size)."""
-    def fn(shape):
-        return slice(start, limit, stride).indices(shape[k])[0]
-    return fn
-
-
-def _reshape(cg, op):
-    """A reshape that is not fused: a view of its operand's array."""
-    (x,), t = op.inputs, op.outputs[0]
-    shape = ", ".join(cg.dims(t))
-    name = cg.fresh("r")
-    cg.emit(f"{name} = _cview({cg.array(x)}, ({shape},))")
-    cg.refs[id(t)] = Ref("arr", name)
-
-
-# -- lowering records: index remappings, generators, views ------------------------------------
-
-register(shape_ops.broadcast_in_dim_p, Lowering(
-    REMAP, element=CodeGen._v_broadcast_in_dim, dims=dims_broadcast, dim_operands=1))
-register(shape_ops.transpose_p, Lowering(
-    REMAP, element=CodeGen._v_transpose, dims=dims_transpose))
-register(shape_ops.slice_p, Lowering(REMAP, element=CodeGen._v_slice))
-register(shape_ops.rev_p, Lowering(REMAP, element=CodeGen._v_rev, dims=dims_same))
-register(indexing.gather_p, Lowering(REMAP, element=CodeGen._v_gather, dims=dims_gather))
-register(shape_ops.reshape_p, Lowering(
-    VIEW, element=CodeGen._v_reshape, emit=_reshape,
-    fuses_if=lambda op: squeeze_map(op) is not None, dims=dims_squeeze, needs_array=True))
-register(shape_ops.iota_p, Lowering(GENERATOR, element=CodeGen._v_iota, dim_operands=0))
-register(shape_ops.dim_size_p, Lowering(GENERATOR, element=CodeGen._v_dim_size))
-# a scalar constant is loaded at kernel entry, an array one is an argument (CodeGen.function)
-register(constant_p, Lowering(GENERATOR))
+                return f"{{a{k}}}.shape[{ax}]"
+        return f"{{I}}[{c}]"

@@ -27,6 +27,7 @@ import numpy as np
 
 from tracegrad.backends.numba.lowering import CONTROL, Lowering, register
 from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
+from tracegrad.backends.numba.records import Ref, name_of, slot
 from tracegrad.backends.numba.scalars import NB_TYPE
 from tracegrad.ops.control_flow import cond_p, while_p
 from tracegrad.ops.shape_ops import slice_p
@@ -52,7 +53,6 @@ class Module:
         self.functions: list[str] = []  # sub-graph kernels, callees before callers
         self.helpers: dict = {}  # helper names to import
         self.raises: list = []  # raise tag -> op
-        self.uses_cview = False
         self.count = 0
         self.outlined: dict = {}  # the code of an outlined loop nest -> its function
 
@@ -76,7 +76,7 @@ class SubKernel:
     def alloc_workspace(self, ins, outs, prefix: str) -> tuple[str, list[str]]:
         """The line allocating the temporaries for a call with these arrays (the companion
         `{name}_ws` takes the same arguments), and their names."""
-        names = [f"{prefix}_s{k}" for k in range(self.workspace)]
+        names = [slot(f"{prefix}_s{k}") for k in range(self.workspace)]
         return f"{', '.join(names)}, = {self.name}_ws({self._args(ins, outs)})", names
 
     def _args(self, ins, outs, workspace=()) -> str:
@@ -146,17 +146,17 @@ def _int_values(plan: Plan, role: str) -> list:
     from inputs are read from them in the kernel)."""
     shapes = plan.static_shapes()
     values = []
-    for slot in plan.int_slots:
-        if isinstance(slot, _ShapeRead):
-            d = shapes[slot.tid][slot.axis]
+    for int_slot in plan.int_slots:
+        if isinstance(int_slot, _ShapeRead):
+            d = shapes[int_slot.tid][int_slot.axis]
             values.append(0 if d is None else d)
-        elif isinstance(slot, AttrSlot):
-            shape = shapes[slot.tid]
+        elif isinstance(int_slot, AttrSlot):
+            shape = shapes[int_slot.tid]
             if None in shape:
                 raise Segment(f"{role} slices an array of unknown size")
-            values.append(slot.fn(shape))
-        elif isinstance(slot, _Fixed):
-            values.append(slot.value)
+            values.append(int_slot.fn(shape))
+        elif isinstance(int_slot, _Fixed):
+            values.append(int_slot.value)
         else:
             raise Segment(f"{role} needs a value computed at run time")
     return values
@@ -235,10 +235,11 @@ def emit_while(cg, op) -> None:
     step = sub_kernel(cg, _step_graph(attrs["cond_graph"], attrs["body_graph"], k),
                       "while_step", tied)
     w = cg.fresh("w")
-    cur = [f"{w}_c{j}" for j in range(m)]
-    nxt = [f"{w}_n{j}" for j in range(m)]
-    hist = [f"{w}_h{j}" for j in range(m)]
-    go, it = f"{w}_go", f"{w}_it"
+    w = name_of(w)
+    cur = [slot(f"{w}_c{j}") for j in range(m)]
+    nxt = [slot(f"{w}_n{j}") for j in range(m)]
+    hist = [slot(f"{w}_h{j}") for j in range(m)]
+    go, it = slot(f"{w}_go"), slot(f"{w}_it")
     # Histories nothing reads are not kept (a scan's carries, when only its ys are used).
     kept = [j for j in range(m) if history and _used(cg.plan, op.outputs[m + 1 + j])]
     # Small carries of known size are copied back after each step: cheaper than swapping
@@ -265,7 +266,7 @@ def emit_while(cg, op) -> None:
             lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
         grown = f"min(2 * {it}, {limit})" if limit is not None else f"2 * {it}"
         body.append(f"if {it} == {hist[kept[0]]}.shape[0]:")
-        g = f"{w}_g"
+        g = slot(f"{w}_g")
         for j in kept:
             x = inits[j]
             dims = cg.dims(x)
@@ -297,7 +298,7 @@ def emit_while(cg, op) -> None:
         cg.set_scalar(op.outputs[m], f"np.int64({it})")
         for j in kept:
             t = op.outputs[m + 1 + j]
-            cg.emit(f"n{cg.plan.dim_class[(id(t), 0)]} = {it}\n"
+            cg.emit(f"{{n{cg.plan.dim_class[(id(t), 0)]}}} = {it}\n"
                     f"{hist[j]} = {hist[j]}[:{it}]")
             cg.refs[id(t)] = _arr(hist[j])
 
@@ -325,6 +326,4 @@ def _copy(cg, dims, dst, src) -> list[str]:
 
 
 def _arr(name):
-    from tracegrad.backends.numba.codegen import Ref
-
     return Ref("arr", name)

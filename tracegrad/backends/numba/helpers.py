@@ -13,7 +13,6 @@ which doubled the compile time of kernels that call exp, log or tanh a few times
 from __future__ import annotations
 
 import hashlib
-import re
 
 from tracegrad.backends.numba import vecmath, vecmath_trig
 from tracegrad.core import dtypes
@@ -439,7 +438,7 @@ def _module_source() -> str:
             parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name)
                       for dt in dts]
     parts.append(_TRISOLVE)
-    parts += [_CALLED.format(name=name, args=args) for name, args in _vector_math(parts)]
+    parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 
 
@@ -453,15 +452,12 @@ def {name}c({args}):
 """
 
 
-def _vector_math(parts) -> list:
-    """`(name, arguments)` of each forced-inline `_<f>_v` function in `parts`."""
-    found = re.finditer(r"forceinline=True, \*\*_OPTS\)\ndef (_\w+_v)\(([^)]*)\)",
-                        "\n".join(parts))
-    return [(m.group(1), m.group(2)) for m in found]
-
-
+# `(name, arguments)` of each forced-inline `_<f>_v` function, in the module's order
+_INLINED = vecmath.INLINED + vecmath_trig.INLINED
 SOURCE = _module_source()
-CALLED = {name for name, _ in _vector_math([SOURCE])}  # have a called twin `<name>c`
+CALLED = {name: name + "c" for name, _ in _INLINED}  # a helper -> its called twin
+FAST = vecmath_trig.FAST  # a sin/cos/tan helper -> its twin with the fast range reduction
+FULL = {fast: full for full, fast in FAST.items()}
 MODULE = "tg_helpers_" + hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
 
 

@@ -57,11 +57,6 @@ class Lowering:
     - `fuses_if(op) -> bool`: whether this op of a `VIEW` primitive fuses as a remap.
     - `emit(cg, op)`: the block of a block, reduction, view or control-flow op (a
       reduction's returns whether its nest's innermost loop may be redone per block).
-    - `dims`, `dim_operands`: not read. Which dims are equal, and which operands are
-      run-time sizes, are facts of the primitive (`Primitive.def_dims`, in `ops/`), which
-      the planner reads; codegen.py's records (being rewritten) still fill these two
-      fields, which go with them (tests/backends/test_numba_lowering.py holds them equal
-      to the primitive's meanwhile).
     - `needs_array`: it reads its operands as C-contiguous arrays (unless it fuses).
     - `error(args, where) -> Exception`: the user's error for a raise tagged with the op
       (`args`: the raise's arguments after the tag).
@@ -79,8 +74,6 @@ class Lowering:
     element: Callable | None = None
     fuses_if: Callable | None = None
     emit: Callable | None = None
-    dims: Callable | None = None
-    dim_operands: int | None = None
     needs_array: bool = False
     error: Callable | None = None
     linalg: bool = False

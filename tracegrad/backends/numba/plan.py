@@ -29,15 +29,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError, UnsupportedOpError
 from tracegrad.backends.numba.lowering import check_graph
 from tracegrad.core.op import constant_p
-from tracegrad.ops.indexing import gather_p
-from tracegrad.ops.shape_ops import (  # squeeze_map: codegen.py reads it from here
-    broadcast_in_dim_p,
-    dim_size_p,
-    reshape_p,
-    rev_p,
-    squeeze_map,
-    transpose_p,
-)
+from tracegrad.ops.shape_ops import broadcast_in_dim_p, dim_size_p
 
 
 def dyn_count(op) -> int:
@@ -147,9 +139,11 @@ class Plan:
             self.class_members[cls] = (t, ax)
 
     def dims(self, t) -> tuple:
-        """The dims of `t` as generated-code expressions: `"1"` or a class variable `"n3"`."""
+        """The dims of `t` as generated-code expressions: `"1"` or a class variable, as a
+        slot of a statement's template (`"{n3}"`: records.py)."""
         return tuple(
-            "1" if d == 1 else f"n{self.dim_class[(id(t), ax)]}" for ax, d in enumerate(t.shape)
+            "1" if d == 1 else "{n%d}" % self.dim_class[(id(t), ax)]
+            for ax, d in enumerate(t.shape)
         )
 
     def _class_slots(self):
@@ -310,11 +304,3 @@ def _unify_op(op, unify):
     for x, i, y, j in rule(op):
         unify(x, i, y, j)
 
-
-# codegen.py's lowering records (rewritten on another branch) still fill the unread
-# `Lowering.dims` field with these names; they go with that field.
-dims_broadcast = broadcast_in_dim_p.dims
-dims_gather = gather_p.dims
-dims_same = rev_p.dims
-dims_squeeze = reshape_p.dims
-dims_transpose = transpose_p.dims

@@ -13,7 +13,7 @@ by zero gives 0, round half to even, float -> int casts truncate toward zero.
 
 from __future__ import annotations
 
-from tracegrad.backends.numba.helpers import NB_TYPE, helper, vector_math
+from tracegrad.backends.numba.helpers import FAST, NB_TYPE, helper, vector_math
 from tracegrad.backends.numba.lowering import (
     CHEAP,
     COSTLY,
@@ -22,6 +22,7 @@ from tracegrad.backends.numba.lowering import (
     lowering,
     register,
 )
+from tracegrad.backends.numba.records import slot
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
@@ -50,18 +51,24 @@ def literal(value, dtype) -> str:
 
 
 def _vector_call(fn: str, args: list, dtype) -> str:
+    fn = slot(fn)  # renamed for a re-run with the full reduction (records.full_reduction)
     if dtype == dtypes.float32:
         return f"np.float32({fn}({', '.join(f'np.float64({a})' for a in args)}))"
     return f"{fn}({', '.join(args)})"
 
 
 def scalar_expr(prim, args: list, in_dtypes: list, out_dtype, attrs: dict,
-                helpers: dict) -> str:
-    """The scalar expression of elementwise primitive `prim` applied to `args`."""
+                helpers: dict, fast: bool = False) -> str:
+    """The scalar expression of elementwise primitive `prim` applied to `args` (`fast`: a
+    sin, cos or tan with the fast range reduction, `FAST`)."""
     rec = lowering(prim)
     x = in_dtypes[0] if in_dtypes else out_dtype
     if rec.vector_math is not None and dtypes.is_float(x):
-        return _vector_call(vector_math(rec.vector_math, helpers), args, x)
+        fn = vector_math(rec.vector_math, helpers)
+        if fast:
+            fn = FAST[fn]
+            helpers[fn] = None
+        return _vector_call(fn, args, x)
     return rec.scalar(args, x, out_dtype, attrs, helpers)
 
 

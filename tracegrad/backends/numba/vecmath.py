@@ -102,6 +102,12 @@ def python_source(*funcs) -> str:
 
 
 TEMPLATES: dict[str, str] = {}
+# the forced-inline `_<f>_v` functions of TEMPLATES and their arguments, in their order
+# (each gets a called twin in the helper module: helpers.CALLED)
+INLINED = (("_exp_v", "x"), ("_expm1_v", "x"), ("_exp2_v", "x"), ("_log_v", "x"),
+           ("_log2_v", "x"), ("_log10_v", "x"), ("_log1p_v", "x"), ("_tanh_v", "x"),
+           ("_sinh_v", "x"), ("_cosh_v", "x"), ("_asinh_v", "x"), ("_acosh_v", "x"),
+           ("_atanh_v", "x"), ("_erf_v", "x"), ("_pow_v", "x, y"))
 
 # Bit casts between float64 and int64, and fused multiply-add (one instruction each; loops
 # stay vectorizable).

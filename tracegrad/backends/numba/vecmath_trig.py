@@ -34,6 +34,15 @@ _ASIN_P = ["0.16666666666666669", "0.0749999999999834", "0.04464285714653523",
            "0.028878362746452394"]
 
 TEMPLATES: dict[str, str] = {}
+# the forced-inline `_<f>_v` functions of TEMPLATES and their arguments, in their order
+# (each gets a called twin in the helper module: helpers.CALLED)
+INLINED = (("_sincos_v", "x, want_cos"), ("_sin_v", "x"), ("_cos_v", "x"),
+           ("_sin_fast_v", "x"), ("_cos_fast_v", "x"), ("_sin_cos_v", "x"),
+           ("_sin_cos_fast_v", "x"), ("_tan_v", "x"), ("_tan_fast_v", "x"), ("_atan_v", "x"),
+           ("_atan2_v", "y, x"), ("_asin_v", "x"), ("_acos_v", "x"))
+# the helpers with the fast (Cody-Waite) range reduction, by their full-reduction twin
+FAST = {"_sin_v": "_sin_fast_v", "_cos_v": "_cos_fast_v", "_sin_cos_v": "_sin_cos_fast_v",
+        "_tan_v": "_tan_fast_v"}
 
 # Below this |x| the Cody-Waite reduction of `_trig_reduce_small` is exact (the `_fast_v`
 # variants are right); at or above it (and for inf) only `_trig_reduce` is.

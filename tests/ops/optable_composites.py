@@ -9,6 +9,7 @@ import numpy as np
 import tracegrad.numpy as tnp
 from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand
 
+
 def _ulps(name, dtype, n=2) -> dict:
     """cbrt and hypot are compositions (exp2/log2 and a Newton step; a scaled sqrt), within
     `n` ulps of NumPy's libm calls."""
@@ -99,7 +100,8 @@ case("array_equal[equal_nan]", lambda a, b: tnp.array_equal(a, b, equal_nan=True
 # -- arrangement ---------------------------------------------------------------------------------
 
 X234 = rand((2, 3, 4), seed=30)
-for _shift, _axis in ((1, None), (-2, 1), (5, 0), ((1, 2), (0, 2)), (0, -1), (3, (0, 1))):
+for _shift, _axis in ((1, None), (-2, 1), (5, 0), ((1, 2), (0, 2)), (0, -1), (3, (0, 1)),
+                     ((1, 2), None), ((1, -3), 1), ((1, 2), (2, 2))):  # shifts broadcast and add
     case(f"roll[{_shift},axis={_axis}]", lambda a, s=_shift, x=_axis: tnp.roll(a, s, x),
          lambda a, s=_shift, x=_axis: np.roll(a, s, x), X234, grad_argnums=(0,))
 case("roll[i32,empty]", lambda a: tnp.roll(a, 2, 0), lambda a: np.roll(a, 2, 0),
@@ -130,9 +132,9 @@ for _arg, _axis in ((3, 0), (4, 1), (5, 1), ([1, 3], 1), (7, 0)):
          grad_argnums=(0,))
 for _name, _shape, _arg in (("hsplit", (4, 6), 3), ("hsplit", (6,), [2]), ("vsplit", (4, 6), 2),
                             ("dsplit", (2, 2, 4), [1, 3])):
-    case(f"{_name}[{_shape},{_arg}]", lambda a, f=getattr(tnp, _name), s=_arg: tuple(f(a, s)),
-         lambda a, r=getattr(np, _name), s=_arg: tuple(r(a, s)), rand(_shape),
-         grad_argnums=(0,))
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[{_shape},{_arg}]", lambda a, f=f, s=_arg: tuple(f(a, s)),
+         lambda a, r=r, s=_arg: tuple(r(a, s)), rand(_shape), grad_argnums=(0,))
 case("unstack[axis=1]", lambda a: tnp.unstack(a, axis=1), lambda a: np.unstack(a, axis=1),
      X234, grad_argnums=(0,))
 for _axis, _start in ((2, 0), (0, 3), (1, 1), (-1, 1)):
@@ -219,8 +221,18 @@ for _name in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nan
         case(f"{_name}[keepdims]", lambda a, f=f: f(a, axis=1, keepdims=True),
              lambda a, r=r: r(a, axis=1, keepdims=True), XNAN, grad_argnums=grad)
 for _name in ("nansum", "nanmax", "nanmin", "nanmean"):
-    case(f"{_name}[all-NaN row]", lambda a, f=getattr(tnp, _name): f(a, axis=1),
-         lambda a, r=getattr(np, _name): r(a, axis=1), XNAN_ROW)
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[all-NaN row]", lambda a, f=f: f(a, axis=1), lambda a, r=r: r(a, axis=1),
+         XNAN_ROW)
+# fewer numbers than ddof + 1 in a row: NaN there (NumPy), and no NaN in the other rows'
+# gradients
+for _name in ("nanvar", "nanstd"):
+    f, r = getattr(tnp, _name), getattr(np, _name)
+    case(f"{_name}[count <= ddof]", lambda a, f=f: f(a, axis=1, ddof=2),
+         lambda a, r=r: r(a, axis=1, ddof=2), np.array([[1.0, 3.0, np.nan], [2.0, 5.0, 4.0]]))
+    case(f"{_name}[count <= ddof, gradient]", lambda a, f=f: f(a, axis=1, ddof=1)[0],
+         lambda a, r=r: r(a, axis=1, ddof=1)[0],
+         np.array([[1.0, 3.0, 2.5], [5.0, np.nan, np.nan]]), grad_argnums=(0,))
 case("nanvar[ddof=1]", lambda a: tnp.nanvar(a, axis=1, ddof=1),
      lambda a: np.nanvar(a, axis=1, ddof=1), XNAN, grad_argnums=(0,))
 case("nanstd[ddof=1]", lambda a: tnp.nanstd(a, ddof=1), lambda a: np.nanstd(a, ddof=1), XNAN,

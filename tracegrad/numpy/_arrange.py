@@ -40,7 +40,6 @@ from tracegrad.numpy._shape import (
 )
 from tracegrad.numpy._ufuncs import mod, subtract
 
-
 # NumPy 2's array-API names (the same functions there: np.concat is np.concatenate).
 concat = concatenate
 permute_dims = transpose
@@ -183,23 +182,26 @@ def roll(a, shift, axis=None):
     if axis is None:
         return _reshape(roll(ravel(a), shift, 0), shape_of(a), "roll")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,) * len(axes)
-    if len(shifts) == 1 and len(axes) > 1:
-        shifts = tuple(shifts) * len(axes)
-    if len(shifts) != len(axes):
-        raise ShapeError("roll: shift and axis must have the same length")
-    for s, ax in zip(shifts, axes, strict=True):
+    shifts = tuple(shift) if isinstance(shift, (tuple, list)) else (shift,)
+    if len(shifts) != len(axes) and 1 not in (len(shifts), len(axes)):
+        raise ShapeError(f"roll: shift {shifts} and axis {axes} cannot be broadcast together")
+    count = max(len(shifts), len(axes))  # as NumPy: broadcast, then the shifts of an axis add
+    static, traced = {}, []
+    for s, ax in zip(shifts * (count // len(shifts)), axes * (count // len(axes)), strict=True):
         ax = axis_arg(ax, ndim_of(a), "roll")
-        n = static_dim(a, ax, "roll", "roll along a dim of static size")
-        if n == 0:
-            continue
         if is_tensor(s):
-            index = mod(subtract(np.arange(n), s), n)
-            a = take(a, index, axis=ax)
-            continue
-        s = operator.index(s) % n
-        if s:
+            traced.append((s, ax))
+        else:
+            static[ax] = static.get(ax, 0) + operator.index(s)
+    for ax, s in static.items():
+        n = static_dim(a, ax, "roll", "roll along a dim of static size")
+        if n and s % n:
+            s %= n
             a = concatenate([_slice_axis(a, ax, n - s, n), _slice_axis(a, ax, 0, n - s)], ax)
+    for s, ax in traced:
+        n = static_dim(a, ax, "roll", "roll along a dim of static size")
+        if n:
+            a = take(a, mod(subtract(np.arange(n), s), n), axis=ax)
     return a
 
 

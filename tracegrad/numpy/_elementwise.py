@@ -135,26 +135,49 @@ def modf(x):
     infinities the fractional part is 0)."""
     (x,), _ = ufunc_operands(np.modf, "modf", x)
     whole = trunc(x)
-    zero = zeros_like(x)
-    frac = where(isinf(x), where(less(x, 0), negative(zero), zero), x - whole)
-    return frac, whole
+    return copysign(where(isinf(x), zeros_like(x), x - whole), x), whole
+
+
+def _pow2(k, dtype):
+    """`2.0 ** k` for an integer-valued float tensor `k`, exactly, in `dtype` (float64's exp2
+    of an integer is exact on both backends; float32's need not be)."""
+    return astype(exp2(astype(k, dtypes.float64)), dtype)
+
+
+def _finite_nonzero(x):
+    return logical_and(less(0, abs(x)), less(abs(x), np.inf))
 
 
 def ldexp(x1, x2):
-    """Elementwise `x1 * 2**x2` for an integer `x2` (two exact power-of-two scalings)."""
+    """Elementwise `x1 * 2**x2` for an integer `x2`, correctly rounded: `x1`'s mantissa
+    (`frexp`) times one power of two for a subnormal result, two for a normal one (each
+    exact), so no intermediate overflows or rounds. 0, infinities and NaN are returned."""
     (x, n), out = ufunc_operands(np.ldexp, "ldexp", x1, x2)
-    half = floor_divide(n, 2)
-    return multiply(multiply(x, exp2(astype(half, out))), exp2(astype(n - half, out)))
+    m, e = frexp(x)
+    info = np.finfo(out)
+    # beyond this every finite non-zero x over- or underflows: the clip keeps k an exact float
+    limit = int(info.maxexp - info.minexp + info.nmant + 2)
+    k = astype(e, dtypes.float64) + astype(n, dtypes.float64)
+    k = maximum(minimum(k, float(limit)), float(-limit))
+    normal = less(0.0, k)
+    scaled = where(normal, multiply(multiply(m, _pow2(where(normal, k - 1.0, 0.0), out)), 2.0),
+                   multiply(m, _pow2(where(normal, 0.0, k), out)))
+    return where(_finite_nonzero(x), scaled, x)
 
 
 def frexp(x):
     """`(mantissa, exponent)` with `x = mantissa * 2**exponent` and `0.5 <= |mantissa| < 1`
-    (0, infinities and NaN have exponent 0 and mantissa `x`); the exponent is int32."""
+    (0, infinities and NaN have exponent 0 and mantissa `x`); the exponent is int32. The
+    mantissa is `x` divided by two exact powers of two (halves of the exponent, so neither
+    overflows nor underflows)."""
     (x,), _ = ufunc_operands(np.frexp, "frexp", x)
-    regular = logical_and(less(0, abs(x)), less(abs(x), np.inf))
+    out = dtype_of(x)[0]  # (the loop's last dtype is the exponent's)
+    regular = _finite_nonzero(x)
     safe = where(regular, x, 1.0)
     e = floor(log2(abs(safe))) + 1.0
-    m = multiply(true_divide(safe, exp2(e - 1.0)), 0.5)  # (2**1024 would overflow)
+    half = floor(true_divide(e - 1.0, 2.0))
+    m = multiply(true_divide(true_divide(safe, _pow2(half, out)), _pow2(e - 1.0 - half, out)),
+                 0.5)
     # log2 may round across a power of two: put the mantissa back into [0.5, 1).
     big = less_equal(1.0, abs(m))
     small = less(abs(m), 0.5)
@@ -176,9 +199,9 @@ def _scale(ufunc, name, numerator, denominator):
 
 
 deg2rad = _scale(np.deg2rad, "deg2rad", np.pi, 180.0)
-radians = _scale(np.radians, "radians", np.pi, 180.0)
+radians = deg2rad  # NumPy's two names of one computation
 rad2deg = _scale(np.rad2deg, "rad2deg", 180.0, np.pi)
-degrees = _scale(np.degrees, "degrees", 180.0, np.pi)
+degrees = rad2deg
 
 
 def float_power(x1, x2):
@@ -232,16 +255,19 @@ def isreal(x):
     return full_like(x, True, dtype=dtypes.bool_)
 
 
+def _is_infinity(x, value):
+    x = read(x)
+    return _equal(x, value) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
+
+
 def isposinf(x):
     """Elementwise `x == +inf` (a bool result)."""
-    x = read(x)
-    return _equal(x, np.inf) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
+    return _is_infinity(x, np.inf)
 
 
 def isneginf(x):
     """Elementwise `x == -inf` (a bool result)."""
-    x = read(x)
-    return _equal(x, -np.inf) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
+    return _is_infinity(x, -np.inf)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
@@ -254,8 +280,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     info = np.finfo(dt)
     hi = float(info.max) if posinf is None else posinf
     lo = float(info.min) if neginf is None else neginf
-    x = where(isnan(x), nan, x)
-    return where(_equal(x, np.inf), hi, where(_equal(x, -np.inf), lo, x))
+    is_nan, is_pos, is_neg = isnan(x), _equal(x, np.inf), _equal(x, -np.inf)  # before replacing
+    return where(is_nan, nan, where(is_pos, hi, where(is_neg, lo, x)))
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):

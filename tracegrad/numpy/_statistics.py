@@ -14,7 +14,8 @@ import operator
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.errors import InvalidArgumentError, ShapeError
+from tracegrad.core.ir import GraphTensor
+from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.numpy._core import (
     axes_arg,
     axis_arg,
@@ -34,12 +35,16 @@ from tracegrad.numpy._reductions import (
     argmin,
     cumprod,
     cumsum,
-    max as _max,
     mean,
-    min as _min,
     prod,
     sort,
     var,
+)
+from tracegrad.numpy._reductions import (
+    max as _max,
+)
+from tracegrad.numpy._reductions import (
+    min as _min,
 )
 from tracegrad.numpy._reductions import sum as _sum
 from tracegrad.numpy._shape import (
@@ -147,7 +152,8 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     d = _replace_nan(subtract(a, mu), 0)  # before squaring: no NaN reaches the gradient
     total = _sum(multiply(d, d), axis, dt, keepdims)
     n = subtract(_count(a, axis, keepdims, dt), ddof)
-    return true_divide(total, where(n > 0, n, 0))
+    empty = n <= 0  # NaN there, as NumPy, and no 0 * (1/0) in the other slices' gradients
+    return where(empty, np.nan, true_divide(total, where(empty, 1, n)))
 
 
 def nanstd(a, axis=None, dtype=None, ddof=0, keepdims=False):
@@ -233,13 +239,12 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def _static_q(q, op):
-    q = read(q)
-    if hasattr(q, "_value"):
-        q = q._value
     if type(q) in (int, float):
         return float(q)
-    if not isinstance(q, (np.ndarray, np.generic)):
-        raise ShapeError(f"{op}: q must be static (a Python number or a NumPy array)")
+    if isinstance(q, GraphTensor):
+        raise ArgumentTypeError(f"{op}: q must be known while tracing (a Python number or a "
+                                "NumPy array), got a traced tensor")
+    q = np.asarray(q)
     return np.asarray(q, dtype=np.float64) if q.dtype.kind != "f" else q
 
 
@@ -358,8 +363,16 @@ def ediff1d(ary, to_end=None, to_begin=None):
     flat = ravel(read(ary))
     d = diff(flat) if static_dim(flat, 0, "ediff1d") else flat
     dt = dtype_of(flat)[0]
-    parts = [astype(ravel(read(x)), dt) for x in (to_begin,) if x is not None] + [d] + [
-        astype(ravel(read(x)), dt) for x in (to_end,) if x is not None]
+    ends = []
+    for name, x in (("to_begin", to_begin), ("to_end", to_end)):
+        if x is not None:
+            x = ravel(read(x))
+            if not np.can_cast(dtype_of(x)[0], dt, "same_kind"):
+                raise DTypeError(f"ediff1d: dtype of {name} ({dtype_of(x)[0].name}) must be "
+                                 f"compatible with the input's ({dt.name}) under the "
+                                 "same_kind rule")
+            ends.append(astype(x, dt))
+    parts = ends[:1] + [d] + ends[1:] if to_begin is not None else [d] + ends
     return concatenate(parts, 0) if len(parts) > 1 else d
 
 

@@ -108,7 +108,7 @@ def test_bool_static_under_every_transform(backend):
     assert tg.value_and_grad(_scaled)(1.0, True) == (2.0, 2.0)
     np.testing.assert_array_equal(tg.jacobian(_scaled)(x, True), 2 * np.eye(2))
     np.testing.assert_array_equal(tg.vmap(_scaled, in_axes=(0, None))(x, True), 2 * x)
-    cube = lambda v, flag: tnp.sum(v ** 3) if flag else tnp.sum(v)  # noqa: E731
+    cube = lambda v, flag: tnp.sum(v ** 3) if flag else tnp.sum(v)
     np.testing.assert_allclose(tg.hessian(cube)(x, True), np.diag(6 * x))
     np.testing.assert_array_equal(tg.hessian(cube)(x, False), np.zeros((2, 2)))
 
@@ -128,10 +128,10 @@ def test_bool_primal_of_vjp_jvp_hvp_is_static_with_no_gradient(backend):
 
 
 def test_bool_static_matches_finite_differences():
-    f = lambda x, squash: tnp.sum(tnp.tanh(x) if squash else x ** 2)  # noqa: E731
+    f = lambda x, squash: tnp.sum(tnp.tanh(x) if squash else x ** 2)
     x = np.array([0.3, -1.2, 2.0])
     for squash in (True, False):
-        fd = central_difference(lambda v: float(f(v, squash)), x)
+        fd = central_difference(lambda v, s=squash: float(f(v, s)), x)
         np.testing.assert_allclose(tg.grad(f)(x, squash), fd, rtol=1e-7)
 
 
@@ -178,6 +178,7 @@ def test_scan_and_cond_accept_lists_for_tuples(backend):
     scan = tg.function(lambda xs: tg.scan(lambda c, x: ([c[0] + x, c[1] * x], x), (0.0, 1.0), xs))
     carry, ys = scan(np.arange(1.0, 4.0))
     assert isinstance(carry, tuple) and carry == (6.0, 6.0)
+    np.testing.assert_array_equal(ys, [1.0, 2.0, 3.0])
     carry, _ = tg.scan(lambda c, x: ([c[0] + x], x), (0.0,), np.arange(3.0))
     assert isinstance(carry, tuple) and float(carry[0]) == 3.0
     cond = tg.function(lambda p, x: tg.cond(p > 0, lambda: (x, 2 * x), lambda: [x, -x]))
@@ -194,3 +195,20 @@ def test_real_structure_differences_name_both_structures():
     with pytest.raises(ArgumentTypeError, match=r"loop_vars is \[\*, \*\], body_fn's result is "
                                                 r"\(\*, \*, \*\)"):
         tg.while_loop(lambda v, _: v < 4.0, lambda v, w: (v + 1, w, w), [1.0, 2.0])
+
+
+def test_repeated_calls_with_bool_flags_take_the_short_path_correctly(backend):
+    """A call of arrays, numbers and bools takes the short call path from its second call:
+    the flags pick the trace, the others are fed (eagerly on a tape too)."""
+    f = tg.function(lambda x, s, flag: x * s if flag else x - s)
+    x = np.arange(3.0)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x, 2.0, True), 2 * x)
+        np.testing.assert_array_equal(f(x, 2.0, False), x - 2)
+    assert f.tracing_count == 2 and len(f._fast) == 2
+    t = tg.constant(x)
+    for _ in range(2):
+        with tg.GradientTape() as tape:
+            tape.watch(t)
+            y = tnp.sum(f(t, 3.0, True))
+        np.testing.assert_array_equal(tape.gradient(y, t).numpy(), [3.0, 3.0, 3.0])

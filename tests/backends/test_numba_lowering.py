@@ -16,7 +16,7 @@ from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import ELEMENTWISE
 
 nb = pytest.importorskip("tracegrad.backends.numba")
-from tracegrad.backends.numba import lowering as lw  # noqa: E402
+from tracegrad.backends.numba import lowering as lw
 
 BACKENDS = pathlib.Path(tracegrad.__file__).parent / "backends"
 

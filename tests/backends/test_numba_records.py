@@ -14,7 +14,7 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 
 nb = pytest.importorskip("tracegrad.backends.numba")
-from tracegrad.backends.numba import fusion, helpers, records  # noqa: E402
+from tracegrad.backends.numba import fusion, helpers, records
 
 PACKAGE = pathlib.Path(records.__file__).parent
 # the modules that build and render the generated code (helpers.py instantiates the helper

@@ -69,7 +69,7 @@ def test_its_kernel_is_one_fused_loop(softsign):
 
 def test_it_differentiates_on_both_backends(softsign):
     _, fn = softsign
-    loss = lambda x: tnp.sum(fn(x) * x)  # noqa: E731
+    loss = lambda x: tnp.sum(fn(x) * x)
     fd = central_difference(lambda x: np.sum(_softsign(x) * x), X)
     analytic = _softsign(X) + X / (1.0 + np.abs(X)) ** 2
     for backend in ("numpy", "numba"):

@@ -10,7 +10,7 @@ module that installs it.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tracegrad.errors import UsageError
 
@@ -18,7 +18,7 @@ from tracegrad.errors import UsageError
 class Hook:
     """One installable function: `hook.install(fn)`, then `hook(*args)` calls it."""
 
-    __slots__ = ("fn", "name", "installer")
+    __slots__ = ("fn", "installer", "name")
 
     def __init__(self, name: str, installer: str):
         self.fn: Callable | None = None

@@ -440,9 +440,10 @@ class ConcreteFunction:
 _call_recorder = Hook("the recorder of compiled calls on gradient tapes", "tracegrad.function")
 
 
-def set_call_recorder(recorder) -> Callable | None:
-    """Install `recorder(concrete, inputs, results)`; returns the one it replaces."""
-    return _call_recorder.install(recorder)
+def set_call_recorder(recorder) -> None:
+    """Install `recorder(concrete, inputs, results)`, which a compiled call on a recording
+    tape calls."""
+    _call_recorder.install(recorder)
 
 
 set_call_recorder(make_call_recorder(lambda concrete: concrete.callee))
@@ -547,11 +548,13 @@ class Function:
         if not kwargs and not self._has_statics:
             fast = _fast_key(args)
             if fast is not None:
-                key, eager, scalars = fast
+                key, eager, scalars, flags = fast
                 concrete = self._fast.get(key)
                 if concrete is not None:
-                    if not (eager or scalars or concrete._captures):
+                    if not (eager or scalars or flags or concrete._captures):
                         return concrete._numpy_out(concrete._executor(list(args)))
+                    if flags:  # static bools are in the trace, not among its inputs
+                        args = [a for a in args if type(a) is not bool]
                     arrays = [a if type(a) is _ndarray else _to_array(a, d)
                               for a, d in zip(args, concrete._in_dtypes)]
                     return concrete._run(arrays, args, eager)

@@ -150,11 +150,12 @@ def _canonical_entries(fname, fn, leaves, treedef, entries):
 
 
 def _fast_key(args):
-    """`(key, eager, scalars)` for positional arguments that are all arrays, tensors or
-    Python scalars (the common call), else None. The key holds each array's shape and
-    dtype and each scalar's type: it decides the trace exactly as the full key does."""
+    """`(key, eager, scalars, flags)` for positional arguments that are all arrays, tensors,
+    Python numbers or bools (the common call), else None. The key holds each array's shape
+    and dtype, each number's type and each bool's value (static): it decides the trace
+    exactly as the full key does; `flags` says a bool is there (the call feeds the others)."""
     key = []
-    eager = scalars = False
+    eager = scalars = flags = False
     for a in args:
         t = type(a)
         if t is _ndarray:
@@ -168,9 +169,15 @@ def _fast_key(args):
         elif t in _PY_SCALARS:
             key.append(t)
             scalars = True
+        elif t is bool:
+            key.append(_FLAG_KEYS[a])
+            flags = True
         else:
             return None
-    return tuple(key), eager, scalars
+    return tuple(key), eager, scalars, flags
+
+
+_FLAG_KEYS = {True: "static True", False: "static False"}
 
 
 def _is_array(entry) -> bool:

@@ -12,8 +12,8 @@ in the backend dispatches on an op's name. A primitive with no record is an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tracegrad.core.op import Primitive
 from tracegrad.errors import UnsupportedOpError

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends.numba.lowering import check_graph
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
+from tracegrad.core.op import constant_p
 from tracegrad.core.printer import _Names, format_op
 from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError, TracegradError, UnsupportedOpError
-from tracegrad.backends.numba.lowering import check_graph
-from tracegrad.core.op import constant_p
 from tracegrad.ops.shape_ops import broadcast_in_dim_p, dim_size_p
 
 
@@ -142,7 +142,7 @@ class Plan:
         """The dims of `t` as generated-code expressions: `"1"` or a class variable, as a
         slot of a statement's template (`"{n3}"`: records.py)."""
         return tuple(
-            "1" if d == 1 else "{n%d}" % self.dim_class[(id(t), ax)]
+            "1" if d == 1 else f"{{n{self.dim_class[(id(t), ax)]}}}"
             for ax, d in enumerate(t.shape)
         )
 

@@ -48,7 +48,7 @@ class Stmt:
     of appearance), `defines` (the names it assigns), `alloc` (it allocates a buffer: kept
     in the kernel when its nest is outlined, not repeated by a re-run)."""
 
-    __slots__ = ("template", "names", "defines", "alloc")
+    __slots__ = ("alloc", "defines", "names", "template")
 
     def __init__(self, template: str, defines=(), alloc: bool = False):
         self.template = template
@@ -96,7 +96,7 @@ class Line:
     """A record placed in a rendered nest: its indentation and the renaming it is shown
     with."""
 
-    __slots__ = ("indent", "rec", "names")
+    __slots__ = ("indent", "names", "rec")
 
     def __init__(self, indent: str, rec, names: Names = SAME):
         self.indent = indent

@@ -26,7 +26,7 @@ from tracegrad.numpy._core import (
     static_dim,
 )
 from tracegrad.numpy._creation import astype, full_like
-from tracegrad.numpy._indexing import take
+from tracegrad.numpy._indexing import take, take_along_axis
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._reductions import all as _all
 from tracegrad.numpy._reductions import (
@@ -54,6 +54,7 @@ from tracegrad.numpy._shape import (
 )
 from tracegrad.numpy._ufuncs import (
     add,
+    greater,
     isnan,
     logical_not,
     multiply,
@@ -388,3 +389,97 @@ def _cumulative(fn, name, initial):
 cumulative_sum = _cumulative(cumsum, "cumulative_sum", 0)
 cumulative_prod = _cumulative(cumprod, "cumulative_prod", 1)
 
+
+
+# -- NaN-ignoring order statistics ------------------------------------------------------------
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None):
+    """`quantile` of the non-NaN elements of each slice (NaN for an all-NaN slice): NaNs
+    sort last, so the positions interpolated between are `(count - 1) * q` of the sorted
+    slice, computed per slice (a gather at traced indices)."""
+    if out is not None or weights is not None:
+        raise InvalidArgumentError("nanquantile: out= and weights= are not supported")
+    if method not in _METHODS:
+        raise InvalidArgumentError(f"nanquantile: method={method!r} is not supported; use "
+                                   f"one of {', '.join(_METHODS)}")
+    return _nanquantile(read(a), q, axis, method, keepdims, "nanquantile")
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None):
+    """`nanquantile(a, q / 100, ...)`."""
+    return nanquantile(a, _static_q(q, "nanpercentile") / 100, axis, out, overwrite_input,
+                       method, keepdims, weights=weights)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The median of the non-NaN elements over `axis` (NaN for an all-NaN slice)."""
+    if out is not None:
+        raise InvalidArgumentError("nanmedian: out= is not supported")
+    return _nanquantile(read(a), 0.5, axis, "median", keepdims, "nanmedian")
+
+
+def _nanquantile(a, q, axis, method, keepdims, op):
+    if not has_float_dtype(a):  # no NaN to ignore
+        return _quantile(a, q, axis, method, keepdims, op)
+    q = _static_q(q, op)
+    qs = np.asarray(q, dtype=np.float64)
+    if np.any((qs < 0) | (qs > 1)):
+        raise InvalidArgumentError(f"{op}: Quantiles must be in the range [0, 1]")
+    nd = ndim_of(a)
+    if axis is None:
+        x = ravel(a)
+    else:
+        axes = axes_arg(axis, nd, op)
+        keep = [i for i in range(nd) if i not in axes]
+        moved = transpose(a, keep + list(axes))
+        x = reshape(moved, tuple(shape_of(moved)[:len(keep)]) + (-1,))
+    n = static_dim(x, -1, op, "quantiles need a static size along the axis")
+    if n == 0:
+        raise ShapeError(f"{op}: cannot take a quantile of an empty slice")
+    out_dt = dtype_of(a)[0] if type(q) is float or method in ("lower", "higher", "nearest") \
+        else np.result_type(dtype_of(a)[0], qs.dtype)
+    s = sort(x, axis=-1)
+    nan = isnan(x)
+    count = _sum(logical_not(nan), axis=-1, keepdims=True)  # int64, (..., 1)
+    last = subtract(count, 1)
+    virtual = multiply(astype(last, np.float64), qs.reshape(-1))  # (..., nq)
+    from tracegrad.numpy._ufuncs import around, ceil, clip, floor, greater_equal
+
+    def at(i):
+        return astype(take_along_axis(s, clip(i, 0, n - 1), axis=-1), out_dt)
+
+    if method == "lower":
+        picked = at(astype(floor(virtual), np.int64))
+    elif method == "higher":
+        picked = at(astype(ceil(virtual), np.int64))
+    elif method == "nearest":
+        picked = at(astype(around(virtual), np.int64))
+    else:
+        lo_f = floor(virtual)
+        lo = astype(lo_f, np.int64)
+        above = greater_equal(virtual, astype(last, np.float64))
+        lo = where(above, last, lo)
+        hi = where(above, last, where(greater(virtual, lo_f), add(lo, 1), lo))
+        left, right = at(lo), at(hi)
+        if method == "median":
+            picked = true_divide(add(left, right), 2)
+        else:
+            gamma = subtract(virtual, lo_f)
+            if method == "midpoint":
+                gamma = where(greater(gamma, 0), 0.5, 0.0)
+            g = astype(gamma, out_dt)
+            d = subtract(right, left)
+            picked = where(greater_equal(g, 0.5), subtract(right, multiply(d, subtract(1, g))),
+                           add(left, multiply(d, g)))
+    picked = where(count > 0, picked, np.nan)
+    picked = astype(picked, out_dt)
+    if qs.ndim:
+        picked = reshape(moveaxis(picked, -1, 0), qs.shape + tuple(shape_of(picked)[:-1]))
+    else:
+        picked = reshape(picked, tuple(shape_of(picked)[:-1]))
+    if keepdims:
+        picked = _keepdims(picked, axis, nd, qs.ndim)
+    return picked

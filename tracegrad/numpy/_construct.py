@@ -256,8 +256,10 @@ def kron(a, b):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """The dot products of the vectors along `axis` (broadcast): `sum(x1 * x2, axis)`."""
-    return _sum(multiply(x1, x2), axis=axis)
+    """The dot products of the vectors along `axis` (broadcast): `sum(x1 * x2, axis)`, in
+    the product's dtype."""
+    p = multiply(x1, x2)
+    return _sum(p, axis=axis, dtype=dtype_of(p)[0])
 
 
 def matvec(x1, x2, /):
@@ -328,7 +330,8 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     of them: O(element.size * test_elements.size))."""
     element, test = read(element), ravel(read(test_elements))
     found = _any(equal(expand_dims(element, -1), test), axis=-1)
-    return logical_not(found) if invert else found
+    found = logical_not(found) if invert else found
+    return found if is_tensor(found) else np.asarray(found)  # NumPy's: an array, never a scalar
 
 
 def insert(arr, obj, values, axis=None):

@@ -202,7 +202,7 @@ def vander(x, N=None, increasing=False):
     x = astype(x, dt)
     if N == 0:
         return _slice_axis(reshape(x, (n, 1)), 1, 0, 0)
-    cols = [full_like(reshape(x, (n, 1)), 1)]
+    cols = [reshape(full_like(x, 1), (n, 1))]
     if N > 1:
         cols.append(cumprod(broadcast_to(reshape(x, (n, 1)), (n, N - 1)), axis=1))
     v = concatenate(cols, axis=1)
@@ -267,7 +267,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 def _combine(f3, coefficients, h, ax):
     """`a * f3[0] + b * f3[1] + c * f3[2]` along `ax`, with `(a, b, c) = coefficients / h`
     (NumPy's second-order one-sided differences)."""
-    a, b, c = (true_divide(k, h) for k in coefficients)
+    a, b, c = (k / h for k in coefficients)
     return add(add(multiply(a, _slice_axis(f3, ax, 0, 1)), multiply(b, _slice_axis(f3, ax, 1, 2))),
                multiply(c, _slice_axis(f3, ax, 2, 3)))
 
@@ -276,11 +276,11 @@ def _gradient_axis(f, h, ax, n, edge_order):
     def s(lo, hi):
         return _slice_axis(f, ax, lo, hi)
 
-    if ndim_of(h) == 0:
-        interior = true_divide(subtract(s(2, n), s(0, n - 2)), multiply(2.0, h))
+    if ndim_of(h) == 0:  # Python operators: a Python spacing stays weak, as in NumPy
+        interior = (s(2, n) - s(0, n - 2)) / (2.0 * h)
         if edge_order == 1:
-            first = true_divide(subtract(s(1, 2), s(0, 1)), h)
-            last = true_divide(subtract(s(n - 1, n), s(n - 2, n - 1)), h)
+            first = (s(1, 2) - s(0, 1)) / h
+            last = (s(n - 1, n) - s(n - 2, n - 1)) / h
         else:
             first = _combine(s(0, 3), (-1.5, 2.0, -0.5), h, ax)
             last = _combine(s(n - 3, n), (0.5, -2.0, 1.5), h, ax)

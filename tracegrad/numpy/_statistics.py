@@ -467,13 +467,13 @@ def _nanquantile(a, q, axis, method, keepdims, op):
         if method == "median":
             picked = true_divide(add(left, right), 2)
         else:
-            gamma = subtract(virtual, lo_f)
+            gamma = subtract(virtual, lo_f)  # float64, as NumPy's (1 - gamma too)
             if method == "midpoint":
                 gamma = where(greater(gamma, 0), 0.5, 0.0)
-            g = astype(gamma, out_dt)
             d = subtract(right, left)
-            picked = where(greater_equal(g, 0.5), subtract(right, multiply(d, subtract(1, g))),
-                           add(left, multiply(d, g)))
+            picked = where(greater_equal(gamma, 0.5),
+                           subtract(right, multiply(d, astype(subtract(1.0, gamma), out_dt))),
+                           add(left, multiply(d, astype(gamma, out_dt))))
     picked = where(count > 0, picked, np.nan)
     picked = astype(picked, out_dt)
     if qs.ndim:

@@ -283,16 +283,16 @@ def _quantile(a, q, axis, method, keepdims, op):
     elif method == "nearest":
         picked = take(s, np.around(virtual).astype(np.int64), axis=ax)
     else:
-        left = astype(take(s, lo, axis=ax), out_dt)
-        right = astype(take(s, np.where(virtual > lo, hi, lo), axis=ax), out_dt)
+        left = take(s, lo, axis=ax)
+        right = take(s, np.where(virtual > lo, hi, lo), axis=ax)
         if method == "median":  # NumPy's median: the mean of the middle two
-            picked = true_divide(add(left, right), 2)
+            picked = true_divide(add(astype(left, out_dt), astype(right, out_dt)), 2)
         else:
             gamma = virtual - lo if method == "linear" else np.where(virtual > lo, 0.5, 0.0)
-            g = _expand_to(np.asarray(gamma, out_dt), qs.ndim, ax, ndim_of(s))
-            d = subtract(right, left)
-            picked = where(_expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
-                           subtract(right, multiply(d, 1 - g)), add(left, multiply(d, g)))
+            g, g1 = (_expand_to(np.asarray(t, out_dt), qs.ndim, ax, ndim_of(s))
+                     for t in (gamma, 1 - gamma))
+            picked = _lerp(left, right, g, g1, _expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
+                           out_dt)
     if has_float_dtype(s):
         last = take(s, n - 1 if qs.ndim == 0 else np.full((1,) * qs.ndim, n - 1), axis=ax)
         picked = where(isnan(last), np.nan, picked)
@@ -302,6 +302,15 @@ def _quantile(a, q, axis, method, keepdims, op):
     if keepdims:
         picked = _keepdims(picked, axis, nd, qs.ndim)
     return picked
+
+
+def _lerp(left, right, g, g1, upper, out_dt):
+    """NumPy's `_lerp`: `right - d * g1` where `upper`, else `left + d * g`, with the
+    difference `d` taken in the dtype of the values (then promoted with `g`)."""
+    if dtype_of(left)[0] == dtypes.bool_:
+        left, right = astype(left, out_dt), astype(right, out_dt)
+    d = subtract(right, left)
+    return where(upper, subtract(right, multiply(d, g1)), add(left, multiply(d, g)))
 
 
 def _expand_to(v, q_ndim, ax, nd):
@@ -448,8 +457,8 @@ def _nanquantile(a, q, axis, method, keepdims, op):
     virtual = multiply(astype(last, np.float64), qs.reshape(-1))  # (..., nq)
     from tracegrad.numpy._ufuncs import around, ceil, clip, floor, greater_equal
 
-    def at(i):
-        return astype(take_along_axis(s, clip(i, 0, n - 1), axis=-1), out_dt)
+    def at(i, dt=out_dt):
+        return astype(take_along_axis(s, clip(i, 0, n - 1), axis=-1), dt)
 
     if method == "lower":
         picked = at(astype(floor(virtual), np.int64))
@@ -463,17 +472,16 @@ def _nanquantile(a, q, axis, method, keepdims, op):
         above = greater_equal(virtual, astype(last, np.float64))
         lo = where(above, last, lo)
         hi = where(above, last, where(greater(virtual, lo_f), add(lo, 1), lo))
-        left, right = at(lo), at(hi)
         if method == "median":
-            picked = true_divide(add(left, right), 2)
+            picked = true_divide(add(at(lo), at(hi)), 2)
         else:
             gamma = subtract(virtual, lo_f)  # float64, as NumPy's (1 - gamma too)
             if method == "midpoint":
                 gamma = where(greater(gamma, 0), 0.5, 0.0)
-            d = subtract(right, left)
-            picked = where(greater_equal(gamma, 0.5),
-                           subtract(right, multiply(d, astype(subtract(1.0, gamma), out_dt))),
-                           add(left, multiply(d, astype(gamma, out_dt))))
+            src = dtype_of(s)[0]
+            picked = _lerp(at(lo, src), at(hi, src), astype(gamma, out_dt),
+                           astype(subtract(1.0, gamma), out_dt), greater_equal(gamma, 0.5),
+                           out_dt)
     picked = where(count > 0, picked, np.nan)
     picked = astype(picked, out_dt)
     if qs.ndim:

@@ -299,3 +299,9 @@ for _method in ("lower", "higher", "midpoint", "nearest"):
          lambda a, m=_method: tnp.nanquantile(a, np.array([0.1, 0.5, 0.8]), axis=0, method=m),
          lambda a, m=_method: np.nanquantile(a, np.array([0.1, 0.5, 0.8]), axis=0, method=m),
          XN[:, :, 0], grad_argnums=(0,))
+# NumPy's interpolation to the last bit: float32 values, weak and array q
+for _q in (55.5, np.array([12.5, 77.0])):
+    for _name in ("percentile", "nanpercentile"):
+        case(f"{_name}[float32,q={_q}]", lambda a, f=getattr(tnp, _name), q=_q: f(a, q, axis=0),
+             lambda a, r=getattr(np, _name), q=_q: r(a, q, axis=0), rand((9, 4), F32, -5, 5,
+                                                                         seed=72))

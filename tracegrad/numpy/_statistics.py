@@ -205,16 +205,20 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
+def _check_quantile_args(op, out, weights, method):
+    if out is not None or weights is not None:
+        raise InvalidArgumentError(f"{op}: out= and weights= are not supported")
+    if method not in _METHODS:
+        raise InvalidArgumentError(f"{op}: method={method!r} is not supported; use one of "
+                                   f"{', '.join(_METHODS)}")
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
     """The `q`-th quantiles (static `q` in [0, 1]) over `axis`, interpolated by `method`
     ("linear", "lower", "higher", "midpoint", "nearest") between the sorted neighbours, as
     NumPy computes them; NaN where a slice holds a NaN. `q`'s dims come first."""
-    if out is not None or weights is not None:
-        raise InvalidArgumentError("quantile: out= and weights= are not supported")
-    if method not in _METHODS:
-        raise InvalidArgumentError(f"quantile: method={method!r} is not supported; use one "
-                                   f"of {', '.join(_METHODS)}")
+    _check_quantile_args("quantile", out, weights, method)
     return _quantile(read(a), q, axis, method, keepdims, "quantile")
 
 
@@ -408,11 +412,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
     """`quantile` of the non-NaN elements of each slice (NaN for an all-NaN slice): NaNs
     sort last, so the positions interpolated between are `(count - 1) * q` of the sorted
     slice, computed per slice (a gather at traced indices)."""
-    if out is not None or weights is not None:
-        raise InvalidArgumentError("nanquantile: out= and weights= are not supported")
-    if method not in _METHODS:
-        raise InvalidArgumentError(f"nanquantile: method={method!r} is not supported; use "
-                                   f"one of {', '.join(_METHODS)}")
+    _check_quantile_args("nanquantile", out, weights, method)
     return _nanquantile(read(a), q, axis, method, keepdims, "nanquantile")
 
 

@@ -10,7 +10,15 @@ import tracegrad.numpy as tnp
 NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 
 # Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
-MISSING = frozenset(["apply_along_axis", "apply_over_axes", "argpartition", "argwhere", "array", "bartlett", "bincount", "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "blackman", "choose", "compress", "convolve", "copy", "corrcoef", "correlate", "cov", "cross", "diag_indices", "diag_indices_from", "digitize", "einsum_path", "empty", "empty_like", "extract", "fill_diagonal", "flatnonzero", "fromfunction", "frompyfunc", "gcd", "geomspace", "gradient", "hamming", "hanning", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "i0", "indices", "insert", "interp", "intersect1d", "isin", "kaiser", "kron", "lcm", "left_shift", "lexsort", "logspace", "mask_indices", "matvec", "nanmedian", "nanpercentile", "nanquantile", "nextafter", "packbits", "partition", "piecewise", "place", "poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul", "polysub", "polyval", "put", "put_along_axis", "ravel_multi_index", "right_shift", "roots", "searchsorted", "select", "setdiff1d", "setxor1d", "sort_complex", "spacing", "trapezoid", "tri", "tril_indices", "tril_indices_from", "trim_zeros", "triu_indices", "triu_indices_from", "union1d", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values", "unpackbits", "unravel_index", "unwrap", "vander", "vecdot", "vecmat"])
+MISSING = frozenset(["apply_along_axis", "apply_over_axes", "argpartition", "argwhere",
+    "bincount", "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "compress",
+    "einsum_path", "extract", "fill_diagonal", "flatnonzero", "fromfunction", "frompyfunc", "gcd",
+    "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "i0", "intersect1d",
+    "kaiser", "lcm", "left_shift", "lexsort", "nextafter", "packbits", "partition", "piecewise",
+    "place", "poly", "polydiv", "polyfit", "put", "put_along_axis", "ravel_multi_index",
+    "right_shift", "roots", "setdiff1d", "setxor1d", "sort_complex", "spacing", "trim_zeros",
+    "union1d", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values",
+    "unpackbits", "unravel_index"])
 
 
 def _names() -> list[str]:

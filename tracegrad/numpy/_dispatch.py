@@ -31,7 +31,8 @@ UFUNC_CALLS = {
     np.fmod: tnp.fmod, np.divmod: tnp.divmod, np.modf: tnp.modf, np.ldexp: tnp.ldexp,
     np.frexp: tnp.frexp, np.deg2rad: tnp.deg2rad, np.radians: tnp.radians,
     np.rad2deg: tnp.rad2deg, np.degrees: tnp.degrees, np.float_power: tnp.float_power,
-    np.conjugate: tnp.conjugate,
+    np.conjugate: tnp.conjugate, np.vecdot: tnp.vecdot, np.matvec: tnp.matvec,
+    np.vecmat: tnp.vecmat,
 }
 
 # ufunc.reduce / ufunc.accumulate as the tracegrad function and its NumPy-default axis.
@@ -79,6 +80,17 @@ FUNCTIONS = {
     np.quantile: tnp.quantile, np.percentile: tnp.percentile, np.median: tnp.median,
     np.diff: tnp.diff, np.ediff1d: tnp.ediff1d, np.cumulative_sum: tnp.cumulative_sum,
     np.cumulative_prod: tnp.cumulative_prod,
+    np.convolve: tnp.convolve, np.correlate: tnp.correlate, np.cross: tnp.cross, np.kron: tnp.kron,
+    np.vander: tnp.vander, np.trapezoid: tnp.trapezoid, np.polyval: tnp.polyval,
+    np.polyadd: tnp.polyadd, np.polysub: tnp.polysub, np.polymul: tnp.polymul,
+    np.polyder: tnp.polyder, np.polyint: tnp.polyint, np.interp: tnp.interp,
+    np.searchsorted: tnp.searchsorted, np.digitize: tnp.digitize, np.cov: tnp.cov,
+    np.corrcoef: tnp.corrcoef, np.empty_like: tnp.empty_like, np.copy: tnp.copy,
+    np.tril_indices_from: tnp.tril_indices_from, np.triu_indices_from: tnp.triu_indices_from,
+    np.diag_indices_from: tnp.diag_indices_from, np.select: tnp.select, np.choose: tnp.choose,
+    np.isin: tnp.isin, np.insert: tnp.insert, np.gradient: tnp.gradient, np.unwrap: tnp.unwrap,
+    np.nanquantile: tnp.nanquantile, np.nanpercentile: tnp.nanpercentile,
+    np.nanmedian: tnp.nanmedian, np.logspace: tnp.logspace, np.geomspace: tnp.geomspace,
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,

@@ -27,7 +27,7 @@ from tracegrad.numpy._core import (
     static_dim,
 )
 from tracegrad.numpy._creation import astype, full_like
-from tracegrad.numpy._indexing import take
+from tracegrad.numpy._indexing import take, take_along_axis
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._reductions import all as _all
 from tracegrad.numpy._reductions import (
@@ -59,6 +59,7 @@ from tracegrad.numpy._shape import (
 )
 from tracegrad.numpy._ufuncs import (
     add,
+    greater,
     isnan,
     logical_not,
     multiply,
@@ -210,16 +211,20 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
+def _check_quantile_args(op, out, weights, method):
+    if out is not None or weights is not None:
+        raise InvalidArgumentError(f"{op}: out= and weights= are not supported")
+    if method not in _METHODS:
+        raise InvalidArgumentError(f"{op}: method={method!r} is not supported; use one of "
+                                   f"{', '.join(_METHODS)}")
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
     """The `q`-th quantiles (static `q` in [0, 1]) over `axis`, interpolated by `method`
     ("linear", "lower", "higher", "midpoint", "nearest") between the sorted neighbours, as
     NumPy computes them; NaN where a slice holds a NaN. `q`'s dims come first."""
-    if out is not None or weights is not None:
-        raise InvalidArgumentError("quantile: out= and weights= are not supported")
-    if method not in _METHODS:
-        raise InvalidArgumentError(f"quantile: method={method!r} is not supported; use one "
-                                   f"of {', '.join(_METHODS)}")
+    _check_quantile_args("quantile", out, weights, method)
     return _quantile(read(a), q, axis, method, keepdims, "quantile")
 
 
@@ -287,16 +292,16 @@ def _quantile(a, q, axis, method, keepdims, op):
     elif method == "nearest":
         picked = take(s, np.around(virtual).astype(np.int64), axis=ax)
     else:
-        left = astype(take(s, lo, axis=ax), out_dt)
-        right = astype(take(s, np.where(virtual > lo, hi, lo), axis=ax), out_dt)
+        left = take(s, lo, axis=ax)
+        right = take(s, np.where(virtual > lo, hi, lo), axis=ax)
         if method == "median":  # NumPy's median: the mean of the middle two
-            picked = true_divide(add(left, right), 2)
+            picked = true_divide(add(astype(left, out_dt), astype(right, out_dt)), 2)
         else:
             gamma = virtual - lo if method == "linear" else np.where(virtual > lo, 0.5, 0.0)
-            g = _expand_to(np.asarray(gamma, out_dt), qs.ndim, ax, ndim_of(s))
-            d = subtract(right, left)
-            picked = where(_expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
-                           subtract(right, multiply(d, 1 - g)), add(left, multiply(d, g)))
+            g, g1 = (_expand_to(np.asarray(t, out_dt), qs.ndim, ax, ndim_of(s))
+                     for t in (gamma, 1 - gamma))
+            picked = _lerp(left, right, g, g1, _expand_to(gamma >= 0.5, qs.ndim, ax, ndim_of(s)),
+                           out_dt)
     if has_float_dtype(s):
         last = take(s, n - 1 if qs.ndim == 0 else np.full((1,) * qs.ndim, n - 1), axis=ax)
         picked = where(isnan(last), np.nan, picked)
@@ -306,6 +311,15 @@ def _quantile(a, q, axis, method, keepdims, op):
     if keepdims:
         picked = _keepdims(picked, axis, nd, qs.ndim)
     return picked
+
+
+def _lerp(left, right, g, g1, upper, out_dt):
+    """NumPy's `_lerp`: `right - d * g1` where `upper`, else `left + d * g`, with the
+    difference `d` taken in the dtype of the values (then promoted with `g`)."""
+    if dtype_of(left)[0] == dtypes.bool_:
+        left, right = astype(left, out_dt), astype(right, out_dt)
+    d = subtract(right, left)
+    return where(upper, subtract(right, multiply(d, g1)), add(left, multiply(d, g)))
 
 
 def _expand_to(v, q_ndim, ax, nd):
@@ -401,3 +415,92 @@ def _cumulative(fn, name, initial):
 cumulative_sum = _cumulative(cumsum, "cumulative_sum", 0)
 cumulative_prod = _cumulative(cumprod, "cumulative_prod", 1)
 
+
+
+# -- NaN-ignoring order statistics ------------------------------------------------------------
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None):
+    """`quantile` of the non-NaN elements of each slice (NaN for an all-NaN slice): NaNs
+    sort last, so the positions interpolated between are `(count - 1) * q` of the sorted
+    slice, computed per slice (a gather at traced indices)."""
+    _check_quantile_args("nanquantile", out, weights, method)
+    return _nanquantile(read(a), q, axis, method, keepdims, "nanquantile")
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None):
+    """`nanquantile(a, q / 100, ...)`."""
+    return nanquantile(a, _static_q(q, "nanpercentile") / 100, axis, out, overwrite_input,
+                       method, keepdims, weights=weights)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The median of the non-NaN elements over `axis` (NaN for an all-NaN slice)."""
+    if out is not None:
+        raise InvalidArgumentError("nanmedian: out= is not supported")
+    return _nanquantile(read(a), 0.5, axis, "median", keepdims, "nanmedian")
+
+
+def _nanquantile(a, q, axis, method, keepdims, op):
+    if not has_float_dtype(a):  # no NaN to ignore
+        return _quantile(a, q, axis, method, keepdims, op)
+    q = _static_q(q, op)
+    qs = np.asarray(q, dtype=np.float64)
+    if np.any((qs < 0) | (qs > 1)):
+        raise InvalidArgumentError(f"{op}: Quantiles must be in the range [0, 1]")
+    nd = ndim_of(a)
+    if axis is None:
+        x = ravel(a)
+    else:
+        axes = axes_arg(axis, nd, op)
+        keep = [i for i in range(nd) if i not in axes]
+        moved = transpose(a, keep + list(axes))
+        x = reshape(moved, tuple(shape_of(moved)[:len(keep)]) + (-1,))
+    n = static_dim(x, -1, op, "quantiles need a static size along the axis")
+    if n == 0:
+        raise ShapeError(f"{op}: cannot take a quantile of an empty slice")
+    out_dt = dtype_of(a)[0] if type(q) is float or method in ("lower", "higher", "nearest") \
+        else np.result_type(dtype_of(a)[0], qs.dtype)
+    s = sort(x, axis=-1)
+    nan = isnan(x)
+    count = _sum(logical_not(nan), axis=-1, keepdims=True)  # int64, (..., 1)
+    last = subtract(count, 1)
+    virtual = multiply(astype(last, np.float64), qs.reshape(-1))  # (..., nq)
+    from tracegrad.numpy._ufuncs import around, ceil, clip, floor, greater_equal
+
+    def at(i, dt=out_dt):
+        return astype(take_along_axis(s, clip(i, 0, n - 1), axis=-1), dt)
+
+    if method == "lower":
+        picked = at(astype(floor(virtual), np.int64))
+    elif method == "higher":
+        picked = at(astype(ceil(virtual), np.int64))
+    elif method == "nearest":
+        picked = at(astype(around(virtual), np.int64))
+    else:
+        lo_f = floor(virtual)
+        lo = astype(lo_f, np.int64)
+        above = greater_equal(virtual, astype(last, np.float64))
+        lo = where(above, last, lo)
+        hi = where(above, last, where(greater(virtual, lo_f), add(lo, 1), lo))
+        if method == "median":
+            picked = true_divide(add(at(lo), at(hi)), 2)
+        else:
+            gamma = subtract(virtual, lo_f)  # float64, as NumPy's (1 - gamma too)
+            if method == "midpoint":
+                gamma = where(greater(gamma, 0), 0.5, 0.0)
+            src = dtype_of(s)[0]
+            picked = _lerp(at(lo, src), at(hi, src), astype(gamma, out_dt),
+                           astype(subtract(1.0, gamma), out_dt), greater_equal(gamma, 0.5),
+                           out_dt)
+    picked = where(count > 0, picked, np.nan)
+    picked = astype(picked, out_dt)
+    if qs.ndim:
+        picked = reshape(moveaxis(picked, -1, 0), qs.shape + tuple(shape_of(picked)[:-1]))
+    else:
+        picked = reshape(picked, tuple(shape_of(picked)[:-1]))
+    if keepdims:
+        picked = _keepdims(picked, axis, nd, qs.ndim)
+    return picked

@@ -8,7 +8,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-from tracegrad.errors import DTypeError, ShapeError, UnsupportedOpError
+from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedOpError
 
 
 def ops_of(fn, *args):
@@ -31,13 +31,13 @@ def test_weak_scalar_broadcasts_without_a_cast():
     assert names == ["constant", "broadcast_in_dim", "mul"]
 
 
-def test_where_with_one_argument_is_eager_only():
+def test_where_with_one_argument_needs_size_when_traced():
     x = tg.constant([0.0, 3.0, 0.0, 1.0])
     (idx,) = tnp.where(x)
     np.testing.assert_array_equal(idx.numpy(), [1, 3])
     rows, _ = tnp.nonzero(np.eye(2))
     np.testing.assert_array_equal(rows, [0, 1])
-    with pytest.raises(UnsupportedOpError, match="where"):
+    with pytest.raises(InvalidArgumentError, match=r"where\(condition\).*size="):
         tg.function(lambda a: tnp.where(a), backend="numpy")(np.ones(2))
 
 

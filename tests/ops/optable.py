@@ -139,6 +139,7 @@ def sample_rows(cases) -> list:
 from tests.ops import (  # noqa: F401
     optable_arrays,
     optable_composites,
+    optable_datadep,
     optable_numpy,
     optable_primitives,
     optable_sequences,

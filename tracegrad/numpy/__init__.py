@@ -21,7 +21,8 @@ from tracegrad.numpy._creation import (
     zeros_like,
 )
 from tracegrad.numpy._einsum import einsum
-from tracegrad.numpy._indexing import at, nonzero, take, take_along_axis
+from tracegrad.numpy._datadep import argwhere, compress, extract, flatnonzero, nonzero
+from tracegrad.numpy._indexing import at, take, take_along_axis
 from tracegrad.numpy._matrix import diag, diagonal, trace, tril, triu
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._products import dot, inner, matmul, outer, tensordot, vdot
@@ -313,6 +314,7 @@ __all__ = [
     "argmax",
     "argmin",
     "argsort",
+    "argwhere",
     "around",
     "array",
     "array_equal",
@@ -347,6 +349,7 @@ __all__ = [
     "choose",
     "clip",
     "column_stack",
+    "compress",
     "concat",
     "concatenate",
     "conj",
@@ -390,8 +393,10 @@ __all__ = [
     "exp2",
     "expand_dims",
     "expm1",
+    "extract",
     "eye",
     "fabs",
+    "flatnonzero",
     "flip",
     "fliplr",
     "flipud",

@@ -1,4 +1,4 @@
-"""`x[...]` with NumPy's rules, `take`, `take_along_axis`, `nonzero` and `at[...]` updates.
+"""`x[...]` with NumPy's rules, `take`, `take_along_axis` and `at[...]` updates.
 
 Basic indexing (slices with any step, ints, `None`, `...`) becomes one `rev`, one `slice`
 and one `reshape`. Integer-array ("advanced") indices become one `gather`: several arrays
@@ -479,20 +479,6 @@ def take_along_axis(arr, indices, axis=-1):
         key.append(np.arange(n, dtype=np.int64).reshape([n if i == d else 1
                                                          for i in range(nd)]))
     return getitem(arr, tuple(key))
-
-
-def nonzero(a):
-    """The indices of the non-zero elements of `a`, one int64 array per dim. Eager only: the
-    result shape depends on the values."""
-    a = read(a)
-    if isinstance(a, GraphTensor):
-        raise UnsupportedOpError(
-            f"nonzero / where(condition) on a traced tensor at {user_location()}: the result "
-            "shape depends on the values. Use the three-argument tnp.where(cond, x, y)"
-        )
-    if type(a) is EagerTensor:
-        return tuple(EagerTensor(i.astype(np.int64)) for i in np.nonzero(a._value))
-    return tuple(i.astype(np.int64) for i in np.nonzero(np.asarray(a)))
 
 
 # -- functional updates ----------------------------------------------------------------------

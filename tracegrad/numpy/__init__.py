@@ -21,7 +21,7 @@ from tracegrad.numpy._creation import (
     zeros_like,
 )
 from tracegrad.numpy._einsum import einsum
-from tracegrad.numpy._datadep import argwhere, compress, extract, flatnonzero, nonzero
+from tracegrad.numpy._datadep import argwhere, compress, extract, flatnonzero, nonzero, where
 from tracegrad.numpy._indexing import at, take, take_along_axis
 from tracegrad.numpy._matrix import diag, diagonal, trace, tril, triu
 from tracegrad.numpy._pad import pad
@@ -145,7 +145,6 @@ from tracegrad.numpy._ufuncs import (
     tan,
     tanh,
     true_divide,
-    where,
 )
 from tracegrad.numpy._elementwise import (
     allclose,

@@ -17,7 +17,13 @@ import numpy as np
 
 from tracegrad.core.ir import EagerTensor, GraphTensor
 from tracegrad.errors import InvalidArgumentError
-from tracegrad.numpy._core import is_tensor, ndim_of, read, shape_of, static_dim
+from tracegrad.numpy._core import axis_arg, is_tensor, ndim_of, read, shape_of, static_dim
+from tracegrad.numpy._indexing import take
+from tracegrad.numpy._reductions import argsort
+from tracegrad.numpy._reductions import sum as _sum
+from tracegrad.numpy._shape import atleast_1d, concatenate, ravel, reshape, stack
+from tracegrad.numpy._ufuncs import floor_divide, less, logical_not, mod, not_equal
+from tracegrad.numpy._ufuncs import where as _where3
 
 
 def _traced(*xs) -> bool:
@@ -48,16 +54,15 @@ def _out(value, like):
 def _positions(mask, size: int, name: str):
     """`(pos, valid)`: the flat positions (int64, `size` of them) of the true elements of
     the 1-D bool `mask`, in order, zero-padded or truncated, and where they are real."""
-    import tracegrad.numpy as tnp
 
     n = static_dim(mask, 0, name)
-    order = tnp.argsort(tnp.logical_not(mask).astype(np.int32))
+    order = argsort(logical_not(mask).astype(np.int32))
     if size <= n:
         pos = order[:size]
     else:
-        pos = tnp.concatenate([order, np.zeros(size - n, np.int64)])
-    count = tnp.sum(mask.astype(np.int64))
-    return pos, tnp.less(np.arange(size, dtype=np.int64), count)
+        pos = concatenate([order, np.zeros(size - n, np.int64)])
+    count = _sum(mask.astype(np.int64))
+    return pos, less(np.arange(size, dtype=np.int64), count)
 
 
 def nonzero(a, *, size=None, fill_value=None):
@@ -68,7 +73,6 @@ def nonzero(a, *, size=None, fill_value=None):
 
 
 def _nonzero(a, size, fill_value, name):
-    import tracegrad.numpy as tnp
 
     a = read(a)
     if ndim_of(a) == 0:
@@ -85,12 +89,12 @@ def _nonzero(a, size, fill_value, name):
     if len(fills) != len(shape):
         raise InvalidArgumentError(f"nonzero: fill_value has {len(fills)} entries, "
                                    f"a has {len(shape)} dims")
-    pos, valid = _positions(tnp.ravel(tnp.not_equal(a, 0)), size, "nonzero")
+    pos, valid = _positions(ravel(not_equal(a, 0)), size, "nonzero")
     out, stride = [], 1
     for d in reversed(range(len(shape))):
-        idx = pos if len(shape) == 1 else tnp.mod(tnp.floor_divide(pos, stride), shape[d])
+        idx = pos if len(shape) == 1 else mod(floor_divide(pos, stride), shape[d])
         fill = 0 if fills[d] is None else fills[d]
-        out.append(tnp.where(valid, idx, np.asarray(fill, np.int64)))
+        out.append(_where3(valid, idx, np.asarray(fill, np.int64)))
         stride *= shape[d]
     return tuple(reversed(out))
 
@@ -98,18 +102,16 @@ def _nonzero(a, size, fill_value, name):
 def flatnonzero(a, *, size=None, fill_value=None):
     """The indices of the non-zero elements of `ravel(a)` (as `np.flatnonzero`); `size=` as
     `nonzero`."""
-    import tracegrad.numpy as tnp
 
     a = read(a)
     if size is None and _traced(a):
         raise _need_size("flatnonzero")
-    return nonzero(tnp.ravel(a), size=size, fill_value=fill_value)[0]
+    return nonzero(ravel(a), size=size, fill_value=fill_value)[0]
 
 
 def argwhere(a, *, size=None, fill_value=None):
     """The indices of the non-zero elements of `a`, one row per element (shape
     `(N, a.ndim)`, as `np.argwhere`); `size=` as `nonzero` (`size` rows)."""
-    import tracegrad.numpy as tnp
 
     a = read(a)
     if size is None:
@@ -118,19 +120,18 @@ def argwhere(a, *, size=None, fill_value=None):
         value = a._value if isinstance(a, EagerTensor) else np.asarray(a)
         return _out(np.argwhere(value).astype(np.int64), a)
     if ndim_of(a) == 0:
-        a = tnp.atleast_1d(a)
-        return tnp.stack(nonzero(a, size=size, fill_value=fill_value), axis=1)[:, :0]
-    return tnp.stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
+        a = atleast_1d(a)
+        return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)[:, :0]
+    return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
 
 
 def extract(condition, arr, *, size=None, fill_value=0):
     """The elements of `ravel(arr)` where `ravel(condition)` is non-zero (as `np.extract`),
     gathered from `arr` (differentiable in `arr`). Inside a trace with a traced `condition`
     pass `size=`: padded with `fill_value` or truncated."""
-    import tracegrad.numpy as tnp
 
     condition, arr = read(condition), read(arr)
-    flat = tnp.ravel(arr)
+    flat = ravel(arr)
     if size is None:
         if _traced(condition):
             raise _need_size("extract")
@@ -138,24 +139,22 @@ def extract(condition, arr, *, size=None, fill_value=0):
         idx = np.flatnonzero(value).astype(np.int64)
         if not (is_tensor(arr) or is_tensor(condition)):
             return np.extract(value, arr)
-        return tnp.take(flat, idx) if is_tensor(arr) else _out(np.take(flat, idx), condition)
-    pos, valid = _positions(tnp.ravel(tnp.not_equal(condition, 0)), _size_arg(size, "extract"),
+        return take(flat, idx) if is_tensor(arr) else _out(np.take(flat, idx), condition)
+    pos, valid = _positions(ravel(not_equal(condition, 0)), _size_arg(size, "extract"),
                             "extract")
-    return tnp.where(valid, tnp.take(flat, pos, mode="clip"), fill_value)
+    return _where3(valid, take(flat, pos, mode="clip"), fill_value)
 
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0):
     """The slices of `a` along `axis` (None: of `ravel(a)`) where the 1-D `condition` is
     true (as `np.compress`), gathered from `a`. Inside a trace with a traced `condition` pass
     `size=`: `size` slices, padded with `fill_value` or truncated."""
-    import tracegrad.numpy as tnp
-    from tracegrad.numpy._core import axis_arg
 
     condition, a = read(condition), read(a)
     if ndim_of(condition) != 1:
         raise InvalidArgumentError(f"compress: condition must be 1-D, got {ndim_of(condition)}-D")
     if axis is None:
-        a, axis = tnp.ravel(a), 0
+        a, axis = ravel(a), 0
     axis = axis_arg(axis, ndim_of(a), "compress")
     if size is None:
         if _traced(condition):
@@ -168,17 +167,28 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
         if n is not None and idx.size and idx[-1] >= n:
             raise InvalidArgumentError(f"compress: condition selects index {idx[-1]}, "
                                        f"out of bounds for axis {axis} of size {n}")
-        return tnp.take(a, idx, axis=axis) if is_tensor(a) else \
+        return take(a, idx, axis=axis) if is_tensor(a) else \
             _out(np.take(a, idx, axis=axis), condition)
     size = _size_arg(size, "compress")
     n = static_dim(a, axis, "compress")
     m = static_dim(condition, 0, "compress")
-    mask = tnp.not_equal(condition, 0)
+    mask = not_equal(condition, 0)
     if m > n:
         mask = mask[:n]
     elif m < n:
-        mask = tnp.concatenate([mask, np.zeros(n - m, bool)])
+        mask = concatenate([mask, np.zeros(n - m, bool)])
     pos, valid = _positions(mask, size, "compress")
-    taken = tnp.take(a, pos, axis=axis)
-    valid = tnp.reshape(valid, [size if d == axis else 1 for d in range(ndim_of(a))])
-    return tnp.where(valid, taken, fill_value)
+    taken = take(a, pos, axis=axis)
+    valid = reshape(valid, [size if d == axis else 1 for d in range(ndim_of(a))])
+    return _where3(valid, taken, fill_value)
+
+
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """`x` where `condition` else `y` (NumPy promotion of x and y, broadcasting of all three).
+
+    The one-argument form is `nonzero(condition)`: its size depends on the values, so inside
+    a trace it needs `size=` (and takes `fill_value=`), as `nonzero`.
+    """
+    if x is None and y is None:
+        return _nonzero(condition, size, fill_value, "where(condition)")
+    return _where3(condition, x, y)

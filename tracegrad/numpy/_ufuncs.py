@@ -270,16 +270,9 @@ def clip(a, a_min=None, a_max=None, *, min=None, max=None):
     return out
 
 
-def where(condition, x=None, y=None, *, size=None, fill_value=None):
-    """`x` where `condition` else `y` (NumPy promotion of x and y, broadcasting of all three).
-
-    The one-argument form is `nonzero(condition)`: its size depends on the values, so inside
-    a trace it needs `size=` (and takes `fill_value=`), as `nonzero`.
-    """
-    if x is None and y is None:
-        from tracegrad.numpy._datadep import _nonzero
-
-        return _nonzero(condition, size, fill_value, "where(condition)")
+def where(condition, x=None, y=None):
+    """`x` where `condition` else `y` (NumPy promotion of x and y, broadcasting of all three);
+    `tnp.where` (`_datadep.where`) adds the one-argument form."""
     if x is None or y is None:
         raise InvalidArgumentError("where: either both or neither of x and y should be given")
     (x, y), _ = promote(x, y)

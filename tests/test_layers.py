@@ -107,7 +107,7 @@ KNOWN_CIRCLES = [
      "tracegrad.ops.indexing", "tracegrad.ops.reductions", "tracegrad.ops.shape_ops"},
     {"tracegrad.passes.diagonal", "tracegrad.passes.simplify"},
     {"tracegrad.numpy._core", "tracegrad.numpy._creation", "tracegrad.numpy._eager",
-     "tracegrad.numpy._indexing", "tracegrad.numpy._shape", "tracegrad.numpy._ufuncs"},
+     "tracegrad.numpy._shape", "tracegrad.numpy._ufuncs"},
     {"tracegrad.numpy", "tracegrad.numpy._dispatch", "tracegrad.numpy._methods"},
     {"tracegrad.backends.numba", "tracegrad.backends.numba.codegen",
      "tracegrad.backends.numba.control"},

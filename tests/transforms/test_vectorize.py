@@ -88,7 +88,9 @@ def test_vmap_inside_function_with_unknown_batch_size():
 
     for n in (2, 7):
         x = RNG.normal(size=(n, 3))
-        np.testing.assert_allclose(f(x), loop(tg.grad(mlp), x), rtol=1e-12)
+        want = loop(tg.grad(mlp), x)
+        # a gradient entry may be a near-cancelled sum of O(1) terms: a few ulps of the largest
+        np.testing.assert_allclose(f(x), want, rtol=1e-12, atol=4e-16 * np.max(np.abs(want)))
     assert f.tracing_count == 1
 
 

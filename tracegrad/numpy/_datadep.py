@@ -54,7 +54,6 @@ def _out(value, like):
 def _positions(mask, size: int, name: str):
     """`(pos, valid)`: the flat positions (int64, `size` of them) of the true elements of
     the 1-D bool `mask`, in order, zero-padded or truncated, and where they are real."""
-
     n = static_dim(mask, 0, name)
     order = argsort(logical_not(mask).astype(np.int32))
     if size <= n:
@@ -73,7 +72,6 @@ def nonzero(a, *, size=None, fill_value=None):
 
 
 def _nonzero(a, size, fill_value, name):
-
     a = read(a)
     if ndim_of(a) == 0:
         raise InvalidArgumentError(f"{name}: not defined on a 0-d array (NumPy raises too); "
@@ -83,13 +81,13 @@ def _nonzero(a, size, fill_value, name):
             raise _need_size(name)
         value = a._value if isinstance(a, EagerTensor) else np.asarray(a)
         return tuple(_out(i.astype(np.int64), a) for i in np.nonzero(value))
-    size = _size_arg(size, "nonzero")
-    shape = [static_dim(a, d, "nonzero") for d in range(ndim_of(a))]
+    size = _size_arg(size, name)
+    shape = [static_dim(a, d, name) for d in range(ndim_of(a))]
     fills = fill_value if isinstance(fill_value, (tuple, list)) else [fill_value] * len(shape)
     if len(fills) != len(shape):
-        raise InvalidArgumentError(f"nonzero: fill_value has {len(fills)} entries, "
+        raise InvalidArgumentError(f"{name}: fill_value has {len(fills)} entries, "
                                    f"a has {len(shape)} dims")
-    pos, valid = _positions(ravel(not_equal(a, 0)), size, "nonzero")
+    pos, valid = _positions(ravel(not_equal(a, 0)), size, name)
     out, stride = [], 1
     for d in reversed(range(len(shape))):
         idx = pos if len(shape) == 1 else mod(floor_divide(pos, stride), shape[d])
@@ -102,7 +100,6 @@ def _nonzero(a, size, fill_value, name):
 def flatnonzero(a, *, size=None, fill_value=None):
     """The indices of the non-zero elements of `ravel(a)` (as `np.flatnonzero`); `size=` as
     `nonzero`."""
-
     a = read(a)
     if size is None and _traced(a):
         raise _need_size("flatnonzero")
@@ -112,7 +109,6 @@ def flatnonzero(a, *, size=None, fill_value=None):
 def argwhere(a, *, size=None, fill_value=None):
     """The indices of the non-zero elements of `a`, one row per element (shape
     `(N, a.ndim)`, as `np.argwhere`); `size=` as `nonzero` (`size` rows)."""
-
     a = read(a)
     if size is None:
         if _traced(a):
@@ -129,7 +125,6 @@ def extract(condition, arr, *, size=None, fill_value=0):
     """The elements of `ravel(arr)` where `ravel(condition)` is non-zero (as `np.extract`),
     gathered from `arr` (differentiable in `arr`). Inside a trace with a traced `condition`
     pass `size=`: padded with `fill_value` or truncated."""
-
     condition, arr = read(condition), read(arr)
     flat = ravel(arr)
     if size is None:
@@ -149,7 +144,6 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
     """The slices of `a` along `axis` (None: of `ravel(a)`) where the 1-D `condition` is
     true (as `np.compress`), gathered from `a`. Inside a trace with a traced `condition` pass
     `size=`: `size` slices, padded with `fill_value` or truncated."""
-
     condition, a = read(condition), read(a)
     if ndim_of(condition) != 1:
         raise InvalidArgumentError(f"compress: condition must be 1-D, got {ndim_of(condition)}-D")

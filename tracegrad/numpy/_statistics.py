@@ -96,38 +96,28 @@ def nancumprod(a, axis=None, dtype=None):
     return cumprod(_replace_nan(a, 1), axis, dtype)
 
 
-def _nan_extreme(reduce, fill, name):
+def _nan_ignoring(reduce, fill, name, all_nan):
+    """`reduce` over `a` with its NaNs replaced by `fill` (a value that never wins); where a
+    slice is all NaN, `all_nan` (None: what `reduce` gives there)."""
     def fn(a, axis=None, keepdims=False):
         a = read(a)
         if not has_float_dtype(a):
             return reduce(a, axis, keepdims)
         nan = isnan(a)
         m = reduce(where(nan, fill, a), axis, keepdims)
-        return where(_all(nan, axis, keepdims), np.nan, m)
+        return m if all_nan is None else where(_all(nan, axis, keepdims), all_nan, m)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (NaN where a slice is all NaN, where "
-                  "NumPy also warns).")
+    tail = ("NaN where a slice is all NaN, where NumPy also warns" if all_nan is not None
+            else "0 for an all-NaN slice, where NumPy raises ValueError")
+    fn.__doc__ = f"`{reduce.__name__}` ignoring NaNs ({tail})."
     return fn
 
 
-nanmax = _nan_extreme(_max, -np.inf, "nanmax")
-nanmin = _nan_extreme(_min, np.inf, "nanmin")
-
-
-def _nan_arg(reduce, fill, name):
-    def fn(a, axis=None, keepdims=False):
-        a = read(a)
-        return reduce(where(isnan(a), fill, a) if has_float_dtype(a) else a, axis, keepdims)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"`{reduce.__name__}` ignoring NaNs (an all-NaN slice gives 0; NumPy raises "
-                  "ValueError).")
-    return fn
-
-
-nanargmax = _nan_arg(argmax, -np.inf, "nanargmax")
-nanargmin = _nan_arg(argmin, np.inf, "nanargmin")
+nanmax = _nan_ignoring(_max, -np.inf, "nanmax", np.nan)
+nanmin = _nan_ignoring(_min, np.inf, "nanmin", np.nan)
+nanargmax = _nan_ignoring(argmax, -np.inf, "nanargmax", None)
+nanargmin = _nan_ignoring(argmin, np.inf, "nanargmin", None)
 
 
 def _count(a, axis, keepdims, dtype):

@@ -9,13 +9,16 @@ immutable (`x[i] = v` raises and points to `tnp.at`).
 
 from __future__ import annotations
 
+import dis
+import sys
+
 import numpy as np
 
 import tracegrad.numpy as tnp
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ArgumentTypeError
+from tracegrad.errors import ArgumentTypeError, TracerBoolError
 from tracegrad.numpy._indexing import getitem
 
 _OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
@@ -131,6 +134,83 @@ def _transpose(self, *axes):
     return tnp.transpose(self, _shape_args(axes) if axes else None)
 
 
+_DISCARDED: dict = {}
+
+
+def _result_discarded() -> bool:
+    """Whether the method's caller calls it as a statement, dropping the result."""
+    frame = sys._getframe(2)
+    key = (frame.f_code, frame.f_lasti)
+    found = _DISCARDED.get(key)
+    if found is None:
+        found = False
+        for ins in dis.get_instructions(frame.f_code):
+            if ins.offset > frame.f_lasti:
+                found = ins.opname == "POP_TOP"
+                break
+        if len(_DISCARDED) > 4096:
+            _DISCARDED.clear()
+        _DISCARDED[key] = found
+    return found
+
+
+def _in_place(name: str, fn, fix: str):
+    """A NumPy method that changes the array in place: a Variable is assigned the result;
+    a tensor (immutable) returns it, and refuses a call whose result is dropped, which in
+    NumPy code relies on the change."""
+    def method(self, *args, **kwargs):
+        if isinstance(self, Variable):
+            self.assign(fn(self.value(), *args, **kwargs))
+            return None
+        if _result_discarded():
+            raise ArgumentTypeError(
+                f"x.{name}() changes x in place in NumPy, but tracegrad tensors are "
+                f"immutable and its result is dropped here: write `x = {fix}`")
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _concrete(self, what: str) -> np.ndarray:
+    """The value of an eager tensor or a Variable outside a trace, for methods that return
+    Python objects."""
+    t = self.value() if isinstance(self, Variable) else self
+    if isinstance(t, GraphTensor):
+        raise TracerBoolError(
+            f"{what} of a traced Tensor ({t.type}): its value is not known while tracing; "
+            "call it on the compiled function's result")
+    return np.asarray(t.numpy())
+
+
+def _fill(self, value):
+    if isinstance(self, Variable):
+        self.assign(tnp.full_like(self.value(), value))
+        return None
+    raise ArgumentTypeError(
+        "x.fill() writes into x, but tracegrad tensors are immutable: write "
+        "`x = np.full_like(x, value)`")
+
+
+def _put(self, *args, **kwargs):
+    raise ArgumentTypeError(
+        "x.put() writes into x, but tracegrad tensors are immutable: write "
+        "`x = tnp.at(x.ravel())[ind].set(v).reshape(x.shape)`")
+
+
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise ArgumentTypeError("sort: order= (fields of structured arrays) is not supported")
+    return tnp.sort(a, axis, kind, stable=stable)
+
+
+def _argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise ArgumentTypeError("argsort: order= (fields of structured arrays) is not "
+                                "supported")
+    return tnp.argsort(self, axis, kind, stable=stable)
+
+
 METHODS = {
     "reshape": _reshape,
     "transpose": _transpose,
@@ -167,11 +247,32 @@ METHODS = {
                                                                       axis2),
     "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None: tnp.trace(
         self, offset, axis1, axis2, dtype),
+    "sort": _in_place("sort", _sort, "np.sort(x)"),
+    "argsort": _argsort,
+    "nonzero": lambda self, *, size=None, fill_value=None: tnp.nonzero(
+        self, size=size, fill_value=fill_value),
+    "ptp": lambda self, axis=None, keepdims=False: tnp.ptp(self, axis, keepdims),
+    "searchsorted": lambda self, v, side="left", sorter=None: tnp.searchsorted(
+        self, v, side, sorter),
+    "compress": lambda self, condition, axis=None, *, size=None, fill_value=0: tnp.compress(
+        condition, self, axis, size=size, fill_value=fill_value),
+    "choose": lambda self, choices, mode="raise": tnp.choose(self, choices, mode=mode),
+    "copy": lambda self, order="C": tnp.copy(self),
+    "conj": lambda self: tnp.conj(self),
+    "conjugate": lambda self: tnp.conjugate(self),
+    "tolist": lambda self: _concrete(self, "tolist()").tolist(),
+    "item": lambda self, *args: _concrete(self, "item()").item(*args),
+    "tobytes": lambda self, order="C": _concrete(self, "tobytes()").tobytes(order),
+    "fill": _fill,
+    "put": _put,
 }
 
 PROPERTIES = {
     "T": lambda self: tnp.transpose(self),
     "mT": lambda self: tnp.swapaxes(self, -1, -2),
+    "flat": lambda self: tnp.ravel(self),
+    "itemsize": lambda self: self.dtype.itemsize,
+    "nbytes": lambda self: self.size * self.dtype.itemsize,
 }
 
 

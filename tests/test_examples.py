@@ -101,6 +101,15 @@ def test_function_doc_examples_run():
     assert namespace["step"].tracing_count == 1
 
 
+def test_fitting_doc_examples_run():
+    doc = ROOT / "docs" / "fitting.md"
+    namespace = {}
+    blocks = _python_blocks(doc)
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
+    assert len(blocks) == 3 and namespace["train_step"].tracing_count == 1
+
+
 def test_ode_sensitivity_derivatives_match_finite_differences():
     out = run("ode_sensitivity.py")
     assert "1 while op" in out

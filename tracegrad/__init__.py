@@ -3,6 +3,7 @@
 from tracegrad import errors
 from tracegrad import numpy  # noqa: F401  (installs Tensor operators and NumPy dispatch)
 from tracegrad import nn  # noqa: F401
+from tracegrad import optimizers, tree
 from tracegrad.core.ir import FuncGraph, Tensor
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.version import __version__  # noqa: F401
@@ -29,7 +30,8 @@ from tracegrad.transforms.tape import GradientTape
 
 
 __all__ = [
-    "errors", "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
+    "errors", "optimizers", "tree",
+    "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "wait_for_compiles", "constant", "convert_to_tensor",
     "optimize", "compiled_source",
     "grad", "value_and_grad", "vjp", "hvp", "jvp", "jacobian", "batch_jacobian", "hessian",

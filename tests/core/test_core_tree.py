@@ -85,13 +85,6 @@ def test_unflatten_with_wrong_leaf_count():
         tree.unflatten(treedef, [1, 2, 3, 4])
 
 
-def test_map_structure():
-    assert tree.map_structure(lambda a, b: a + b, {"x": (1, 2)}, {"x": (10, 20)}) == {
-        "x": (11, 22)}
-    with pytest.raises(ValueError, match="structures differ"):
-        tree.map_structure(lambda a, b: a, (1, 2), [1, 2])
-
-
 def test_treedef_str():
     _, treedef = tree.flatten({"a": (1,), "b": [Point(1, None)]})
     assert tree.treedef_str(treedef) == "{'a': (*,), 'b': [Point(*, None)]}"

@@ -102,18 +102,6 @@ def num_leaves(treedef) -> int:
     return sum(num_leaves(c) for c in treedef[2])
 
 
-def map_structure(fn, tree, *rest, is_leaf=None):
-    """`fn` applied leaf by leaf to trees of the same structure."""
-    leaves, treedef = flatten(tree, is_leaf)
-    others = []
-    for r in rest:
-        rl, rd = flatten(r, is_leaf)
-        if rd != treedef:
-            raise InvalidArgumentError(f"map_structure: structures differ: {treedef} and {rd}")
-        others.append(rl)
-    return unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others, strict=True)])
-
-
 def treedef_str(treedef) -> str:
     if treedef is LEAF:
         return "*"
@@ -126,7 +114,8 @@ def treedef_str(treedef) -> str:
     if t is list:
         return f"[{inner}]"
     if t is dict:
-        return "{" + ", ".join(f"{k!r}: {treedef_str(c)}" for k, c in zip(aux, children)) + "}"
+        pairs = zip(aux, children, strict=True)
+        return "{" + ", ".join(f"{k!r}: {treedef_str(c)}" for k, c in pairs) + "}"
     return f"{t.__name__}({inner})"
 
 

@@ -107,7 +107,16 @@ def test_fitting_doc_examples_run():
     blocks = _python_blocks(doc)
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
-    assert len(blocks) == 3 and namespace["train_step"].tracing_count == 1
+    assert len(blocks) == 4 and namespace["train_step"].tracing_count == 1
+
+
+def test_fit_scipy_reaches_the_finite_difference_fit_in_fewer_evaluations():
+    out = run("fit_scipy.py", FIT_ROWS="2000")
+    ours = re.search(r"trust-krylov: (\d+) evaluations.*success (\w+)", out)
+    theirs = re.search(r"finite differences: (\d+) evaluations.*success (\w+)", out)
+    assert ours.group(2) == theirs.group(2) == "True"
+    assert 10 * int(ours.group(1)) < int(theirs.group(1))
+    assert float(re.search(r"between the two fits\| = (\S+);", out).group(1)) < 1e-3
 
 
 def test_ode_sensitivity_derivatives_match_finite_differences():

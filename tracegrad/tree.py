@@ -102,13 +102,19 @@ class Unravel:
     with its shape and dtype (differentiable: the gradient of a function of the tree with
     respect to the vector is a vector)."""
 
-    __slots__ = ("_structure", "_leaves", "size", "dtype")
+    __slots__ = ("_structure", "_leaves", "size", "dtype", "__weakref__")
 
     def __init__(self, structure_, leaves_, dtype):
         self._structure = structure_
         self._leaves = leaves_
         self.size = builtins.sum(math.prod(leaf.shape) for leaf in leaves_)
         self.dtype = dtype
+
+    @property
+    def signature(self) -> tuple:
+        """What the unravel depends on: the structure, and each leaf's shape and dtype
+        (hashable; equal for trees that ravel alike)."""
+        return self._structure, tuple(self._leaves)
 
     def __call__(self, vector) -> Any:
         import tracegrad.numpy as tnp

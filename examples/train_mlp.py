@@ -1,7 +1,9 @@
 """Train a small MLP classifier with a compiled value-and-gradient step.
 
-`tg.value_and_grad` differentiates the loss; `tg.function` compiles the whole update
-(forward, backward and the SGD step) into one kernel, traced once.
+`tg.value_and_grad` differentiates the loss; `tg.optimizers.sgd` updates the tree of
+parameters (functionally: the optimizer's state is an argument and a result);
+`tg.function` compiles the whole update (forward, backward and the SGD step) into one
+kernel, traced once.
 
 Run: python examples/train_mlp.py
 """
@@ -34,11 +36,14 @@ def loss(params, x, labels):
     return -tnp.mean(tnp.sum(nn.log_softmax(logits) * onehot, axis=-1))
 
 
+optimizer = tg.optimizers.sgd(0.5)
+
+
 @tg.function
-def step(params, x, labels, lr):
+def step(params, state, x, labels):
     value, grads = tg.value_and_grad(loss)(params, x, labels)
-    new = [{k: p[k] - lr * g[k] for k in p} for p, g in zip(params, grads)]
-    return new, value
+    params, state = optimizer.update(grads, state, params)
+    return params, state, value
 
 
 def accuracy(params, x, labels):
@@ -52,14 +57,15 @@ rng = np.random.default_rng(0)
 x, labels = spirals(rng)
 
 params = init(rng, [2, 32, 32, 2])
+state = optimizer.init(params)
 start = time.perf_counter()
-params, value = step(params, x, labels, 0.5)  # traces and compiles once
+params, state, value = step(params, state, x, labels)  # traces and compiles once
 compile_s = time.perf_counter() - start
 
 steps = int(os.environ.get("TRAIN_STEPS", "3000"))
 start = time.perf_counter()
 for i in range(steps):
-    params, value = step(params, x, labels, 0.5)
+    params, state, value = step(params, state, x, labels)
     if i % 1000 == 0:
         print(f"step {i:5d}  loss {value:.4f}  accuracy {accuracy(params, x, labels):.3f}")
 elapsed = time.perf_counter() - start

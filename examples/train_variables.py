@@ -1,5 +1,6 @@
 """Train the MLP of train_mlp.py TensorFlow-style: parameters and optimizer state in
-`tg.Variable`s, a `GradientTape` inside a `tg.function`, SGD with momentum by `assign`.
+`tg.Variable`s, a `GradientTape` inside a `tg.function`, SGD with momentum from
+`tg.optimizers` applied to the Variables (Keras's `apply_gradients`).
 
 The whole step (forward, backward, and the updates of the 6 parameters and their 6 momentum
 slots) is traced once and compiled into one kernel; each call writes the new values into
@@ -37,21 +38,6 @@ class MLP:
         return x @ w + b
 
 
-class Momentum:
-    """SGD with momentum, its state in Variables: `m <- beta m + g`, `p <- p - lr m`."""
-
-    def __init__(self, params, lr, beta=0.9):
-        self.lr, self.beta = lr, beta
-        self.slots = [tg.Variable(np.zeros(p.shape), trainable=False) for p in params]
-        self.steps = tg.Variable(0, trainable=False)
-
-    def apply(self, grads, params):
-        for p, m, g in zip(params, self.slots, grads):
-            m.assign(self.beta * m + g)
-            p.assign_sub(self.lr * m)
-        self.steps.assign_add(1)
-
-
 def cross_entropy(logits, labels):
     onehot = nn.one_hot(labels, logits.shape[-1])
     return -tnp.mean(tnp.sum(nn.log_softmax(logits) * onehot, axis=-1))
@@ -61,7 +47,7 @@ rng = np.random.default_rng(0)
 x, labels = spirals(rng)
 
 model = MLP(rng, [2, 32, 32, 2])
-optimizer = Momentum(model.variables, lr=0.1)
+optimizer = tg.optimizers.sgd(0.1, momentum=0.9)  # slots: a momentum Variable per parameter
 
 
 @tg.function
@@ -92,7 +78,7 @@ print(f"step {i:5d}  loss {value:.4f}  accuracy {accuracy(x, labels):.3f}")
 graph = train_step.get_concrete_function(x, labels).graph
 assigns = sum(op.name == "assign" for op in graph.operations)
 kernels = tg.compiled_source(graph).count("\ndef ")
-print(f"{int(optimizer.steps.numpy())} updates; the traced step has {assigns} assign ops and "
+print(f"{int(optimizer.variables()[0].numpy())} updates; the traced step has {assigns} assign ops and "
       f"compiles to {kernels} kernel(s)")
 print(f"first step (trace + compile) {compile_s:.2f} s; then {elapsed / steps * 1e6:.0f} us per step;"
       f" traced {train_step.tracing_count} time(s)")

@@ -78,7 +78,8 @@ print(f"step {i:5d}  loss {value:.4f}  accuracy {accuracy(x, labels):.3f}")
 graph = train_step.get_concrete_function(x, labels).graph
 assigns = sum(op.name == "assign" for op in graph.operations)
 kernels = tg.compiled_source(graph).count("\ndef ")
-print(f"{int(optimizer.variables()[0].numpy())} updates; the traced step has {assigns} assign ops and "
+updates = int(optimizer.variables()[0].numpy())
+print(f"{updates} updates; the traced step has {assigns} assign ops and "
       f"compiles to {kernels} kernel(s)")
 print(f"first step (trace + compile) {compile_s:.2f} s; then {elapsed / steps * 1e6:.0f} us per step;"
       f" traced {train_step.tracing_count} time(s)")

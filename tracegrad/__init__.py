@@ -22,6 +22,7 @@ from tracegrad.transforms.autodiff import (
 )
 from tracegrad.transforms.control_flow import cond, fori_loop, scan, while_loop
 from tracegrad.transforms.custom import custom_gradient, grad_pass_through, recompute_grad
+from tracegrad.transforms.custom_rules import custom_jvp, custom_vjp
 from tracegrad.transforms.eager_api import (
     gradients_function, implicit_grad, implicit_val_and_grad, make_vjp, val_and_grad_function,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "vmap", "pfor", "for_loop", "cond", "while_loop", "fori_loop", "scan", "gradients", "hessians", "stop_gradient",
     "RegisterGradient", "gradient_override_map", "UnconnectedGradients",
     "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
+    "custom_vjp", "custom_jvp",
     "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",
     "make_vjp",
 ]

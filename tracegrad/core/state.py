@@ -12,6 +12,7 @@ class _State(threading.local):
         self.grad_overrides = {}  # primitive name -> registered gradient name
         self.source = None  # the location new ops are attributed to, when a transform
         # re-emits the ops of a traced graph (else the user's frame that is running)
+        self.transposing = 0  # > 0 while forward mode transposes a pullback
 
 
 state = _State()

@@ -76,9 +76,10 @@ def _custom_gradient_batch(ctx, args, dims, *, num_results, grad_graph=None,
                            gradient_mask=()):
     # Every operand batched on axis 0; the gradient graph batched likewise, so the
     # gradients it gives are per example (an operand that was invariant gets the sum over
-    # the batch through the gradient of its broadcast).
+    # the batch through the gradient of its broadcast). A rule registered by name reads
+    # no value of one iteration, so it serves the batched op as it is.
     override = ctx.op.grad_override
-    if grad_graph is None and override is not None:
+    if grad_graph is None and override is not None and not isinstance(override, str):
         raise ctx.unsupported("its gradient is a Python function of one iteration's values")
     operands = all_at(args, dims, 0)
     attrs = {"num_results": num_results}

@@ -47,8 +47,12 @@ def jvp_inline(fn: Callable, primals, tangents, what: str = "jvp"):
                 placeholder = lin.graph.add_input(t.type)
                 env[id(placeholder)] = t
                 seeds.append(placeholder)
-            return backprop(lin.graph.operations, grads, cotangents, seeds,
-                            unconnected_gradients="zero")
+            state.transposing += 1
+            try:
+                return backprop(lin.graph.operations, grads, cotangents, seeds,
+                                unconnected_gradients="zero")
+            finally:
+                state.transposing -= 1
 
         for i, jt in zip(wanted, lin.emit(lin.then(transpose)), strict=True):
             results[i] = jt

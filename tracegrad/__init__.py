@@ -16,6 +16,7 @@ from tracegrad.eager import constant, convert_to_tensor
 from tracegrad.autodiff import (
     batch_jacobian, for_loop, grad, hessian, hvp, jacobian, jvp, pfor, value_and_grad, vjp, vmap,
 )
+from tracegrad.autodiff import elementwise_grad, fixed_point, linear_transpose, linearize
 from tracegrad.transforms.autodiff import (
     RegisterGradient, UnconnectedGradients, gradient_override_map, gradients, hessians,
     stop_gradient,
@@ -39,7 +40,8 @@ __all__ = [
     "vmap", "pfor", "for_loop", "cond", "while_loop", "fori_loop", "scan", "gradients", "hessians", "stop_gradient",
     "RegisterGradient", "gradient_override_map", "UnconnectedGradients",
     "GradientTape", "IndexedSlices", "custom_gradient", "recompute_grad", "grad_pass_through",
-    "custom_vjp", "custom_jvp",
+    "custom_vjp", "custom_jvp", "elementwise_grad", "linearize", "linear_transpose",
+    "fixed_point",
     "implicit_val_and_grad", "implicit_grad", "gradients_function", "val_and_grad_function",
     "make_vjp",
 ]

@@ -539,3 +539,29 @@ def test_traced_custom_gradient_is_part_of_the_ir_and_survives_json():
         np.testing.assert_allclose(dx, [2.0, 1.0])
     # forward-only compiled code does not keep the boundary
     assert "custom_gradient" not in str(tg.optimize(graph))
+
+
+@tg.custom_gradient
+def _sqrt_by_iteration(a):
+    x = a
+    for _ in range(60):
+        x = 0.5 * (x + a / x)
+
+    def grad(g):
+        return g / (2.0 * _sqrt_by_iteration(a))  # the function calls itself, as autograd allows
+
+    return x, grad
+
+
+def test_a_gradient_function_may_call_its_own_function():
+    assert tg.grad(_sqrt_by_iteration)(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-15)
+    # second derivative: through the plain iteration the gradient function called
+    assert tg.grad(tg.grad(_sqrt_by_iteration))(2.0) == pytest.approx(-0.25 * 2.0 ** -1.5,
+                                                                       rel=1e-12)
+    a = np.array([2.0, 9.0])
+    np.testing.assert_allclose(tg.vmap(tg.grad(_sqrt_by_iteration))(a), 0.5 / np.sqrt(a),
+                               rtol=1e-15)
+    v = tg.Variable(4.0)
+    with tg.GradientTape() as tape:
+        y = _sqrt_by_iteration(v)
+    assert tape.gradient(y, v).numpy() == pytest.approx(0.25, rel=1e-15)

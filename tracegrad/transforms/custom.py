@@ -122,17 +122,20 @@ def _variables_parameter(grad_fn) -> tuple[bool, bool]:
 
 def _call_custom(f, args, kwargs):
     name = getattr(f, "__name__", "f")
+    key = id(getattr(f, "__func__", f))
+    if state.rules_running.get(key):
+        # the gradient function calls the function itself (autograd allows it): there, the
+        # call is the function's own ops, so tracing its gradient does not recurse
+        out = f(*args, **kwargs)
+        _check_pair(out, name)
+        return out[0]
     flat_args, args_tree = tree.flatten(args)
     if state.graph is not None:  # f sees tensors of the graph, as the gradient rule does
         flat_args = [as_tensor(a) for a in flat_args]
         args = tree.unflatten(args_tree, flat_args)
     with VariableWatcher() as watcher:
         out = f(*args, **kwargs)
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
-        raise ArgumentTypeError(
-            f"@tg.custom_gradient: {name} must return a pair (outputs, grad_fn), got "
-            f"{type(out).__name__}"
-        )
+    _check_pair(out, name)
     result, grad_fn = out
     given = flat_args + list(kwargs.values())
     variables = [v for v in watcher.watched_variables() if all(v is not a for a in given)]
@@ -153,7 +156,7 @@ def _call_custom(f, args, kwargs):
     ys = [as_tensor(y) for y in flat_result]
     xs = [as_tensor(a) for a in flat_args]
     reads = [v.value() for v in variables]
-    call = _GradFnCall(name, grad_fn, len(xs), variables)
+    call = _GradFnCall(name, grad_fn, len(xs), variables, key)
     if state.graph is None:
         outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads],
                               {"num_results": len(ys)}, call.eager_rule)
@@ -165,18 +168,35 @@ def _call_custom(f, args, kwargs):
     return tree.unflatten(out_tree, outs)
 
 
+def _check_pair(out, name: str) -> None:
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
+        raise ArgumentTypeError(
+            f"@tg.custom_gradient: {name} must return a pair (outputs, grad_fn), got "
+            f"{type(out).__name__}"
+        )
+
+
 class _GradFnCall:
     """Calls a user's `grad_fn` and checks its answer: one gradient per flattened input,
     and with `variables=` one per variable."""
 
-    def __init__(self, name, grad_fn, n_inputs, variables):
+    def __init__(self, name, grad_fn, n_inputs, variables, key):
         self.name = name
         self.grad_fn = grad_fn
         self.n_inputs = n_inputs
         self.variables = variables
+        self.key = key  # the custom_gradient function's: its calls inside grad_fn are plain
 
     def __call__(self, dys, where: str) -> list:
         """`[*input_grads, *variable_grads]`, each a tensor or None."""
+        running = state.rules_running
+        running[self.key] = running.get(self.key, 0) + 1
+        try:
+            return self._call(dys, where)
+        finally:
+            running[self.key] -= 1
+
+    def _call(self, dys, where: str) -> list:
         name, variables = self.name, self.variables
         if variables:
             out = self.grad_fn(*dys, variables=list(variables))

@@ -119,6 +119,13 @@ def test_fit_scipy_reaches_the_finite_difference_fit_in_fewer_evaluations():
     assert float(re.search(r"between the two fits\| = (\S+);", out).group(1)) < 1e-3
 
 
+def test_rkhs_fits_with_its_kernel_primitive_in_one_trace():
+    out = run("rkhs.py", RKHS_STEPS="300")
+    first, last = map(float, re.search(r"loss (\S+) -> (\S+) after", out).groups())
+    assert last < 0.1 * first
+    assert "traced 1 time(s)" in out
+
+
 def test_ode_sensitivity_derivatives_match_finite_differences():
     out = run("ode_sensitivity.py")
     assert "1 while op" in out

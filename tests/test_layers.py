@@ -22,7 +22,7 @@ ALLOWED = {
                "public"},
 }
 
-API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "tree", "optimizers", "scipy"}
+API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "tree", "optimizers", "scipy", "extend"}
 
 
 def layer_of(module: str) -> str:

@@ -20,6 +20,7 @@ UNSAMPLED: dict[str, str] = {
     "assign": "a Variable's assignment: tests/test_function_variables.py",
     "call": "no_dims (the callee relates results to operands); inlined before planning",
     "custom_gradient": "inlined by tg.optimize and the numba backend",
+    "python_call": "no_dims (a user's Python function): tests/test_extend.py",
 }
 
 

@@ -251,4 +251,4 @@ def test_extending_doc_examples_run():
     namespace = {}
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
-    assert len(blocks) == 3 and "log1pexp_jvp" in namespace
+    assert len(blocks) == 4 and "log1pexp_jvp" in namespace

@@ -30,6 +30,7 @@ from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
 from tracegrad.backends.numba.records import Ref, name_of, slot
 from tracegrad.backends.numba.scalars import NB_TYPE
 from tracegrad.ops.control_flow import cond_p, while_p
+from tracegrad.ops.python_call import python_call_p
 from tracegrad.ops.shape_ops import slice_p
 
 # Rows a loop's history buffers start with when it has no `maximum_iterations` (they
@@ -304,6 +305,14 @@ def emit_while(cg, op) -> None:
 
 
 register(while_p, Lowering(CONTROL, emit=emit_while, needs_array=True))
+
+
+def _python_call_segment(cg, op):
+    raise Segment(f"python_call of {op.attrs['function'].name} runs in Python, between "
+                  "kernels (segments.py)")
+
+
+register(python_call_p, Lowering(CONTROL, emit=_python_call_segment, needs_array=True))
 
 
 def _used(plan: Plan, t) -> bool:

@@ -1,4 +1,5 @@
 """Graphs with control flow (`cond`, `while`): compiled kernels between the control-flow ops.
+Python primitives (`python_call`, tracegrad.extend) always run here, between kernels.
 
 The straight-line runs of ops between control-flow ops are each compiled as one kernel
 (with all the fusion of any graph); a `cond` runs the compiled kernel of the branch its
@@ -16,6 +17,7 @@ import numpy as np
 from tracegrad.backends.numba.lowering import CONTROL, find
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops.control_flow import cond_p, stack_history
+from tracegrad.ops.python_call import python_call_p
 from tracegrad.passes import inline_graph, optimize
 
 
@@ -53,7 +55,8 @@ class SegmentedExecutor:
                 if run:
                     steps.append(_Kernel(run, last_use, self))
                     run = []
-                steps.append(_Control(op, self))
+                steps.append(_PythonCall(op) if op.primitive is python_call_p
+                             else _Control(op, self))
             else:
                 run.append((k, op))
         if run:
@@ -143,6 +146,20 @@ class _Control:
             outs = [np.array(c) for c in carry]
             if self.keep_history:
                 outs += [np.asarray(i, np.int64), *stack_history(history, outs)]
+        env.update(zip(self.writes, outs, strict=True))
+
+
+class _PythonCall:
+    """A python_call op: the user's function called on the arrays (tracegrad.extend)."""
+
+    def __init__(self, op):
+        self.op = op
+        self.reads = [id(t) for t in op.inputs]
+        self.writes = [id(t) for t in op.outputs]
+        self.source = f"# python_call {op.attrs['function'].name} (created at {op.source})"
+
+    def run(self, env):
+        outs = python_call_p.impl(*[env[k] for k in self.reads], **self.op.attrs)
         env.update(zip(self.writes, outs, strict=True))
 
 

@@ -12,9 +12,9 @@ from tracegrad.core import dtypes
 from tracegrad.core.ir import GraphTensor
 from tracegrad.errors import ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import dtype_of, ndim_of, read, shape_of, static_dim, static_shape
-from tracegrad.numpy._creation import astype, zeros_like
+from tracegrad.numpy._creation import astype
 from tracegrad.numpy._shape import atleast_1d, concatenate, stack
-from tracegrad.numpy._ufuncs import multiply, subtract, true_divide
+from tracegrad.numpy._ufuncs import multiply, subtract, true_divide, where
 
 
 def poly(seq_of_zeros):
@@ -58,23 +58,22 @@ def polydiv(u, v):
     static_shape(u, "polydiv"), static_shape(v, "polydiv")
     w = dtypes.result_type(dtype_of(u), dtype_of(v))[0]
     m, n = shape_of(u)[0] - 1, shape_of(v)[0] - 1
-    scale = true_divide(1.0, v[0])
+    traced = isinstance(u, GraphTensor) or isinstance(v, GraphTensor)
+    # traced, the entries the division zeroes (up to rounding) are dropped, not computed
+    first = min(max(m - n + 1, 0), m) if traced else 0
     r = [astype(u[k], w) for k in range(m + 1)]
     q = []
     for k in range(m - n + 1):
+        if k == 0:
+            scale = true_divide(1.0, v[0])
         d = multiply(scale, r[k])
         q.append(astype(d, w))
-        dv = multiply(d, v)
-        for j in range(n + 1):
-            r[k + j] = astype(subtract(r[k + j], dv[j]), w)
-    quotient = stack(q) if q else astype(zeros_like(u[:1]), w)
-    start = max(m - n + 1, 0)
-    if any(isinstance(t, GraphTensor) for t in r):
-        start = min(start, m)
-    else:
-        start = 0
-        while start < m and _allclose_to_zero(r[start]):
-            start += 1
+        for j in range(0 if k >= first else 1, n + 1):
+            r[k + j] = astype(subtract(r[k + j], multiply(d, v[j])), w)
+    quotient = stack(q) if q else astype(where(np.zeros(1, bool), u[:1], 0.0), w)
+    start = first
+    while not traced and start < m and _allclose_to_zero(r[start]):
+        start += 1
     return quotient, stack(r[start:])
 
 

@@ -51,10 +51,9 @@ def piecewise(x, condlist, funclist, *args, **kw):
         condlist = read(condlist)
         single = ndim_of(condlist) == len(shape)
         condlist = [condlist] if single else [condlist[i] for i in range(condlist.shape[0])]
-    elif condlist and not isinstance(condlist[0], (list, tuple, np.ndarray, np.generic,
-                                                   bool)) and not is_tensor(condlist[0]) \
-            and len(shape) != 0:
-        condlist = [condlist]
+    elif (condlist and not isinstance(condlist[0], (list, np.ndarray))
+          and not is_tensor(condlist[0]) and len(shape) != 0):
+        condlist = [condlist]  # a list of Python bools is one condition, as in NumPy
     conds = [broadcast_to(astype(read(c), np.bool_), shape) for c in condlist]
     if len(conds) == len(funclist) - 1:
         conds.append(logical_not(_any(stack(conds), axis=0)) if conds else

@@ -31,7 +31,6 @@ from tracegrad.numpy._ufuncs import (
     less,
     less_equal,
     logical_and,
-    logical_not,
     logical_or,
     maximum,
     multiply,
@@ -76,10 +75,9 @@ def nextafter(x1, x2):
     equal; float64 for integers)."""
     (x, y), out = ufunc_operands(np.nextafter, "nextafter", x1, x2)
     up = less(x, y)
-    zero = equal(x, 0)
     finite = less(abs(x), np.inf)
     ax = where(finite, abs(x), 1.0)
-    shrink = logical_and(not_equal(up, greater(x, 0)), logical_not(zero))
+    shrink = not_equal(up, greater(x, 0))  # towards zero (at 0 the step is the smallest)
     step = _step(ax, shrink, out)
     moved = add(x, where(up, step, negative(step)))
     moved = where(equal(moved, 0), multiply(x, 0.0), moved)  # -0.0 from below

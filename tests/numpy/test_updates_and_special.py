@@ -241,6 +241,23 @@ def test_numpy_ufuncs_reach_tracegrad():
         tnp.nextafter(np.array([True]), False)  # NumPy computes it in float16
 
 
+def test_i0_gradient_is_i1():
+    import scipy.special
+
+    x = np.concatenate([-np.geomspace(1e-3, 700.0, 40), [0.0], np.geomspace(1e-3, 700.0, 40)])
+    want = np.sign(x) * scipy.special.i1(np.abs(x))
+    np.testing.assert_allclose(tg.vmap(tg.grad(tnp.i0))(x), want, rtol=4e-15, atol=0)
+    v = tg.Variable(x)
+    with tg.GradientTape() as tape:
+        y = tnp.sum(tnp.i0(v))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), want, rtol=4e-15, atol=0)
+    # i1' through the gradient's own composition
+    np.testing.assert_allclose(tg.grad(tg.grad(tnp.i0))(2.5), scipy.special.ivp(1, 2.5),
+                               rtol=1e-14)
+    np.testing.assert_allclose(tg.grad(tg.grad(tnp.i0))(20.0), scipy.special.ivp(1, 20.0),
+                               rtol=1e-14)
+
+
 def _edges(dt):
     fi = np.finfo(dt)
     return np.array([0.0, -0.0, 1.0, -1.0, 0.5, 3.3, fi.max, -fi.max, fi.tiny, -fi.tiny,

@@ -5,18 +5,20 @@ spacing, i0 and the kaiser window that uses it.
 `lcm` is `|a // gcd(a, b) * b|`. `nextafter` and `spacing` step by one unit in the last
 place, computed from `frexp`'s exponent as an exact power of two, so they give NumPy's bits
 (zeros, infinities, NaN and subnormals included). `i0` is NumPy's Chebyshev expansion, run
-in the input's float dtype as NumPy runs it; its gradient is the derivative of that
-expansion (i1 to about 1e-15 relative).
+in the input's float dtype as NumPy runs it; its gradient is `sign(x) i1(|x|)`, with `i1`
+its power series up to 8 and the derivative of i0's expansion beyond (a few ulps).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
-from tracegrad.numpy._core import dtype_of, is_tensor, read, ufunc_operands
+from tracegrad.numpy._core import dtype_of, is_tensor, read, tracing, ufunc_operands
 from tracegrad.numpy._creation import astype
 from tracegrad.numpy._eager import ufunc_function
 from tracegrad.numpy._elementwise import _pow2, frexp
@@ -36,6 +38,7 @@ from tracegrad.numpy._ufuncs import (
     multiply,
     negative,
     not_equal,
+    sign,
     sqrt,
     subtract,
     true_divide,
@@ -135,21 +138,71 @@ def _chebyshev(t, coefficients):
     return multiply(0.5, subtract(b0, b2))
 
 
-def i0(x):
-    """The modified Bessel function of the first kind of order 0, elementwise (NumPy's
-    Chebyshev expansion, in the input's float dtype; float64 for integers and bools)."""
-    x = read(x)
-    dtype = dtype_of(x)[0]
-    if not dtypes.is_float(dtype):
-        x = astype(x, dtypes.float64)
-    x = abs(x)
+def _i0_derivative_coefficients(coefficients):
+    """Clenshaw coefficients of the derivative (in `t`) of the series `coefficients`."""
+    a = list(coefficients[::-1])  # NumPy's Chebyshev basis in t / 2, halved first term
+    a[0] /= 2
+    da = list(np.polynomial.chebyshev.chebder(a) / 2)
+    da[0] *= 2
+    return tuple(float(c) for c in da[::-1])
+
+
+_I0_LARGE_DERIVATIVE = _i0_derivative_coefficients(_I0_LARGE)
+# I1(x) = x/2 sum_k (x^2/4)^k / (k! (k+1)!): positive terms, 23 of them reach 1e-17 at x = 8
+_I1_SERIES = tuple(1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(22, -1, -1))
+
+
+def _i0_value(x):
+    """i0 of `x` >= 0 (NumPy's expansion, each branch fed only its own range)."""
     small = less_equal(x, 8.0)
-    xs = where(small, x, 0.0)   # each branch sees only its own range (no 32 / 0)
-    xl = where(small, 9.0, x)
+    xs = where(small, x, 0.0)
+    xl = where(small, 9.0, x)   # (no 32 / 0)
     near = multiply(exp(xs), _chebyshev(subtract(true_divide(xs, 2.0), 2), _I0_SMALL))
     far = true_divide(multiply(exp(xl), _chebyshev(subtract(true_divide(32.0, xl), 2.0),
                                                       _I0_LARGE)), sqrt(xl))
     return where(small, near, far)
+
+
+def _i1(x):
+    """The modified Bessel function of order 1 at `x` >= 0 (i0's derivative): its power
+    series up to 8, the derivative of i0's expansion beyond."""
+    small = less_equal(x, 8.0)
+    xs = where(small, x, 0.0)
+    xl = where(small, 9.0, x)
+    s = multiply(multiply(xs, xs), 0.25)
+    series = _I1_SERIES[0]
+    for c in _I1_SERIES[1:]:
+        series = add(multiply(series, s), c)
+    near = multiply(multiply(xs, 0.5), series)
+    t = subtract(true_divide(32.0, xl), 2.0)
+    slope = subtract(multiply(_chebyshev(t, _I0_LARGE), subtract(1.0, true_divide(0.5, xl))),
+                     multiply(_chebyshev(t, _I0_LARGE_DERIVATIVE), true_divide(32.0,
+                                                                               multiply(xl, xl))))
+    far = multiply(true_divide(exp(xl), sqrt(xl)), slope)
+    return where(small, near, far)
+
+
+def _i0_with_i1_gradient(x):
+    from tracegrad.transforms.custom import custom_gradient
+
+    @custom_gradient
+    def i0_of(x):
+        return _i0_value(abs(x)), lambda dy: multiply(dy, multiply(sign(x), _i1(abs(x))))
+
+    return i0_of(x)
+
+
+def i0(x):
+    """The modified Bessel function of the first kind of order 0, elementwise (NumPy's
+    Chebyshev expansion, in the input's float dtype; float64 for integers and bools). Its
+    gradient is `sign(x) i1(|x|)`."""
+    x = read(x)
+    dtype = dtype_of(x)[0]
+    if not dtypes.is_float(dtype):
+        x = astype(x, dtypes.float64)
+    if is_tensor(x) or tracing():
+        return _i0_with_i1_gradient(x)
+    return _i0_value(abs(x))
 
 
 def kaiser(M, beta):

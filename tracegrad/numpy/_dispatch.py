@@ -33,6 +33,7 @@ UFUNC_CALLS = {
     np.rad2deg: tnp.rad2deg, np.degrees: tnp.degrees, np.float_power: tnp.float_power,
     np.conjugate: tnp.conjugate, np.vecdot: tnp.vecdot, np.matvec: tnp.matvec,
     np.vecmat: tnp.vecmat,
+    np.gcd: tnp.gcd, np.lcm: tnp.lcm, np.nextafter: tnp.nextafter, np.spacing: tnp.spacing,
 }
 
 # ufunc.reduce / ufunc.accumulate as the tracegrad function and its NumPy-default axis.
@@ -93,6 +94,13 @@ FUNCTIONS = {
     np.isin: tnp.isin, np.insert: tnp.insert, np.gradient: tnp.gradient, np.unwrap: tnp.unwrap,
     np.nanquantile: tnp.nanquantile, np.nanpercentile: tnp.nanpercentile,
     np.nanmedian: tnp.nanmedian, np.logspace: tnp.logspace, np.geomspace: tnp.geomspace,
+    np.partition: tnp.partition, np.argpartition: tnp.argpartition, np.lexsort: tnp.lexsort,
+    np.ravel_multi_index: tnp.ravel_multi_index, np.unravel_index: tnp.unravel_index,
+    np.put: tnp.put, np.put_along_axis: tnp.put_along_axis, np.place: tnp.place,
+    np.fill_diagonal: tnp.fill_diagonal, np.piecewise: tnp.piecewise,
+    np.apply_along_axis: tnp.apply_along_axis, np.apply_over_axes: tnp.apply_over_axes,
+    np.einsum_path: tnp.einsum_path, np.poly: tnp.poly, np.polydiv: tnp.polydiv,
+    np.i0: tnp.i0,
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,

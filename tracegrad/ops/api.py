@@ -40,6 +40,7 @@ from tracegrad.ops.elementwise import (
     mul_p,
     div_p,
     floor_div_p,
+    gcd_p,
     mod_p,
     pow_p,
     max_p,
@@ -133,6 +134,7 @@ sub = sub_p.bind
 mul = mul_p.bind
 div = div_p.bind
 floor_div = floor_div_p.bind
+gcd = gcd_p.bind
 mod = mod_p.bind
 pow_ = pow_p.bind
 max_ = max_p.bind
@@ -257,6 +259,8 @@ __all__ = [
     "div",
     "floor_div_p",
     "floor_div",
+    "gcd_p",
+    "gcd",
     "mod_p",
     "mod",
     "pow_p",

@@ -276,6 +276,11 @@ or_p = binary("or", np.bitwise_or, kind="intbool", commutative=True)
 xor_p = binary("xor", np.bitwise_xor, kind="intbool", commutative=True)
 nondifferentiable(floor_div_p, and_p, or_p, xor_p)
 
+# A primitive, not a composition: Euclid's algorithm needs a loop whose length depends on
+# the values (up to ~90 steps for int64), which a composition would have to unroll fully.
+gcd_p = binary("gcd", np.gcd, kind="int", commutative=True)
+nondifferentiable(gcd_p)
+
 eq_p = compare("eq", np.equal)
 ne_p = compare("ne", np.not_equal)
 lt_p = compare("lt", np.less)

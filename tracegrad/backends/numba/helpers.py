@@ -151,6 +151,16 @@ def _mod_{S}(a, b):
         return a - a
     return a % b
 """,
+    # NumPy's npy_gcd: Euclid's algorithm on the absolute values.
+    "gcd_i": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _gcd_{S}(a, b):
+    a = abs(a)
+    b = abs(b)
+    while b != 0:
+        a, b = b, a % b
+    return a
+""",
     # NumPy's pairwise summation (same blocks, same order: bit-identical sums). Its
     # recursion is unrolled with explicit stacks (cached recursive functions crash Numba).
     "pairwise": """
@@ -410,7 +420,7 @@ _INSTANCES = {
     "rowmax": _FLOATS,
     "rowmin": _FLOATS,
     "floordiv_i": (dtypes.int64, dtypes.int32), "mod_i": (dtypes.int64, dtypes.int32),
-    "ipow": (dtypes.int64,),
+    "gcd_i": (dtypes.int64, dtypes.int32), "ipow": (dtypes.int64,),
     "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
     "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
     "linalg": _FLOATS,

@@ -192,6 +192,8 @@ def _numpy_division(kind: str):
 
 _elementwise(ew.floor_div_p, _numpy_division("floordiv"), cost=COSTLY)
 _elementwise(ew.mod_p, _numpy_division("mod"), cost=COSTLY)
+_elementwise(ew.gcd_p, lambda args, x, out, attrs, helpers: typed(
+    f"{helper(helpers, 'gcd_i', x)}({args[0]}, {args[1]})", x), cost=COSTLY)
 
 
 def _int_pow(args, x, out, attrs, helpers):  # floats are vector math

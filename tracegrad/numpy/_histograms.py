@@ -25,6 +25,7 @@ from tracegrad.numpy._reductions import max as _max
 from tracegrad.numpy._reductions import min as _min
 from tracegrad.numpy._reductions import sum as _sum
 from tracegrad.numpy._sequences import searchsorted
+from tracegrad.numpy._sets import _tensors
 from tracegrad.numpy._shape import ravel, reshape, stack, transpose
 from tracegrad.numpy._statistics import diff
 from tracegrad.numpy._ufuncs import (
@@ -90,7 +91,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         length = max(int(value.max()) + 1 if value.size else 0, minlength)
     length = _size_arg(length, "bincount")
     dtype = np.int64 if weights is None else np.float64
-    return _add_at(astype(x, np.int64), weights, length, dtype)
+    return _tensors(_add_at(astype(x, np.int64), weights, length, dtype), [x, weights])
 
 
 # -- edges -------------------------------------------------------------------------------------
@@ -178,8 +179,9 @@ def _bin_index(v, edges, name):
 def histogram_bin_edges(a, bins=10, range=None, weights=None):
     """The bin edges `histogram` would use, as `np.histogram_bin_edges`."""
     a = ravel(read(a))
-    return _bin_edges(a, bins, range, None if weights is None else ravel(read(weights)),
-                      "histogram_bin_edges")
+    weights = None if weights is None else ravel(read(weights))
+    return _tensors(_bin_edges(a, bins, range, weights, "histogram_bin_edges"),
+                    [a, weights, bins])
 
 
 def histogram(a, bins=10, range=None, density=None, weights=None):
@@ -207,9 +209,9 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
                      np.int64 if weights is None else np.float64)
     counts = astype(counts, ntype)
     if density:
-        widths = astype(diff(edges), np.float64)
-        return true_divide(true_divide(counts, widths), _sum(counts)), edges
-    return counts, edges
+        counts = true_divide(true_divide(counts, astype(diff(edges), np.float64)),
+                             _sum(counts))
+    return _tensors((counts, edges), [a, weights, bins])
 
 
 def histogramdd(sample, bins=10, range=None, density=None, weights=None):
@@ -258,7 +260,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
             shape[i] = nbin[i] - 2
             hist = true_divide(hist, reshape(astype(diff(e), np.float64), shape))
         hist = true_divide(hist, s)
-    return hist, edges
+    return _tensors((hist, edges), [sample, weights, *(bins if isinstance(bins, list) else [])])
 
 
 def _has_tensor(bins) -> bool:

@@ -19,6 +19,7 @@ from tracegrad.core.ir import EagerTensor
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.numpy._construct import isin
 from tracegrad.numpy._core import (
+    as_eager,
     axis_arg,
     dtype_of,
     has_float_dtype,
@@ -55,16 +56,31 @@ def _value(x):
     return x._value if isinstance(x, EagerTensor) else np.asarray(x)
 
 
+def _flat(a):
+    return a if ndim_of(a) == 1 else ravel(a)
+
+
+def _tensors(out, like):
+    """`out` (a result, or a tuple or list of them) with NumPy arrays as eager tensors when
+    an input in `like` is a tensor (results built from static data are NumPy otherwise)."""
+    if not any(is_tensor(x) for x in like):
+        return out
+    if isinstance(out, (tuple, list)):
+        items = [_tensors(o, like) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    return as_eager(out)
+
+
 def _runs(flat, equal_nan: bool):
-    """`(perm, sorted, first)` of the 1-D `flat` (non-empty): the stable sorting permutation,
-    the sorted values, and whether each sorted element starts a run of equal values (NaNs
-    one run when `equal_nan`)."""
+    """`(perm, first)` of the 1-D `flat` (non-empty): the stable sorting permutation, and
+    whether each sorted element starts a run of equal values (NaNs one run when
+    `equal_nan`)."""
     perm = argsort(flat)
     s = take(flat, perm)
     new = not_equal(s[1:], s[:-1])
     if equal_nan and has_float_dtype(s):
         new = logical_and(new, logical_not(logical_and(isnan(s[1:]), isnan(s[:-1]))))
-    return perm, s, concatenate([np.ones(1, bool), new])
+    return perm, concatenate([np.ones(1, bool), new])
 
 
 def _pick(x, pos, valid, fill):
@@ -96,54 +112,58 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     trace pass `size=`: `size` entries, padded with `fill_value` (default: the smallest
     unique value; indices with an out-of-bounds index, counts with 0) or truncated.
     `sorted=False` is accepted: the result is sorted anyway (NumPy allows either order)."""
+    return _unique_api(ar, (return_index, return_inverse, return_counts), axis, equal_nan,
+                       size, fill_value, "unique")
+
+
+def _unique_api(ar, extras, axis, equal_nan, size, fill_value, name):
+    """`unique` called as `name`: NumPy's result on NumPy input, the size= form otherwise."""
     ar = read(ar)
-    extras = (return_index, return_inverse, return_counts)
     if size is None:
         if _traced(ar):
-            raise _need_size("unique")
+            raise _need_size(name)
         value = _value(ar)
         got = np.unique(value, *extras, axis=axis, equal_nan=equal_nan)
         if not is_tensor(ar):
             return got
         got = got[0] if isinstance(got, tuple) else got
-        size = got.shape[0 if axis is None else axis_arg(axis, value.ndim, "unique")]
-    size = _size_arg(size, "unique")
-    out = _unique(ar, size, fill_value, axis, equal_nan)
-    chosen = [out[0]] + [o for o, want in zip(out[1:], extras, strict=True) if want]
-    return chosen[0] if len(chosen) == 1 else tuple(chosen)
+        size = got.shape[0 if axis is None else axis_arg(axis, value.ndim, name)]
+    size = _size_arg(size, name)
+    out = _unique(ar, size, fill_value, axis, equal_nan, *extras)
+    return _tensors(out[0] if len(out) == 1 else tuple(out), [ar])
 
 
-def _unique(ar, size, fill, axis, equal_nan):
-    """`(values, index, inverse, counts)` of `unique` with `size` entries."""
+def _unique(ar, size, fill, axis, equal_nan, want_index, want_inverse, want_counts):
+    """`[values, index?, inverse?, counts?]` of `unique` with `size` entries (only the
+    requested ones are built)."""
     if axis is None:
-        x, ax, inverse_shape = ravel(ar), 0, shape_of(ar)
+        x, ax, inverse_shape = _flat(ar), 0, shape_of(ar)
     else:
         ax = axis_arg(axis, ndim_of(ar), "unique")
         x, inverse_shape = moveaxis(ar, ax, 0), None
     n = static_dim(x, 0, "unique")
     if n == 0:
-        vshape = (size,) + tuple(shape_of(x)[1:])
-        values = _filled(vshape, fill, dtype_of(x)[0])
-        index = np.full(size, 0, np.int64)
-        inverse = np.zeros(inverse_shape or (0,), np.int64)
-        return (values if axis is None else moveaxis(values, 0, ax), index, inverse,
-                np.zeros(size, np.int64))
-    if axis is None:
-        perm, _, first = _runs(x, equal_nan)
-    else:
-        perm, first = _row_runs(x, equal_nan)
-    pos, valid = _positions(first, size + 1, "unique")
-    starts = _where(valid, pos, np.int64(n))
-    counts = subtract(starts[1:], starts[:-1])
-    pos, valid = pos[:size], valid[:size]
+        values = _filled((size,) + tuple(shape_of(x)[1:]), fill, dtype_of(x)[0])
+        out = [values if axis is None else moveaxis(values, 0, ax)]
+        out += [np.zeros(size, np.int64)] if want_index else []
+        out += [np.zeros(inverse_shape or (0,), np.int64)] if want_inverse else []
+        return out + ([np.zeros(size, np.int64)] if want_counts else [])
+    perm, first = _runs(x, equal_nan) if axis is None else _row_runs(x, equal_nan)
+    pos, valid = _positions(first, size + want_counts, "unique")
+    if want_counts:
+        starts = _where(valid, pos, np.int64(n))
+        counts = subtract(starts[1:], starts[:-1])
+        pos, valid = pos[:size], valid[:size]
     idx = take(perm, pos)
     values = _pick(x, idx, valid, fill)
-    index = _where(valid, idx, np.int64(n))
-    run = subtract(cumsum(first.astype(np.int64)), np.int64(1))
-    inverse = at(np.zeros(n, np.int64))[perm].set(run)
-    if inverse_shape is not None:
-        inverse = reshape(inverse, inverse_shape)
-    return (values if axis is None else moveaxis(values, 0, ax)), index, inverse, counts
+    out = [values if axis is None else moveaxis(values, 0, ax)]
+    if want_index:
+        out.append(_where(valid, idx, np.int64(n)))
+    if want_inverse:
+        run = subtract(cumsum(astype(first, np.int64)), np.int64(1))
+        inverse = at(np.zeros(n, np.int64))[perm].set(run)
+        out.append(inverse if inverse_shape is None else reshape(inverse, inverse_shape))
+    return out + ([counts] if want_counts else [])
 
 
 def _row_runs(x, equal_nan):
@@ -165,28 +185,29 @@ def _row_runs(x, equal_nan):
 def unique_all(x, *, size=None, fill_value=None):
     """`UniqueAllResult(values, indices, inverse_indices, counts)` of `x` (as
     `np.unique_all`: NaNs distinct); `size=` as `unique`."""
-    return UniqueAllResult(*unique(x, True, True, True, equal_nan=False, size=size,
-                                   fill_value=fill_value))
+    return UniqueAllResult(*_unique_api(x, (True, True, True), None, False, size, fill_value,
+                                        "unique_all"))
 
 
 def unique_counts(x, *, size=None, fill_value=None):
     """`UniqueCountsResult(values, counts)` of `x` (as `np.unique_counts`); `size=` as
     `unique`."""
-    return UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size,
-                                      fill_value=fill_value))
+    return UniqueCountsResult(*_unique_api(x, (False, False, True), None, False, size,
+                                           fill_value, "unique_counts"))
 
 
 def unique_inverse(x, *, size=None, fill_value=None):
     """`UniqueInverseResult(values, inverse_indices)` of `x` (as `np.unique_inverse`);
     `size=` as `unique`."""
-    return UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size,
-                                       fill_value=fill_value))
+    return UniqueInverseResult(*_unique_api(x, (False, True, False), None, False, size,
+                                            fill_value, "unique_inverse"))
 
 
 def unique_values(x, *, size=None, fill_value=None):
     """The unique elements of `x`, sorted (`np.unique_values`, NaNs distinct; NumPy leaves
     the order unspecified); `size=` as `unique`."""
-    return unique(x, equal_nan=False, size=size, fill_value=fill_value)
+    return _unique_api(x, (False, False, False), None, False, size, fill_value,
+                       "unique_values")
 
 
 # -- set operations ---------------------------------------------------------------------------
@@ -203,7 +224,8 @@ def _set_op(name, numpy_fn, traced_fn, arrays, size, fill_value, **options):
         if not any(is_tensor(a) for a in arrays):
             return got
         size = (got[0] if isinstance(got, tuple) else got).shape[0]
-    return traced_fn(*[ravel(a) for a in arrays], _size_arg(size, name), fill_value)
+    out = traced_fn(*[_flat(a) for a in arrays], _size_arg(size, name), fill_value)
+    return _tensors(out, arrays)
 
 
 def _first_in_own(flat):
@@ -211,7 +233,7 @@ def _first_in_own(flat):
     n = shape_of(flat)[0]
     if n == 0:
         return np.zeros(0, bool)
-    perm, _, first = _runs(flat, True)
+    perm, first = _runs(flat, True)
     return at(np.zeros(n, bool))[perm].set(first)
 
 

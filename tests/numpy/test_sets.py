@@ -191,6 +191,11 @@ def test_bad_input_raises_invalid_argument_naming_the_function(call, match):
         call()
 
 
+def test_traced_bincount_drops_values_outside_its_length():
+    f = tg.function(lambda x: tnp.bincount(x, length=3), backend="numpy")
+    np.testing.assert_array_equal(f(np.array([-1, 0, 2, 3, 2])), [1, 0, 2])
+
+
 def test_vmap_with_size_batches():
     xs = np.array([[3.0, 1.0, 3.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
     values, counts = tg.vmap(lambda t: tnp.unique(t, return_counts=True, size=3))(xs)

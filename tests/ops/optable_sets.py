@@ -87,7 +87,8 @@ BI = rand((5,), I32, 3, 9, seed=87)
 AU, BU = np.array([4.0, -1.0, 2.5, 0.0]), np.array([2.5, 9.0, -1.0])
 for _name, _a, _b in (("f64 nan", A, B), ("int", AI, BI), ("unique", AU, BU),
                       ("empty ar2", AI, np.zeros(0, np.int64))):
-    for _size, _fill in ((2, None), (10, None), (10, -5)):
+    for _size, _fill in ((10, None),) + (((2, None), (10, -5)) if _name in ("f64 nan", "int")
+                                         else ()):
         _id = f"{_name},size={_size},fill={_fill}"
         case(f"intersect1d[{_id}]",
              lambda a, b, s=_size, f=_fill: tnp.intersect1d(a, b, return_indices=True, size=s,
@@ -162,9 +163,7 @@ for _name, _x, _options in (
 case("histogram_bin_edges[f32]", lambda a: tnp.histogram_bin_edges(a, 6),
      lambda a: np.histogram_bin_edges(a, 6), rand((30,), F32, -1, 1, seed=94))
 case("histogram[density]", lambda a: tnp.histogram(a, 6, density=True),
-     lambda a: np.histogram(a, 6, density=True), H, grad_argnums=(0,),
-     **{"rtol": 1e-15, "why": "density divides by the total and the widths in NumPy's order "
-                             "of ops, but the widths come from edges built from traced bounds"})
+     lambda a: np.histogram(a, 6, density=True), H, grad_argnums=(0,))
 case("histogram[weights]", lambda a, w: tnp.histogram(a, 5, weights=w),
      lambda a, w: np.histogram(a, 5, weights=w), H, HW, grad_argnums=(1,))
 case("histogram[weights,density,range]",

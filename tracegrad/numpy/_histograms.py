@@ -25,7 +25,7 @@ from tracegrad.numpy._reductions import max as _max
 from tracegrad.numpy._reductions import min as _min
 from tracegrad.numpy._reductions import sum as _sum
 from tracegrad.numpy._sequences import searchsorted
-from tracegrad.numpy._sets import _tensors
+from tracegrad.numpy._sets import _tensors, _value
 from tracegrad.numpy._shape import ravel, reshape, stack, transpose
 from tracegrad.numpy._statistics import diff
 from tracegrad.numpy._ufuncs import (
@@ -39,10 +39,6 @@ from tracegrad.numpy._ufuncs import (
     true_divide,
 )
 from tracegrad.numpy._ufuncs import where as _where
-
-
-def _value(x):
-    return x._value if isinstance(x, EagerTensor) else np.asarray(x)
 
 
 def _concrete(x) -> bool:

@@ -55,6 +55,10 @@ for _axis, _size in ((0, 2), (0, 4), (1, 2), (1, 5), (-1, 3)):
     case(f"unique[axis={_axis},size={_size}]",
          lambda x, a=_axis, s=_size: tnp.unique(x, True, True, True, axis=a, size=s),
          lambda x, a=_axis, s=_size: _unique_ref(x, s, axis=a), ROWS)
+case("unique[axis=0,nan rows,size=5]",
+     lambda x: tnp.unique(x, True, True, True, axis=0, size=5),
+     lambda x: _unique_ref(x, 5, axis=0), np.array([[1.0, np.nan], [1.0, np.nan], [0.0, 2.0],
+                                                   [1.0, 0.0]]))
 case("unique[distinct,values]", lambda x: tnp.unique(x, size=6),
      lambda x: _unique_ref(x, 6)[0], rand((2, 3), F64, seed=84), grad_argnums=(0,))
 case("unique[axis=0,values]", lambda x: tnp.unique(x, axis=0, size=3),

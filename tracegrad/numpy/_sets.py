@@ -148,7 +148,8 @@ def _unique(ar, size, fill, axis, equal_nan, want_index, want_inverse, want_coun
         out += [np.zeros(size, np.int64)] if want_index else []
         out += [np.zeros(inverse_shape or (0,), np.int64)] if want_inverse else []
         return out + ([np.zeros(size, np.int64)] if want_counts else [])
-    perm, first = _runs(x, equal_nan) if axis is None else _row_runs(x, equal_nan)
+    # NumPy compares slices (axis=) element by element, NaN unequal: equal_nan does not apply
+    perm, first = _runs(x, equal_nan) if axis is None else _row_runs(x)
     pos, valid = _positions(first, size + want_counts, "unique")
     if want_counts:
         starts = _where(valid, pos, np.int64(n))
@@ -166,19 +167,16 @@ def _unique(ar, size, fill, axis, equal_nan, want_index, want_inverse, want_coun
     return out + ([counts] if want_counts else [])
 
 
-def _row_runs(x, equal_nan):
+def _row_runs(x):
     """`_runs` of the slices `x[i]`, ordered lexicographically (a stable sort per column,
-    the last column first)."""
+    the last column first); slices holding a NaN are never equal."""
     n = shape_of(x)[0]
     rows = reshape(x, (n, -1))
     perm = np.arange(n, dtype=np.int64)
     for c in reversed(range(static_dim(rows, 1, "unique"))):
         perm = take(perm, argsort(take(rows[:, c], perm)))
     s = take(rows, perm, axis=0)
-    diff = not_equal(s[1:], s[:-1])
-    if equal_nan and has_float_dtype(s):
-        diff = logical_and(diff, logical_not(logical_and(isnan(s[1:]), isnan(s[:-1]))))
-    new = _any(diff, axis=1)
+    new = _any(not_equal(s[1:], s[:-1]), axis=1)
     return perm, concatenate([np.ones(1, bool), new])
 
 

@@ -22,7 +22,8 @@ ALLOWED = {
                "public"},
 }
 
-API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "tree", "optimizers", "scipy", "extend"}
+API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "derivatives", "extend",
+               "optimizers", "scipy", "tree"}
 
 
 def layer_of(module: str) -> str:

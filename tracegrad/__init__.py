@@ -16,7 +16,7 @@ from tracegrad.eager import constant, convert_to_tensor
 from tracegrad.autodiff import (
     batch_jacobian, for_loop, grad, hessian, hvp, jacobian, jvp, pfor, value_and_grad, vjp, vmap,
 )
-from tracegrad.autodiff import elementwise_grad, fixed_point, linear_transpose, linearize
+from tracegrad.derivatives import elementwise_grad, fixed_point, linear_transpose, linearize
 from tracegrad.transforms.autodiff import (
     RegisterGradient, UnconnectedGradients, gradient_override_map, gradients, hessians,
     stop_gradient,

@@ -22,7 +22,8 @@ The rows live in `optable_primitives.py` (each primitive through `tracegrad.ops`
 thinnest `tracegrad.numpy` function over it), `optable_numpy.py` (tracegrad.numpy's
 elementwise functions, reductions and creation: dtypes, weak scalars, broadcasting, axes,
 empty arrays) and `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
-compositions over them in `optable_composites.py` and `optable_sequences.py`.
+compositions over them in `optable_composites.py`, `optable_sequences.py`,
+`optable_datadep.py` and `optable_sets.py`.
 """
 
 from __future__ import annotations
@@ -144,4 +145,5 @@ from tests.ops import (  # noqa: F401
     optable_numpy,
     optable_primitives,
     optable_sequences,
+    optable_sets,
 )

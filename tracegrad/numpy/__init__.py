@@ -21,6 +21,13 @@ from tracegrad.numpy._creation import (
     zeros_like,
 )
 from tracegrad.numpy._einsum import einsum
+from tracegrad.numpy._histograms import (
+    bincount,
+    histogram,
+    histogram2d,
+    histogram_bin_edges,
+    histogramdd,
+)
 from tracegrad.numpy._datadep import argwhere, compress, extract, flatnonzero, nonzero, where
 from tracegrad.numpy._indexing import at, take, take_along_axis
 from tracegrad.numpy._matrix import diag, diagonal, trace, tril, triu
@@ -44,6 +51,18 @@ from tracegrad.numpy._reductions import (
     std,
     sum,
     var,
+)
+from tracegrad.numpy._sets import (
+    intersect1d,
+    setdiff1d,
+    setxor1d,
+    trim_zeros,
+    union1d,
+    unique,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
 )
 from tracegrad.numpy._shape import (
     atleast_1d,
@@ -366,6 +385,7 @@ __all__ = [
     "atleast_3d",
     "average",
     "bartlett",
+    "bincount",
     "bitwise_and",
     "bitwise_invert",
     "bitwise_not",
@@ -456,6 +476,10 @@ __all__ = [
     "hamming",
     "hanning",
     "heaviside",
+    "histogram",
+    "histogram2d",
+    "histogram_bin_edges",
+    "histogramdd",
     "hsplit",
     "hstack",
     "hypot",
@@ -469,6 +493,7 @@ __all__ = [
     "int32",
     "int64",
     "interp",
+    "intersect1d",
     "invert",
     "isclose",
     "iscomplex",
@@ -580,6 +605,8 @@ __all__ = [
     "round",
     "searchsorted",
     "select",
+    "setdiff1d",
+    "setxor1d",
     "shape",
     "sign",
     "signbit",
@@ -611,11 +638,18 @@ __all__ = [
     "tril",
     "tril_indices",
     "tril_indices_from",
+    "trim_zeros",
     "triu",
     "triu_indices",
     "triu_indices_from",
     "true_divide",
     "trunc",
+    "union1d",
+    "unique",
+    "unique_all",
+    "unique_counts",
+    "unique_inverse",
+    "unique_values",
     "unravel_index",
     "unstack",
     "unwrap",

@@ -1,9 +1,9 @@
 """Functions whose output size depends on the data: nonzero, argwhere, flatnonzero,
-one-argument where, extract, compress, unique and its variants.
+one-argument where, extract, compress (unique and the set operations are in `_sets.py`).
 
 On concrete data (NumPy arrays, eager tensors: nothing traced) they return NumPy's exact
-result (a tensor for tensor input; `extract`/`compress`/`unique` values gather from the
-input, so they keep its gradient). Inside a trace the size must be given statically, as in
+result (a tensor for tensor input; `extract`/`compress` values gather from the input, so
+they keep its gradient). Inside a trace the size must be given statically, as in
 JAX: `size=` pads the result with `fill_value` or truncates it. The padded form is built
 from existing ops: a stable `argsort` of the mask puts the selected positions first, in
 order, and a comparison with the count of selected elements marks the padding.

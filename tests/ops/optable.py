@@ -140,6 +140,7 @@ from tests.ops import (  # noqa: F401
     optable_arrays,
     optable_composites,
     optable_datadep,
+    optable_linalg,
     optable_numpy,
     optable_primitives,
     optable_sequences,

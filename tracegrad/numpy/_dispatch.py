@@ -96,6 +96,7 @@ FUNCTIONS = {
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,
+    **{getattr(np.linalg, name): getattr(tnp.linalg, name) for name in tnp.linalg.NUMPY_NAMES},
 }
 
 # Functions of the tensors' dtypes only (shape, ndim and size are tnp functions above).

@@ -1,8 +1,8 @@
-"""`tnp.linalg`: norm, inv, solve, det, slogdet, cholesky with NumPy's semantics.
+"""`tnp.linalg`: NumPy's linalg namespace (norm, inv, solve, det, slogdet, cholesky here;
+the decompositions in `_decompositions.py`).
 
 Matrix functions act on the last two dims and batch over the leading ones; integer input
-is computed in float64. Norms that need a singular value decomposition (matrix `ord=2`,
-`-2`, `"nuc"`) raise UnsupportedOpError.
+is computed in float64.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from tracegrad import ops
-from tracegrad.core import dtypes
-from tracegrad.core.shapes import broadcast_shapes, shape_str
-from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.core.shapes import broadcast_shapes
+from tracegrad.errors import InvalidArgumentError, ShapeError
 from tracegrad.numpy._core import (
     axis_arg,
     broadcast_to_shape,
@@ -22,28 +21,33 @@ from tracegrad.numpy._core import (
     dtype_of,
     ndim_of,
     promote,
-    read,
     shape_of,
 )
 from tracegrad.numpy._core import reshape as _reshape
 from tracegrad.numpy._creation import diagonal_mask
+from tracegrad.numpy._decompositions import (
+    EighResult,
+    QRResult,
+    SVDResult,
+    eigh,
+    eigvalsh,
+    floating,
+    qr,
+    square_matrices,
+    svd,
+    svdvals,
+)
 from tracegrad.numpy._products import dot
 from tracegrad.numpy._reductions import max as _max
 from tracegrad.numpy._reductions import min as _min
 from tracegrad.numpy._reductions import sum as _sum
-from tracegrad.numpy._shape import ravel, swapaxes
+from tracegrad.numpy._shape import moveaxis, ravel, swapaxes
 from tracegrad.numpy._ufuncs import absolute, multiply, not_equal, power, reciprocal, sqrt, square
 
 
 class SlogdetResult(NamedTuple):
     sign: object
     logabsdet: object
-
-
-def _floating(x):
-    x = read(x)
-    dtype, weak = dtype_of(x)
-    return x if dtypes.is_float(dtype) else cast(x, dtypes.float64, weak)
 
 
 def _scalar_power(a, e):
@@ -64,10 +68,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
     """Vector or matrix norm, as `np.linalg.norm`.
 
     Vectors (`axis` an int, or a 1-D `x`): `ord` in {None/2, inf, -inf, 0, 1, any p}.
-    Matrices (`axis` a pair, or a 2-D `x` with `ord` given): `ord` in {None/"fro", 1, -1,
-    inf, -inf}. With `ord=None, axis=None` the 2-norm of the flattened array.
+    Matrices (`axis` a pair, or a 2-D `x` with `ord` given): `ord` in {None/"fro", "nuc",
+    1, -1, 2, -2, inf, -inf}. With `ord=None, axis=None` the 2-norm of the flattened array.
     """
-    x = _floating(x)
+    x = floating(x)
     nd = ndim_of(x)
     if axis is None:
         if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
@@ -108,11 +112,9 @@ def _matrix_norm(x, ord, axis, keepdims):
     if row == col:
         raise ShapeError("norm: duplicate axes given")
     if ord in (2, -2, "nuc"):
-        raise UnsupportedOpError(
-            f"norm: the matrix norm ord={ord!r} needs a singular value decomposition, which "
-            f"tracegrad does not provide"
-        )
-    if ord == 1 or ord == -1:
+        s = svdvals(moveaxis(x, (row, col), (-2, -1)))
+        out = _max(s, -1) if ord == 2 else _min(s, -1) if ord == -2 else _sum(s, -1)
+    elif ord == 1 or ord == -1:
         reduce = _max if ord == 1 else _min
         out = reduce(_sum(absolute(x), row), col - 1 if col > row else col)
     elif ord == np.inf or ord == -np.inf:
@@ -129,20 +131,10 @@ def _matrix_norm(x, ord, axis, keepdims):
     return out
 
 
-def _square(op, a):
-    if ndim_of(a) < 2:
-        raise ShapeError(f"{op}: {ndim_of(a)}-dimensional array given; the array must "
-                         "be at least two-dimensional")
-    n, m = shape_of(a)[-2:]
-    if n is not None and m is not None and n != m:
-        raise ShapeError(f"{op}: last 2 dimensions of the array must be square, got "
-                         f"{shape_str(shape_of(a))}")
-
-
 def inv(a):
     """The inverse of each square matrix in `a` (`solve(a, I)`)."""
-    a = _floating(a)
-    _square("inv", a)
+    a = floating(a)
+    square_matrices("inv", a)
     eye = cast(diagonal_mask(shape_of(a)[-2:], 0, ops.eq, (a,)), dtype_of(a)[0])
     return ops.solve(a, broadcast_to_shape(eye, shape_of(a), (a,)))
 
@@ -150,8 +142,8 @@ def inv(a):
 def solve(a, b):
     """`x` with `a @ x == b`: `b` is a vector when it is 1-D, otherwise a (batch of) matrices;
     batch dims broadcast."""
-    (a, b), _ = promote(_floating(a), _floating(b))
-    _square("solve", a)
+    (a, b), _ = promote(floating(a), floating(b))
+    square_matrices("solve", a)
     batch = shape_of(a)[:-2]
     if ndim_of(b) == 1:
         col = _reshape(b, shape_of(b) + (1,), "solve")
@@ -167,21 +159,29 @@ def solve(a, b):
 
 def det(a):
     """The determinant of each square matrix in `a`."""
-    a = _floating(a)
-    _square("det", a)
+    a = floating(a)
+    square_matrices("det", a)
     return ops.det(a)
 
 
 def slogdet(a):
     """`(sign, logabsdet)` of each square matrix in `a` (a named tuple, as NumPy's)."""
-    a = _floating(a)
-    _square("slogdet", a)
+    a = floating(a)
+    square_matrices("slogdet", a)
     return SlogdetResult(*ops.slogdet(a))
 
 
 def cholesky(a, upper=False):
     """The lower-triangular `L` with `L @ L.T == a` (its transpose if `upper`)."""
-    a = _floating(a)
-    _square("cholesky", a)
+    a = floating(a)
+    square_matrices("cholesky", a)
     out = ops.cholesky(a)
     return swapaxes(out, -1, -2) if upper else out
+
+
+# The np.linalg functions defined in this namespace beyond norm inv solve det slogdet
+# cholesky: `np.linalg.NAME(tensor)` dispatches to them.
+NUMPY_NAMES = ("qr", "eigh", "eigvalsh", "svd", "svdvals")
+
+__all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det", "eigh",
+           "eigvalsh", "inv", "norm", "qr", "slogdet", "solve", "svd", "svdvals"]

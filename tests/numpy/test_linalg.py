@@ -58,3 +58,45 @@ def test_numpy_linalg_functions_dispatch_on_tensors():
     np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a), rtol=1e-15)
     assert isinstance(np.linalg.svd(v), tnp.linalg.SVDResult)
     assert tape.gradient(total, v) is not None
+
+
+def test_lstsq_residuals_follow_numpy_eagerly_and_are_computed_when_traced():
+    a, b = np.ones((4, 2)), np.arange(4.0)
+    x, residuals, rank, s = tnp.linalg.lstsq(a, b)  # rank 1 < n: NumPy's empty residuals
+    want = np.linalg.lstsq(a, b)
+    np.testing.assert_allclose(x, want[0], rtol=1e-14)
+    assert residuals.shape == (0,) and rank == want[2] == 1 and type(rank) is np.int32
+    eager = tnp.linalg.lstsq(tg.constant(a), tg.constant(b))
+    assert eager[1].shape == (0,) and isinstance(eager[1], tg.Tensor)
+    traced = tg.function(tnp.linalg.lstsq, backend="numpy")(a, b)
+    np.testing.assert_allclose(traced[1], [np.sum((b - a @ want[0]) ** 2)], rtol=1e-12)
+    assert traced[2] == 1
+
+
+def test_composite_argument_errors():
+    with pytest.raises(InvalidArgumentError, match="pinv: `rtol` and `rcond`"):
+        tnp.linalg.pinv(np.eye(2), rcond=0.1, rtol=0.1)
+    with pytest.raises(TypeError, match="matrix_power: exponent must be an integer"):
+        tnp.linalg.matrix_power(np.eye(2), 1.5)
+    with pytest.raises(ShapeError, match="matrix_power: last 2 dimensions"):
+        tnp.linalg.matrix_power(np.ones((2, 3)), 2)
+    with pytest.raises(InvalidArgumentError, match="multi_dot: expecting at least two"):
+        tnp.linalg.multi_dot([np.eye(2)])
+    with pytest.raises(ShapeError, match="multi_dot: the arrays must be two-dimensional"):
+        tnp.linalg.multi_dot([np.eye(2), np.ones((2, 2, 2)), np.eye(2)])
+    with pytest.raises(ShapeError, match="lstsq: incompatible dimensions"):
+        tnp.linalg.lstsq(np.ones((3, 2)), np.ones(4))
+    with pytest.raises(ShapeError, match="tensorsolve: input arrays must satisfy"):
+        tnp.linalg.tensorsolve(np.ones((2, 3, 5)), np.ones((2, 3)))
+    with pytest.raises(ShapeError, match="cross: both input arrays must be"):
+        tnp.linalg.cross(np.ones(2), np.ones(2))
+    with pytest.raises(ShapeError, match="outer: input arrays must be one-dimensional"):
+        tnp.linalg.outer(np.ones((2, 2)), np.ones(2))
+
+
+def test_multi_dot_with_unknown_dims_multiplies_left_to_right():
+    ms = [np.random.default_rng(k).standard_normal(s)
+          for k, s in enumerate([(2, 3), (3, 4), (4, 5), (5, 2)])]
+    f = tg.function(lambda *a: tnp.linalg.multi_dot(a), backend="numpy",
+                    input_signature=[tg.TensorSpec([None, None])] * 4)
+    np.testing.assert_allclose(f(*ms), ((ms[0] @ ms[1]) @ ms[2]) @ ms[3], rtol=1e-14)

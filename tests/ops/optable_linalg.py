@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import tracegrad.numpy as tnp
-from tests.ops.optable import F32, F64, I64, case, rand, ulps
+from tests.ops.optable import F32, F64, I32, I64, case, rand, ulps
 
 _VALUES_ONLY = ("eigvalsh and svd(compute_uv=False) are eigh and svd with vectors: LAPACK "
                 "rounds the values-only drivers differently")
@@ -144,3 +144,123 @@ for _ord in (2, -2, "nuc"):
                      rand((3, 4) if _axis is None else (3, 2, 4), seed=39), grad_argnums=(0,))
 _values_only("norm[matrix,ord=2,keepdims]", lambda a: tnp.linalg.norm(a, 2, (0, 1), True),
              lambda a: np.linalg.norm(a, 2, (0, 1), True), rand((3, 4, 2), seed=40))
+
+
+# -- compositions: lstsq, pinv, matrix_rank, cond, matrix_power, multi_dot, tensor solves --------
+
+_SVD_ORDER = "computed through the SVD (NumPy: LAPACK's gelsd or its own order of products)"
+
+
+def _near(name, fn, reference, *args, n=64, **options):
+    """A row whose value NumPy computes another way (another LAPACK driver, another order of
+    products): within `n` ulps of its largest float result."""
+    out = reference(*args)
+    leaves = [np.asarray(x) for x in (out if isinstance(out, tuple) else (out,))]
+    atol = max((ulps(lambda x=x: x, n=n)["atol"] for x in leaves), default=0.0)
+    case(name, fn, reference, *args, why=_SVD_ORDER, atol=atol, **options)
+
+
+_A53, _B5, _B52 = rand((5, 3), seed=41), rand((5,), seed=42), rand((5, 2), seed=43)
+_near("linalg.lstsq[5x3,5]", lambda a, b: tuple(tnp.linalg.lstsq(a, b)),
+      lambda a, b: tuple(np.linalg.lstsq(a, b)), _A53, _B5, grad_argnums=(0, 1))
+_near("linalg.lstsq[5x3,5x2,rcond]", lambda a, b: tuple(tnp.linalg.lstsq(a, b, rcond=1e-3)),
+      lambda a, b: tuple(np.linalg.lstsq(a, b, rcond=1e-3)), _A53, _B52, grad_argnums=(0, 1))
+_near("linalg.lstsq[3x5,3]", lambda a, b: tuple(tnp.linalg.lstsq(a, b)),
+      lambda a, b: tuple(np.linalg.lstsq(a, b)), _A53.T.copy(), _B5[:3].copy(),
+      grad_argnums=(0, 1))
+_near("linalg.lstsq[f32]", lambda a, b: tuple(tnp.linalg.lstsq(a, b)),
+      lambda a, b: tuple(np.linalg.lstsq(a, b)), _A53.astype(F32), _B5.astype(F32), n=4)
+
+_near("linalg.pinv[4x3]", tnp.linalg.pinv, np.linalg.pinv, rand((4, 3), seed=44),
+      grad_argnums=(0,))
+_near("linalg.pinv[batch,rtol=None]", lambda a: tnp.linalg.pinv(a, rtol=None),
+      lambda a: np.linalg.pinv(a, rtol=None), rand((2, 3, 3), seed=45), grad_argnums=(0,))
+_near("linalg.pinv[hermitian]", lambda a: tnp.linalg.pinv(a, hermitian=True),
+      lambda a: np.linalg.pinv(a, hermitian=True), _sym((3, 3), seed=46), grad_argnums=(0,))
+_near("linalg.pinv[rank 1]", tnp.linalg.pinv, np.linalg.pinv, np.ones((3, 2)))
+
+case("linalg.matrix_rank[batch]", tnp.linalg.matrix_rank, np.linalg.matrix_rank,
+     np.stack([np.ones((3, 3)), rand((3, 3), seed=47), np.diag([1.0, 1.0, 0.0])]))
+case("linalg.matrix_rank[tol,rtol]",
+     lambda a: (tnp.linalg.matrix_rank(a, tol=0.5), tnp.linalg.matrix_rank(a, rtol=0.1)),
+     lambda a: (np.linalg.matrix_rank(a, tol=0.5), np.linalg.matrix_rank(a, rtol=0.1)),
+     np.diag([3.0, 1.0, 0.2]))
+case("linalg.matrix_rank[hermitian,i64]", lambda a: tnp.linalg.matrix_rank(a, hermitian=True),
+     lambda a: np.linalg.matrix_rank(a, hermitian=True), np.array([[2, 1], [1, 2]]))
+case("linalg.matrix_rank[1-D]", tnp.linalg.matrix_rank, np.linalg.matrix_rank,
+     np.array([0.0, 2.0]))
+
+for _p in (None, "fro", "nuc", np.inf, -np.inf, 1, -1, 2, -2):
+    _near(f"linalg.cond[p={_p}]", lambda a, p=_p: tnp.linalg.cond(a, p),
+          lambda a, p=_p: np.linalg.cond(a, p), rand((2, 3, 3), seed=48),
+          grad_argnums=(0,) if _p in (None, "fro", -2) else ())
+case("linalg.cond[singular]", tnp.linalg.cond, np.linalg.cond, np.ones((2, 2)))
+
+for _n in (0, 1, 2, 3, 5, -1, -3):
+    _near(f"linalg.matrix_power[n={_n}]", lambda a, n=_n: tnp.linalg.matrix_power(a, n),
+          lambda a, n=_n: np.linalg.matrix_power(a, n), rand((2, 3, 3), seed=49) + 2 * np.eye(3),
+          grad_argnums=(0,) if _n else (), n=16)
+case("linalg.matrix_power[i64]", lambda a: tnp.linalg.matrix_power(a, 6),
+     lambda a: np.linalg.matrix_power(a, 6), rand((3, 3), I64, -3, 3, seed=50))
+
+for _shapes in (((4,), (4, 6), (6, 2), (2, 5), (5,)), ((3, 4), (4, 6), (6, 2), (2, 5)),
+                ((2, 3), (3, 4), (4,)), ((3,), (3, 2))):
+    _ms = [rand(sh, seed=51 + k) for k, sh in enumerate(_shapes)]
+    _near(f"linalg.multi_dot[{len(_shapes)},{_shapes[0]},{_shapes[-1]}]",
+          lambda *a: tnp.linalg.multi_dot(a), lambda *a: np.linalg.multi_dot(a), *_ms,
+          grad_argnums=tuple(range(len(_ms))), n=8)
+
+_near("linalg.tensorsolve", tnp.linalg.tensorsolve, np.linalg.tensorsolve,
+      rand((6, 2, 3), seed=56) + np.eye(6).reshape(6, 2, 3) * 3, rand((6,), seed=57),
+      grad_argnums=(0, 1), n=16)
+_near("linalg.tensorsolve[axes]", lambda a, b: tnp.linalg.tensorsolve(a, b, axes=(0,)),
+      lambda a, b: np.linalg.tensorsolve(a, b, axes=(0,)),
+      rand((2, 6, 3), seed=58) + np.eye(6).reshape(6, 3, 2).transpose(2, 0, 1) * 3,
+      rand((6,), seed=59), grad_argnums=(0, 1), n=16)
+_near("linalg.tensorinv", tnp.linalg.tensorinv, np.linalg.tensorinv,
+      rand((4, 6, 8, 3), seed=60) + np.eye(24).reshape(4, 6, 8, 3) * 3, grad_argnums=(0,),
+      n=16)
+_near("linalg.tensorinv[ind=1]", lambda a: tnp.linalg.tensorinv(a, ind=1),
+      lambda a: np.linalg.tensorinv(a, ind=1), rand((6, 2, 3), seed=61) + np.eye(6).reshape(
+          6, 2, 3) * 3, n=16)
+
+# -- NumPy 2's array-API linalg names ------------------------------------------------------------
+
+_X234 = rand((2, 3, 4), seed=62)
+case("linalg.cross", lambda a, b: tnp.linalg.cross(a, b, axis=0),
+     lambda a, b: np.linalg.cross(a, b, axis=0), rand((3, 2), seed=63), rand((3, 1), seed=64),
+     grad_argnums=(0, 1))
+case("linalg.outer", tnp.linalg.outer, np.linalg.outer, rand((3,), seed=65),
+     rand((4,), I32, seed=66), grad_argnums=(0,))
+_near("linalg.matmul", tnp.linalg.matmul, np.linalg.matmul, _X234, rand((4, 2), seed=67),
+      grad_argnums=(0, 1), n=4)
+_near("linalg.vecdot", lambda a, b: tnp.linalg.vecdot(a, b, axis=1),
+      lambda a, b: np.linalg.vecdot(a, b, axis=1), _X234, rand((1, 3, 1), seed=68),
+      grad_argnums=(0, 1), n=4)
+_near("linalg.tensordot", lambda a, b: tnp.linalg.tensordot(a, b, axes=1),
+      lambda a, b: np.linalg.tensordot(a, b, axes=1), _X234, rand((4, 2), seed=69),
+      grad_argnums=(0, 1), n=4)
+case("linalg.matrix_transpose", tnp.linalg.matrix_transpose, np.linalg.matrix_transpose, _X234,
+     grad_argnums=(0,))
+case("linalg.trace", lambda a: tnp.linalg.trace(a, offset=1),
+     lambda a: np.linalg.trace(a, offset=1), _X234, grad_argnums=(0,))
+case("linalg.trace[i32,dtype]", lambda a: tnp.linalg.trace(a, dtype=np.float64),
+     lambda a: np.linalg.trace(a, dtype=np.float64), rand((3, 3), I32, seed=70))
+case("linalg.diagonal", lambda a: tnp.linalg.diagonal(a, offset=-1),
+     lambda a: np.linalg.diagonal(a, offset=-1), _X234, grad_argnums=(0,))
+for _axis, _keep, _ord in ((None, False, 2), ((0, 2), True, 2), (1, True, 1), (-1, False, np.inf),
+                           ((2, 0), False, 3)):
+    _near(f"linalg.vector_norm[axis={_axis},keepdims={_keep},ord={_ord}]",
+          lambda a, x=_axis, k=_keep, o=_ord: tnp.linalg.vector_norm(a, axis=x, keepdims=k,
+                                                                     ord=o),
+          lambda a, x=_axis, k=_keep, o=_ord: np.linalg.vector_norm(a, axis=x, keepdims=k,
+                                                                    ord=o),
+          _X234, grad_argnums=(0,) if _ord != np.inf else (), n=4)
+case("linalg.vector_norm[i64]", tnp.linalg.vector_norm, np.linalg.vector_norm,
+     rand((2, 3), I64, seed=71), why="a sum of squares in another order", **ulps(
+         np.linalg.vector_norm, rand((2, 3), I64, seed=71)))
+for _ord, _keep in (("fro", False), ("nuc", True), (2, False), (-np.inf, False)):
+    _values_only(f"linalg.matrix_norm[ord={_ord},keepdims={_keep}]",
+                 lambda a, o=_ord, k=_keep: tnp.linalg.matrix_norm(a, ord=o, keepdims=k),
+                 lambda a, o=_ord, k=_keep: np.linalg.matrix_norm(a, ord=o, keepdims=k), _X234,
+                 grad_argnums=(0,) if _ord != -np.inf else ())

@@ -22,7 +22,7 @@ ALLOWED = {
                "public"},
 }
 
-API_MODULES = {"function", "numpy", "nn", "eager", "autodiff"}
+API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "scipy"}
 
 
 def layer_of(module: str) -> str:

@@ -100,3 +100,14 @@ def test_multi_dot_with_unknown_dims_multiplies_left_to_right():
     f = tg.function(lambda *a: tnp.linalg.multi_dot(a), backend="numpy",
                     input_signature=[tg.TensorSpec([None, None])] * 4)
     np.testing.assert_allclose(f(*ms), ((ms[0] @ ms[1]) @ ms[2]) @ ms[3], rtol=1e-14)
+
+
+def test_scipy_linalg_argument_errors():
+    import tracegrad.scipy.linalg as tsl
+
+    with pytest.raises(InvalidArgumentError, match="solve_triangular: incorrect trans"):
+        tsl.solve_triangular(np.eye(2), np.ones(2), trans=3)
+    with pytest.raises(ShapeError, match="cho_factor: last 2 dimensions"):
+        tsl.cho_factor(np.ones((2, 3)))
+    with pytest.raises(ShapeError, match="block_diag: arguments must have dimension <= 2"):
+        tsl.block_diag(np.ones((1, 1, 1)))

@@ -1,5 +1,5 @@
 """Op-table rows for `tnp.linalg`'s decompositions (qr, eigh, eigvalsh, svd, svdvals and the
-matrix norms over them) and the functions composed over them.
+matrix norms over them), the functions composed over them, and `tracegrad.scipy.linalg`.
 
 Eigenvectors and singular vectors are unique up to sign only, so rows that return them
 return quantities every sign choice gives alike: elementwise squares of the vectors (a
@@ -11,8 +11,10 @@ not depend on LAPACK's signs. Inputs have well-separated eigenvalues and singula
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 import tracegrad.numpy as tnp
+import tracegrad.scipy.linalg as tsl
 from tests.ops.optable import F32, F64, I32, I64, case, rand, ulps
 
 _VALUES_ONLY = ("eigvalsh and svd(compute_uv=False) are eigh and svd with vectors: LAPACK "
@@ -264,3 +266,32 @@ for _ord, _keep in (("fro", False), ("nuc", True), (2, False), (-np.inf, False))
                  lambda a, o=_ord, k=_keep: tnp.linalg.matrix_norm(a, ord=o, keepdims=k),
                  lambda a, o=_ord, k=_keep: np.linalg.matrix_norm(a, ord=o, keepdims=k), _X234,
                  grad_argnums=(0,) if _ord != -np.inf else ())
+
+# -- tracegrad.scipy.linalg ---------------------------------------------------------------------
+
+_SPD = _sym((4, 4), seed=72) + 4 * np.eye(4)
+_TRI = rand((4, 4), seed=73) + 3 * np.eye(4)
+for _trans, _lower, _unit in ((0, False, False), (1, True, False), ("T", False, True),
+                              (0, True, True)):
+    for _b in (rand((4, 2), seed=74), rand((4,), seed=75)):
+        case(f"scipy.solve_triangular[trans={_trans},lower={_lower},unit={_unit},"
+             f"b={_b.ndim}-D]",
+             lambda a, b, t=_trans, lo=_lower, u=_unit: tsl.solve_triangular(a, b, t, lo, u),
+             lambda a, b, t=_trans, lo=_lower, u=_unit: scipy.linalg.solve_triangular(
+                 a, b, t, lo, u), _TRI, _b, grad_argnums=(0, 1))
+for _lower in (True, False):
+    case(f"scipy.cho_factor[lower={_lower}]",
+         lambda a, lo=_lower: tsl.cho_factor(a, lower=lo)[0],
+         lambda a, lo=_lower: scipy.linalg.cho_factor(a, lower=lo)[0], _SPD,
+         grad_argnums=(0,), why="LAPACK's potrf for the upper factor, a transposed lower one "
+         "here", **ulps(np.linalg.cholesky, _SPD))
+    _c = scipy.linalg.cho_factor(_SPD, lower=_lower)[0]
+    for _b in (rand((4, 3), seed=76), rand((4,), seed=77)):
+        _near(f"scipy.cho_solve[lower={_lower},b={_b.ndim}-D]",
+              lambda c, b, lo=_lower: tsl.cho_solve((c, lo), b),
+              lambda c, b, lo=_lower: scipy.linalg.cho_solve((c, lo), b), _c, _b,
+              grad_argnums=(0, 1), n=8)
+case("scipy.block_diag", lambda a, b, c: tsl.block_diag(a, b, c),
+     lambda a, b, c: scipy.linalg.block_diag(a, b, c), rand((2, 3), seed=78),
+     rand((3,), seed=79), rand((1, 1), I32, seed=80), grad_argnums=(0, 1))
+case("scipy.block_diag[one]", tsl.block_diag, scipy.linalg.block_diag, rand((2, 2), I64))

@@ -111,3 +111,18 @@ def test_scipy_linalg_argument_errors():
         tsl.cho_factor(np.ones((2, 3)))
     with pytest.raises(ShapeError, match="block_diag: arguments must have dimension <= 2"):
         tsl.block_diag(np.ones((1, 1, 1)))
+
+
+def test_default_tolerances_read_unknown_sizes_at_run_time():
+    # s = (1, 5e-16): below max(m, n) * eps = 6.7e-16 for 3 x 2, above min(m, n) * eps
+    a = np.diag([1.0, 5e-16, 0.0])[:, :2].copy()
+    spec = [tg.TensorSpec([None, None])]
+    rank = tg.function(tnp.linalg.matrix_rank, input_signature=spec, backend="numpy")
+    pinv = tg.function(lambda x: tnp.linalg.pinv(x, rtol=None), input_signature=spec,
+                       backend="numpy")
+    lstsq = tg.function(lambda x: tnp.linalg.lstsq(x, np.ones(3))[2], input_signature=spec,
+                        backend="numpy")
+    assert rank(a) == np.linalg.matrix_rank(a) == 1
+    assert lstsq(a) == np.linalg.lstsq(a, np.ones(3))[2] == 1
+    for x in (a, np.eye(4)):
+        np.testing.assert_allclose(pinv(x), np.linalg.pinv(x, rtol=None), atol=1e-15)

@@ -233,6 +233,18 @@ def _columns_of(x):
     return swapaxes(x, -1, -2)
 
 
+def _eps_times_size(a, dtype):
+    """`max(m, n) * eps(dtype)` for `a`'s matrices (m x n): a float64 scalar tensor read at
+    run time when a dim is unknown when traced."""
+    eps = float(np.finfo(dtype).eps)
+    m, n = shape_of(a)[-2:]
+    if m is not None and n is not None:
+        return max(m, n) * eps
+    nd = ndim_of(a)
+    size = ops.max_(ops.dim_size(a, axis=nd - 2), ops.dim_size(a, axis=nd - 1))
+    return multiply(cast(size, dtypes.float64), eps)
+
+
 def lstsq(a, b, rcond=None):
     """`(x, residuals, rank, s)`: the least-squares solution of `a @ x = b` (m x n `a`, `b` a
     vector or an m x k matrix) by the singular value decomposition, singular values up to
@@ -250,8 +262,7 @@ def lstsq(a, b, rcond=None):
                          f"{shape_str(shape_of(b))}")
     col = _reshape(b, shape_of(b) + (1,), "lstsq") if vector else b
     u, s, vh = ops.svd(a, full_matrices=False)
-    eps = float(np.finfo(np.float64).eps)
-    rcond = eps * max(m or 0, n or 0) if rcond is None or rcond < 0 else rcond
+    rcond = _eps_times_size(a, np.float64) if rcond is None or rcond < 0 else rcond
     keep = greater(s, multiply(_max(s, -1, keepdims=True), rcond))
     utb = matmul(_columns_of(u), col)
     x = matmul(_columns_of(vh), multiply(_inverted(s, keep)[..., None], utb))
@@ -277,7 +288,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
         if rtol is _NO_VALUE:
             rcond = 1e-15
         elif rtol is None:
-            rcond = max(shape_of(a)[-2:]) * float(np.finfo(dtype_of(a)[0]).eps)
+            rcond = _eps_times_size(a, dtype_of(a)[0])
         else:
             rcond = rtol
     elif rtol is not _NO_VALUE:
@@ -298,7 +309,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     s = svd(A, compute_uv=False, hermitian=hermitian)
     if tol is None:
         if rtol is None:
-            rtol = max(shape_of(A)[-2:]) * float(np.finfo(dtype_of(s)[0]).eps)
+            rtol = _eps_times_size(A, dtype_of(s)[0])
         else:
             rtol = expand_dims(asarray(rtol), -1)
         tol = multiply(_max(s, -1, keepdims=True), rtol)

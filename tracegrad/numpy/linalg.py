@@ -216,7 +216,6 @@ def cholesky(a, upper=False):
     return swapaxes(out, -1, -2) if upper else out
 
 
-
 # -- composites over the decompositions ---------------------------------------------------------
 
 _NO_VALUE = object()
@@ -228,8 +227,8 @@ def _inverted(s, keep):
     return where(keep, divide(1, safe), 0)
 
 
-def _columns_of(x):
-    """The (k, n) transposes of a (batch of) u or vh factors."""
+def _mT(x):
+    """The matrices of `x` transposed."""
     return swapaxes(x, -1, -2)
 
 
@@ -251,7 +250,7 @@ def lstsq(a, b, rcond=None):
     `rcond * max(s)` counted as zero (rcond=None: machine epsilon times max(m, n)).
     `residuals` are the squared 2-norms of the columns of `b - a @ x` when `rank == n` and
     `m > n`, and empty otherwise (inside a trace, where the rank is not known, they are
-    computed whenever `m > n`)."""
+    computed unless `m <= n` is known)."""
     (a, b), _ = promote(floating(a), floating(b))
     if ndim_of(a) != 2 or ndim_of(b) not in (1, 2):
         raise ShapeError(f"lstsq: {ndim_of(a) if ndim_of(a) != 2 else ndim_of(b)}-dimensional "
@@ -264,8 +263,8 @@ def lstsq(a, b, rcond=None):
     u, s, vh = ops.svd(a, full_matrices=False)
     rcond = _eps_times_size(a, np.float64) if rcond is None or rcond < 0 else rcond
     keep = greater(s, multiply(_max(s, -1, keepdims=True), rcond))
-    utb = matmul(_columns_of(u), col)
-    x = matmul(_columns_of(vh), multiply(_inverted(s, keep)[..., None], utb))
+    utb = matmul(_mT(u), col)
+    x = matmul(_mT(vh), multiply(_inverted(s, keep)[..., None], utb))
     rank = cast(_sum(keep, -1), dtypes.int32)
     if m is not None and n is not None and m <= n:
         residuals = s[:0]
@@ -274,7 +273,7 @@ def lstsq(a, b, rcond=None):
         residuals = _sum(multiply(p, p), 0)
         if not isinstance(rank, GraphTensor) and int(np.asarray(rank)) != n:
             residuals = residuals[:0]
-    return (_reshape(x, (n,), "lstsq") if vector else x), residuals, rank, s
+    return (x[:, 0] if vector else x), residuals, rank, s
 
 
 def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
@@ -296,7 +295,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     cutoff = multiply(expand_dims(asarray(rcond), -1), _max(s, -1, keepdims=True))
     inv_s = _inverted(s, greater(s, cutoff))
-    return matmul(_columns_of(vh), multiply(inv_s[..., None], _columns_of(u)))
+    return matmul(_mT(vh), multiply(inv_s[..., None], _mT(u)))
 
 
 def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):

@@ -108,6 +108,9 @@ EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
     "solve": [(("f64[3,3]", "f64[3,1]"), {})],
     "det": [(("f64[4,3,3]",), {})],
     "slogdet": [(("f32[3,3]",), {})],
+    "qr": [(("f64[4,3]",), {}), (("f32[2,?,5]",), {"full_matrices": True})],
+    "eigh": [(("f64[3,3]",), {"lower": False}), (("f64[2,?,?]",), {})],
+    "svd": [(("f64[3,5]",), {"full_matrices": True}), (("f64[2,4,?]",), {})],
     "constant": [
         ((), {"value": lit(2.0, F64)}),
         ((), {"value": lit(3, I64), "weak": True}),

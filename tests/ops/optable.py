@@ -142,6 +142,7 @@ from tests.ops import (  # noqa: F401
     optable_composites,
     optable_datadep,
     optable_functions,
+    optable_linalg,
     optable_numpy,
     optable_primitives,
     optable_sequences,

@@ -110,6 +110,8 @@ FUNCTIONS = {
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,
+    **{getattr(np.linalg, name): getattr(tnp.linalg, name) for name in tnp.linalg.NUMPY_NAMES
+       if hasattr(np.linalg, name)},
 }
 
 # Functions of the tensors' dtypes only (shape, ndim and size are tnp functions above).

@@ -95,6 +95,11 @@ from tracegrad.ops.linalg import (
     det_p,
     slogdet_p,
 )
+from tracegrad.ops.decompositions import (
+    qr_p,
+    eigh_p,
+    svd_p,
+)
 
 neg = neg_p.bind
 sign = sign_p.bind
@@ -180,6 +185,9 @@ triangular_solve = triangular_solve_p.bind
 solve = solve_p.bind
 det = det_p.bind
 slogdet = slogdet_p.bind
+qr = qr_p.bind
+eigh = eigh_p.bind
+svd = svd_p.bind
 
 __all__ = [
     "constant_p",
@@ -351,6 +359,12 @@ __all__ = [
     "det",
     "slogdet_p",
     "slogdet",
+    "qr_p",
+    "qr",
+    "eigh_p",
+    "eigh",
+    "svd_p",
+    "svd",
 ]
 
 

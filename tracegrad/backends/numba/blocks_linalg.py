@@ -14,7 +14,7 @@ from tracegrad.backends.numba.helpers import SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
-from tracegrad.ops import linalg
+from tracegrad.ops import decompositions, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -246,3 +246,29 @@ register(linalg.det_p, Lowering(BLOCK, emit=partial(_det, log=False),
                                 needs_array=True, linalg=True))
 register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True),
                                     needs_array=True, linalg=True))
+
+
+def _decomposition(cg, op, kind, flag):
+    """qr, eigh or svd: helper `kind` per matrix, writing each result in place; `flag` the
+    attribute it takes."""
+    (a,), outs = op.inputs, op.outputs
+    b, av = _batched(cg, a)
+    views = [_batched_target(cg, cg.alloc(t), t, mat_dims=t.ndim - a.ndim + 2)[1]
+             for t in outs]
+    fn = helper(cg.helpers, kind + "_f", a.dtype)
+    k = cg.fresh("k")
+    args = ", ".join(f"{v}[{k}]" for v in views)
+    cg.emit(f"for {k} in range({b}):\n    {fn}({av}[{k}], {args}, {flag(op.attrs)})")
+
+
+register(decompositions.qr_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="qr",
+                        flag=lambda at: at.get("full_matrices", False)),
+    needs_array=True, linalg=True))
+register(decompositions.eigh_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="eigh", flag=lambda at: at.get("lower", True)),
+    needs_array=True, linalg=True))
+register(decompositions.svd_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="svd",
+                        flag=lambda at: at.get("full_matrices", False)),
+    needs_array=True, linalg=True))

@@ -67,6 +67,52 @@ def _solve_{S}(a, b):
     with objmode(r="{N}[:, :]"):
         r = _lapack("solve", a, b)
     return r
+
+
+# qr, eigh and svd compute in float64, as NumPy does for float32 input
+
+@njit(cache=True, error_model="numpy")
+def _qr_{S}(a, q, r, full):
+    # complete: the factorization of a padded with zero columns to a square matrix (its
+    # extra Householder reflections are identities)
+    m, n = a.shape
+    if full and m > n:
+        p = np.zeros((m, m), dtype=np.float64)
+        p[:, :n] = a
+        qq, rr = np.linalg.qr(p)
+        q[:, :] = qq
+        r[:, :] = rr[:, :n]
+    else:
+        qq, rr = np.linalg.qr(a.astype(np.float64))
+        q[:, :] = qq
+        r[:, :] = rr
+
+
+@njit(cache=True, error_model="numpy")
+def _eigh_{S}(a, w, v, lower):
+    # the triangle eigh reads, mirrored (Numba's eigh checks the whole matrix is finite)
+    n = a.shape[0]
+    s = np.empty((n, n), dtype=np.float64)
+    for i in range(n):
+        for j in range(i + 1):
+            x = a[i, j] if lower else a[j, i]
+            s[i, j] = x
+            s[j, i] = x
+    if not np.isfinite(s).all():
+        w[:] = np.nan
+        v[:, :] = np.nan
+        return
+    ww, vv = np.linalg.eigh(s)
+    w[:] = ww
+    v[:, :] = vv
+
+
+@njit(cache=True, error_model="numpy")
+def _svd_{S}(a, u, s, vh, full):
+    uu, ss, vv = np.linalg.svd(a.astype(np.float64), full_matrices=full)
+    u[:, :] = uu
+    s[:] = ss
+    vh[:, :] = vv
 """
 
 # -- templates: {T} is the Numba type, {S} the dtype suffix --------------------------------------

@@ -1,0 +1,249 @@
+"""Matrix decompositions: qr, eigh (symmetric eigenproblem), svd. Each acts on the last two
+dims and batches over the leading ones; results are LAPACK's (NumPy's), sign conventions
+included."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegrad.core.op import Primitive
+from tracegrad.core.shapes import shape_str
+from tracegrad.core.types import TensorType
+from tracegrad.errors import NotDifferentiableError, ShapeError
+from tracegrad.ops import elementwise as ew
+from tracegrad.ops import shape_ops
+from tracegrad.ops._batching import batch_axes
+from tracegrad.ops._families import check_kind
+from tracegrad.ops.linalg import (
+    _check_square,
+    _matmul,
+    _mT,
+    _rows_cols,
+    _triangle,
+    triangular_solve_p,
+)
+
+
+def _check_matrix(op, a):
+    check_kind(op, a, "float")
+    if a.ndim < 2:
+        raise ShapeError(f"{op}: expected a (batch of) matrices, got {shape_str(a.shape)}")
+
+
+def _small(m, n):
+    """min(m, n) of two dims, None when either is unknown."""
+    return None if m is None or n is None else min(m, n)
+
+
+def _dims(op, pairs):
+    """A decomposition's dims rule: every result's batch dims are the operand's, and
+    `pairs` of (tensor, axis) with axes counted from the end (tensor 0 the operand, 1.. the
+    results) are equal."""
+    a = op.inputs[0]
+    ts = (a, *op.outputs)
+    for t in op.outputs:
+        for i in range(a.ndim - 2):
+            yield a, i, t, i
+    for (x, i), (y, j) in pairs:
+        yield ts[x], ts[x].ndim + i, ts[y], ts[y].ndim + j
+
+
+def _cols(v, like):
+    """Vector batch `v` (..., k) broadcast along the rows of `like` (..., r, k): `v[j]` in
+    column j."""
+    nd = like.ndim
+    return shape_ops.broadcast_like(v, like, tuple(range(nd - 2)) + (nd - 1,))
+
+
+def _rows(v, like):
+    """Vector batch `v` (..., k) broadcast along the columns of `like` (..., k, c)."""
+    nd = like.ndim
+    return shape_ops.broadcast_like(v, like, tuple(range(nd - 1)))
+
+
+def _gaps(v, like):
+    """F with `F[i, j] = 1 / (v[j] - v[i])`, 0 where `v[j] == v[i]` (the diagonal, and
+    exactly repeated values), of `like`'s (..., k, k) shape."""
+    diff = ew.sub_p.bind(_cols(v, like), _rows(v, like))
+    same = ew.eq_p.bind(diff, shape_ops.zeros_like(diff))
+    safe = ew.select_p.bind(same, shape_ops.ones_like(diff), diff)
+    return ew.select_p.bind(same, shape_ops.zeros_like(diff),
+                            ew.div_p.bind(shape_ops.ones_like(diff), safe))
+
+
+def _static(op, a, what):
+    m, n = a.shape[-2:]
+    if m is None or n is None:
+        raise NotDifferentiableError(
+            f"{op}: the gradient of {what} needs the matrix dims when traced; give them "
+            f"statically (got {shape_str(a.shape)})")
+    return m, n
+
+
+def _split_last(x, k, axis):
+    """`(x[..., :k], x[..., k:])` along `axis` (-1 or -2) of static size."""
+    ax = x.ndim + axis
+    n = x.shape[ax]
+    return shape_ops.slice_along(x, ax, 0, k), shape_ops.slice_along(x, ax, k, n)
+
+
+def _complement_cotangent(q, g, k):
+    """The cotangent of the first `k` columns of orthogonal `q` from `g`, the cotangent of
+    all of `q`: the last columns span the complement of the first, and their derivative is
+    taken as the rotation of least norm, `-Q_k dQ_k^T Q_perp`, which makes the gradients
+    of functions invariant to the complement's basis exact."""
+    q_k, q_perp = _split_last(q, k, -1)
+    g_k, g_perp = _split_last(g, k, -1)
+    return ew.sub_p.bind(g_k, _matmul(q_perp, _matmul(_mT(g_perp), q_k)))
+
+
+# -- qr --------------------------------------------------------------------------------------
+
+qr_p = Primitive("qr", multiple_results=True)
+"""`(q, r)` with `a == q @ r`, `q` with orthonormal columns and `r` upper triangular: `q`
+is (..., m, k), `r` (..., k, n) with k = min(m, n), or k = m when `full_matrices`."""
+
+
+@qr_p.def_abstract_eval
+def _qr_abstract_eval(a, *, full_matrices=False):
+    _check_matrix("qr", a)
+    m, n = a.shape[-2:]
+    k = m if full_matrices else _small(m, n)
+    batch = a.shape[:-2]
+    return [TensorType(batch + (m, k), a.dtype), TensorType(batch + (k, n), a.dtype)]
+
+
+qr_p.def_impl(lambda a, *, full_matrices=False: tuple(
+    np.linalg.qr(a, mode="complete" if full_matrices else "reduced")))
+batch_axes(qr_p, front=True)
+qr_p.def_dims(lambda op: _dims(op, [((0, -2), (1, -2)), ((0, -1), (2, -1)), ((1, -1), (2, -2))]
+                               + [((0, -2), (1, -1))] * op.attrs.get("full_matrices", False)))
+
+
+def _qr_tall_grad(q, r, g_q, g_r):
+    # m >= n, reduced: with M = g_r r^T - q^T g_q and N its upper triangle copied to the
+    # lower, the gradient is (g_q + q N) r^-T.
+    m = ew.sub_p.bind(_matmul(g_r, _mT(r)), _matmul(_mT(q), g_q))
+    rows, cols = _rows_cols(m)
+    n = ew.select_p.bind(ew.le_p.bind(rows, cols), m, _mT(m))
+    b = ew.add_p.bind(g_q, _matmul(q, n))
+    return triangular_solve_p.bind(r, b, left_side=False, lower=False, transpose_a=True)
+
+
+@qr_p.def_grad
+def _qr_grad(op, g_q, g_r):
+    (a,), (q, r) = op.inputs, op.outputs
+    m, n = a.shape[-2:]
+    full = op.attrs.get("full_matrices", False)
+    if m is not None and n is not None and m == n:
+        return [_qr_tall_grad(q, r, g_q, g_r)]
+    m, n = _static("qr", a, "a non-square factorization")
+    if m > n:
+        if full:  # r's last m - n rows are zeros; q's last columns the complement
+            g_q = _complement_cotangent(q, g_q, n)
+            q = _split_last(q, n, -1)[0]
+            r, g_r = _split_last(r, n, -2)[0], _split_last(g_r, n, -2)[0]
+        return [_qr_tall_grad(q, r, g_q, g_r)]
+    # m < n: a = [x | y], q r_x = x, r = [r_x | q^T y]
+    y = _split_last(a, m, -1)[1]
+    r_x = _split_last(r, m, -1)[0]
+    g_rx, g_v = _split_last(g_r, m, -1)
+    g_x = _qr_tall_grad(q, r_x, ew.add_p.bind(g_q, _matmul(y, _mT(g_v))), g_rx)
+    g_y = _matmul(q, g_v)
+    return [shape_ops.concatenate_p.bind(g_x, g_y, dimension=a.ndim - 1)]
+
+
+# -- eigh ------------------------------------------------------------------------------------
+
+eigh_p = Primitive("eigh", multiple_results=True)
+"""`(w, v)`: the eigenvalues (ascending) and eigenvectors (columns) of symmetric `a`, read
+from its lower triangle (`lower`) or its upper one."""
+
+
+@eigh_p.def_abstract_eval
+def _eigh_abstract_eval(a, *, lower=True):
+    _check_square("eigh", a)
+    n = a.shape[-1] if a.shape[-1] is not None else a.shape[-2]
+    return [TensorType(a.shape[:-2] + (n,), a.dtype), a]
+
+
+eigh_p.def_impl(lambda a, *, lower=True: tuple(np.linalg.eigh(a, UPLO="L" if lower else "U")))
+batch_axes(eigh_p, front=True)
+eigh_p.def_dims(lambda op: _dims(op, [((0, -1), (0, -2)), ((0, -1), (1, -1)),
+                                      ((0, -2), (2, -2)), ((0, -1), (2, -1))]))
+
+
+@eigh_p.def_grad
+def _eigh_grad(op, g_w, g_v):
+    # dw_i = v_i^T da v_i, dV = V (F o V^T da V), F[i, j] = 1 / (w_j - w_i): the gradient for
+    # symmetric da is G = V (diag(g_w) + F o V^T g_v) V^T, and on the triangle eigh reads,
+    # tril(G + G^T, -1) + diag(G) (its upper counterpart for the upper triangle).
+    (w, v) = op.outputs
+    lower = op.attrs.get("lower", True)
+    inner = ew.mul_p.bind(_gaps(w, v), _matmul(_mT(v), g_v))
+    left = ew.add_p.bind(_matmul(v, inner), ew.mul_p.bind(v, _cols(g_w, v)))
+    g = _matmul(left, _mT(v))
+    rows, cols = _rows_cols(g)
+    return [ew.select_p.bind(ew.eq_p.bind(rows, cols), g,
+                             _triangle(ew.add_p.bind(g, _mT(g)), lower, strict=True))]
+
+
+# -- svd -------------------------------------------------------------------------------------
+
+svd_p = Primitive("svd", multiple_results=True)
+"""`(u, s, vh)` with `a == u @ diag(s) @ vh`, `s` descending: `u` (..., m, k), `s`
+(..., k), `vh` (..., k, n) with k = min(m, n); with `full_matrices`, `u` (..., m, m) and
+`vh` (..., n, n)."""
+
+
+@svd_p.def_abstract_eval
+def _svd_abstract_eval(a, *, full_matrices=False):
+    _check_matrix("svd", a)
+    m, n = a.shape[-2:]
+    k = _small(m, n)
+    batch = a.shape[:-2]
+    cu, rv = (m, n) if full_matrices else (k, k)
+    return [TensorType(batch + (m, cu), a.dtype), TensorType(batch + (k,), a.dtype),
+            TensorType(batch + (rv, n), a.dtype)]
+
+
+svd_p.def_impl(lambda a, *, full_matrices=False: tuple(
+    np.linalg.svd(a, full_matrices=full_matrices)))
+batch_axes(svd_p, front=True)
+svd_p.def_dims(lambda op: _dims(op, [((0, -2), (1, -2)), ((0, -1), (3, -1))] + (
+    [((0, -2), (1, -1)), ((0, -1), (3, -2))] if op.attrs.get("full_matrices", False)
+    else [((1, -1), (2, -1)), ((3, -2), (2, -1))])))
+
+
+@svd_p.def_grad
+def _svd_grad(op, g_u, g_s, g_vh):
+    # Townsend's rule for a = U S V^T (k = min(m, n) singular values), F[i, j] =
+    # 1 / (s_j^2 - s_i^2):  G = U (J S + diag(g_s) + S K) V^T + (I - U U^T) g_u S^-1 V^T
+    # + U S^-1 g_v^T (I - V V^T), J = F o (U^T g_u - g_u^T U), K = F o (V^T g_v - g_v^T V).
+    (a,), (u, s, vh) = op.inputs, op.outputs
+    m, n = a.shape[-2:]
+    if op.attrs.get("full_matrices", False) and not (m is not None and m == n):
+        m, n = _static("svd", a, "full_matrices=True for a non-square matrix")
+        k = min(m, n)
+        if m > k:
+            g_u, u = _complement_cotangent(u, g_u, k), _split_last(u, k, -1)[0]
+        if n > k:
+            g_vh = _mT(_complement_cotangent(_mT(vh), _mT(g_vh), k))
+            vh = _split_last(vh, k, -2)[0]
+    utgu = _matmul(_mT(u), g_u)
+    vtgv = _matmul(vh, _mT(g_vh))
+    like = utgu
+    f = _gaps(ew.mul_p.bind(s, s), like)
+    j = ew.mul_p.bind(f, ew.sub_p.bind(utgu, _mT(utgu)))
+    kk = ew.mul_p.bind(f, ew.sub_p.bind(vtgv, _mT(vtgv)))
+    inner = ew.add_p.bind(ew.mul_p.bind(j, _cols(s, like)), ew.mul_p.bind(_rows(s, like), kk))
+    left = ew.add_p.bind(_matmul(u, inner), ew.mul_p.bind(u, _cols(g_s, u)))
+    g = _matmul(left, vh)
+    inv_s = ew.div_p.bind(shape_ops.ones_like(s), s)
+    if m is None or n is None or m > n:  # U does not span all of R^m
+        p_u = ew.sub_p.bind(g_u, _matmul(u, utgu))
+        g = ew.add_p.bind(g, _matmul(ew.mul_p.bind(p_u, _cols(inv_s, p_u)), vh))
+    if m is None or n is None or m < n:  # V does not span all of R^n
+        p_v = ew.sub_p.bind(g_vh, _matmul(_mT(vtgv), vh))
+        g = ew.add_p.bind(g, _matmul(ew.mul_p.bind(u, _cols(inv_s, u)), p_v))
+    return [g]

@@ -12,7 +12,7 @@ NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 # Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
 MISSING = frozenset([
     "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "left_shift", "packbits",
-    "polyfit", "right_shift", "roots", "sort_complex", "unpackbits"])
+    "right_shift", "roots", "sort_complex", "unpackbits"])
 
 
 def _names() -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 import tracegrad.numpy as tnp
-from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand
+from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand, ulps
 
 A7, X35 = rand((7,), seed=80), rand((3, 5), seed=81)
 X234 = rand((2, 3, 4), seed=82)
@@ -176,6 +176,30 @@ for _u, _v in ((rand((5,), seed=105), rand((3,), seed=106)), (A7[:3], rand((5,),
                (rand((4,), I32, 1, 5, seed=110), rand((2,), I64, 1, 5, seed=111))):
     case(f"polydiv[{len(_u)},{_u.dtype},{len(_v)},{_v.dtype}]", tnp.polydiv, np.polydiv, _u,
          _v, grad_argnums=(0, 1) if _u.dtype == F64 else ())
+
+def _fit(name, fn, reference, *args, **options):
+    """polyfit solves by a singular value decomposition, NumPy by LAPACK's gelsd: within
+    64 ulps of the largest result."""
+    out = reference(*args)
+    atol = max(ulps(lambda x=x: x, n=64)["atol"]
+               for x in (out if isinstance(out, tuple) else (out,)))
+    case(name, fn, reference, *args, atol=atol,
+         why="an SVD solve, NumPy LAPACK's gelsd: last bits differ", **options)
+
+
+_PX = np.linspace(-1.0, 2.0, 9)
+_PY = np.sin(2.0 * _PX) + 0.3 * _PX
+_PW = np.linspace(0.5, 1.5, 9)
+_fit("polyfit[deg 3]", lambda x, y: tnp.polyfit(x, y, 3), lambda x, y: np.polyfit(x, y, 3),
+     _PX, _PY, grad_argnums=(0, 1))
+_fit("polyfit[2-d y, deg 2]", lambda x, y: tnp.polyfit(x, y, 2),
+     lambda x, y: np.polyfit(x, y, 2), _PX, np.stack([_PY, _PY ** 2], 1), grad_argnums=(1,))
+_fit("polyfit[w]", lambda x, y, w: tnp.polyfit(x, y, 2, w=w),
+     lambda x, y, w: np.polyfit(x, y, 2, w=w), _PX, _PY, _PW, grad_argnums=(1, 2))
+_fit("polyfit[cov]", lambda x, y: tuple(tnp.polyfit(x, y, 2, cov=True)),
+     lambda x, y: tuple(np.polyfit(x, y, 2, cov=True)), _PX, _PY, grad_argnums=(1,))
+_fit("polyfit[f32]", lambda x, y: tnp.polyfit(x, y, 1), lambda x, y: np.polyfit(x, y, 1),
+     _PX.astype(F32), _PY.astype(F32))
 
 # -- gcd, lcm, nextafter, spacing ----------------------------------------------------------------
 

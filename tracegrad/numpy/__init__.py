@@ -286,6 +286,7 @@ from tracegrad.numpy._functional import (
 from tracegrad.numpy._polynomials import (
     poly,
     polydiv,
+    polyfit,
 )
 from tracegrad.numpy._selection import (
     argpartition,
@@ -576,6 +577,7 @@ __all__ = [
     "polyadd",
     "polyder",
     "polydiv",
+    "polyfit",
     "polyint",
     "polymul",
     "polysub",

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import GraphTensor
-from tracegrad.errors import ShapeError, UnsupportedOpError
+from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import dtype_of, ndim_of, read, shape_of, static_dim, static_shape
 from tracegrad.numpy._creation import astype
 from tracegrad.numpy._shape import atleast_1d, concatenate, stack
@@ -77,3 +79,62 @@ def polydiv(u, v):
     return quotient, stack(r[start:])
 
 
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The coefficients (highest power first) of the degree-`deg` polynomial fitting `y`
+    (a vector, or one column per fit) at `x` in the least-squares sense, as NumPy's: the
+    Vandermonde matrix's columns scaled to unit norm, solved by `linalg.lstsq`, weights `w`
+    multiplying the residuals. `full=True` returns `(coefficients, residuals, rank,
+    singular values, rcond)`; `cov=True` (or `"unscaled"`) also the coefficients'
+    covariance. Differentiable in `x`, `y` and `w`."""
+    from tracegrad.numpy import linalg
+    from tracegrad.numpy._reductions import sum as _sum
+    from tracegrad.numpy._sequences import vander
+    from tracegrad.numpy._ufuncs import sqrt
+
+    deg = operator.index(deg)
+    if deg < 0:
+        raise InvalidArgumentError("polyfit: expected deg >= 0")
+    x, y = read(x), read(y)
+    if ndim_of(x) != 1:
+        raise ShapeError("polyfit: expected a 1-D x")
+    if ndim_of(y) not in (1, 2):
+        raise ShapeError("polyfit: expected a 1-D or 2-D y")
+    n = static_dim(x, 0, "polyfit")
+    if shape_of(y)[0] is not None and shape_of(y)[0] != n:
+        raise ShapeError("polyfit: x and y must have the same length")
+    order = deg + 1
+    x = astype(x, np.result_type(dtype_of(x)[0], np.float64)) if not dtypes.is_float(
+        dtype_of(x)[0]) else x
+    if rcond is None:
+        rcond = n * np.finfo(dtype_of(x)[0]).eps
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = read(w)
+        if ndim_of(w) != 1 or shape_of(w)[0] not in (None, n):
+            raise ShapeError("polyfit: expected a 1-D w of the length of x")
+        lhs = multiply(lhs, w[:, None])
+        rhs = multiply(rhs, w if ndim_of(rhs) == 1 else w[:, None])
+    scale = sqrt(_sum(multiply(lhs, lhs), axis=0))
+    lhs = true_divide(lhs, scale)
+    unscale = scale if ndim_of(rhs) == 1 else scale[:, None]
+    if full:
+        c, residuals, rank, s = linalg.lstsq(lhs, rhs, rcond)
+        return true_divide(c, unscale), residuals, rank, s, rcond
+    scaled = linalg.lstsq_solution(lhs, rhs, rcond)
+    c = true_divide(scaled, unscale)
+    if not cov:
+        return c
+    base = true_divide(linalg.inv(linalg.matmul(lhs.T, lhs)), multiply(scale[:, None], scale))
+    if cov == "unscaled":
+        factor = 1.0
+    else:
+        if n <= order:
+            raise InvalidArgumentError("polyfit: the number of data points must exceed "
+                                       "order to scale the covariance matrix")
+        misfit = subtract(linalg.matmul(lhs, scaled), rhs)
+        factor = true_divide(_sum(multiply(misfit, misfit), axis=0), n - order)
+    if ndim_of(y) == 1:
+        return c, multiply(base, factor)
+    return c, multiply(base[:, :, None], factor)

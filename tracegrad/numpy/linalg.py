@@ -244,6 +244,27 @@ def _eps_times_size(a, dtype):
     return multiply(cast(size, dtypes.float64), eps)
 
 
+def _solve_by_svd(a, col, rcond):
+    """`(x, u, s, u^T col, kept singular values)` of the least-squares solution of
+    `a @ x = col` (`col` a matrix)."""
+    u, s, vh = ops.svd(a, full_matrices=False)
+    rcond = _eps_times_size(a, np.float64) if rcond is None or rcond < 0 else rcond
+    keep = greater(s, multiply(_max(s, -1, keepdims=True), rcond))
+    utb = matmul(_mT(u), col)
+    x = matmul(_mT(vh), multiply(_inverted(s, keep)[..., None], utb))
+    return x, u, s, utb, keep
+
+
+def lstsq_solution(a, b, rcond=None):
+    """The `x` of `lstsq(a, b, rcond)` alone (without the residuals, rank and singular
+    values, which cost more ops)."""
+    (a, b), _ = promote(floating(a), floating(b))
+    vector = ndim_of(b) == 1
+    col = _reshape(b, shape_of(b) + (1,), "lstsq") if vector else b
+    x = _solve_by_svd(a, col, rcond)[0]
+    return x[:, 0] if vector else x
+
+
 def lstsq(a, b, rcond=None):
     """`(x, residuals, rank, s)`: the least-squares solution of `a @ x = b` (m x n `a`, `b` a
     vector or an m x k matrix) by the singular value decomposition, singular values up to
@@ -260,11 +281,7 @@ def lstsq(a, b, rcond=None):
         raise ShapeError(f"lstsq: incompatible dimensions {shape_str(shape_of(a))} and "
                          f"{shape_str(shape_of(b))}")
     col = _reshape(b, shape_of(b) + (1,), "lstsq") if vector else b
-    u, s, vh = ops.svd(a, full_matrices=False)
-    rcond = _eps_times_size(a, np.float64) if rcond is None or rcond < 0 else rcond
-    keep = greater(s, multiply(_max(s, -1, keepdims=True), rcond))
-    utb = matmul(_mT(u), col)
-    x = matmul(_mT(vh), multiply(_inverted(s, keep)[..., None], utb))
+    x, u, s, utb, keep = _solve_by_svd(a, col, rcond)
     rank = cast(_sum(keep, -1), dtypes.int32)
     if m is not None and n is not None and m <= n:
         residuals = s[:0]

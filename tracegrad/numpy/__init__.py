@@ -4,7 +4,20 @@ Called on tensors (traced or eager) they build or run ops; called on plain NumPy
 with nothing recording they return NumPy (rank 0 as a NumPy scalar). See docs/numpy.md.
 """
 
-from tracegrad.core.dtypes import bool_, float32, float64, int32, int64
+from tracegrad.core.dtypes import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from tracegrad.numpy import linalg
 from tracegrad.numpy._creation import (
     arange,
@@ -399,6 +412,7 @@ __all__ = [
     "flip",
     "fliplr",
     "flipud",
+    "float16",
     "float32",
     "float64",
     "float_power",
@@ -426,6 +440,8 @@ __all__ = [
     "inf",
     "inner",
     "insert",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "interp",
@@ -563,6 +579,10 @@ __all__ = [
     "triu_indices_from",
     "true_divide",
     "trunc",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "unstack",
     "unwrap",
     "vander",

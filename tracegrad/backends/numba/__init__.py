@@ -14,6 +14,7 @@ from __future__ import annotations
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
+from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
@@ -120,7 +121,7 @@ def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
     from numba.np.numpy_support import from_dtype
 
     def arr(dtype, ndim):
-        return types.Array(from_dtype(dtypes.canonicalize(dtype)), ndim, "C")
+        return types.Array(from_dtype(STORAGE[dtypes.canonicalize(dtype)]), ndim, "C")
 
     sig = [arr(t.dtype, t.ndim) for t in graph.all_inputs]
     sig += [arr(c.dtype, c.ndim) for c in cg.const_arrays]

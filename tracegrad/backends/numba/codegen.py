@@ -80,6 +80,8 @@ class CodeGen:
         self.sub = module is not None  # a sub-graph's kernel, called by the entry
         self.lines: list = []  # records (`records.Stmt`, `Comment`, `Line`)
         self.helpers: dict = self.module.helpers
+        if any(t.dtype == dtypes.float16 for t in plan.tensors):
+            self.helpers["_f16"] = None  # float16 results are rounded (helpers.STORAGE)
         self.refs: dict = {}
         self.counter = 0
         self.loop_locals: set = set()  # names of `records.LOOP_LOCAL` kinds
@@ -307,7 +309,7 @@ class CodeGen:
 
     def const_array(self, value) -> str:
         """The name of a new constant array argument holding `value`."""
-        self.const_arrays.append(value)
+        self.const_arrays.append(value.astype(helpers.STORAGE[value.dtype], copy=False))
         return slot(f"c{len(self.const_arrays) - 1}")
 
     def operand_array(self, t) -> str:

@@ -27,10 +27,15 @@ from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
 
+_WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_))
+
 
 def typed(expr: str, dtype) -> str:
-    """`expr` cast to `dtype` where Numba could give a wider type."""
-    if dtype in (dtypes.float32, dtypes.int32):
+    """`expr` cast to `dtype` where Numba could give a wider type (a float16 result is
+    rounded to float16 and held as a float32: helpers.STORAGE)."""
+    if dtype == dtypes.float16:
+        return f"_f16({expr})"
+    if dtype not in _WIDE:
         return f"{NB_TYPE[dtype]}({expr})"
     return expr
 
@@ -52,8 +57,8 @@ def literal(value, dtype) -> str:
 
 def _vector_call(fn: str, args: list, dtype) -> str:
     fn = slot(fn)  # renamed for a re-run with the full reduction (records.full_reduction)
-    if dtype == dtypes.float32:
-        return f"np.float32({fn}({', '.join(f'np.float64({a})' for a in args)}))"
+    if dtype in (dtypes.float32, dtypes.float16):
+        return typed(f"{fn}({', '.join(f'np.float64({a})' for a in args)})", dtype)
     return f"{fn}({', '.join(args)})"
 
 
@@ -152,6 +157,8 @@ def _convert(args, x, out, attrs, helpers):
         return a if x == dtypes.bool_ else f"({a} != 0)"
     if x == new:
         return a
+    if new == dtypes.float16:
+        return typed(f"np.float64({a})", new)  # one rounding, as NumPy's casts
     return f"{NB_TYPE[new]}({a})"
 
 

@@ -109,11 +109,14 @@ def _float_accumulator(a, dtype, op: str) -> np.dtype:
 
 
 def mean(a, axis=None, dtype=None, keepdims=False):
-    """Arithmetic mean over `axis`; integers and bools average in float64. Over an unknown
-    (None) dim the count is read at run time."""
+    """Arithmetic mean over `axis`; integers and bools average in float64, float16 in
+    float32 (the result is float16), as NumPy. Over an unknown (None) dim the count is read
+    at run time."""
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "mean")
     dt = _float_accumulator(a, dtype, "mean")
+    if dt == dtypes.float16 and dtype is None:
+        return cast(mean(_as(a, dtypes.float32), axis, None, keepdims), dt)
     total = ops.reduce_sum(_as(a, dt), axes=axes, keepdims=bool(keepdims))
     if not dtypes.is_float(dt):
         # An integer dtype= sums in it and truncates the quotient, as NumPy does.

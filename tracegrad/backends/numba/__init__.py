@@ -20,8 +20,10 @@ from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
+from tracegrad.ops import reductions
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.ops.effects import assign_p
+from tracegrad.ops.elementwise import convert_element_type_p
 from tracegrad.passes.inline import inline_call, inline_custom_gradient
 
 __all__ = [
@@ -46,8 +48,25 @@ register(assign_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[1:]))
 
 def _inlined(op):
     """The `inline` rule of `op`'s primitive when it is removed before planning, or None."""
+    if (op.primitive in _F32_ACCUMULATED and op.inputs[0].dtype == dtypes.float16
+            and not op.outputs[0].type.weak):
+        return _float32_accumulated
     rec = find(op.primitive)
     return rec.inline if rec is not None and rec.kind == INLINED else None
+
+
+# float16 sums and products accumulate in float32 and round once at the end, as NumPy's
+# float16 reduction loops do over a contiguous run of elements.
+_F32_ACCUMULATED = (reductions.reduce_sum_p, reductions.reduce_prod_p)
+
+
+def _float32_accumulated(rw, op, ins):
+    def convert(x, dtype):
+        return rw.emit(convert_element_type_p, [x], {"new_dtype": dtype}, op.source)[0]
+
+    (wide,) = rw.emit(op.primitive, [convert(ins[0], dtypes.float32), *ins[1:]],
+                      dict(op.attrs), op.source)
+    return [convert(wide, dtypes.float16)]
 
 
 def _lower(graph: FuncGraph) -> FuncGraph:

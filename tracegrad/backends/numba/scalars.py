@@ -124,6 +124,7 @@ _elementwise(ew.abs_p, lambda args, x, out, attrs, helpers: typed(
     f"np.abs({args[0]})" if dtypes.is_float(x) else f"abs({args[0]})", out))
 _elementwise(ew.sign_p, lambda args, x, out, attrs, helpers: (
     f"{helper(helpers, 'sign_f', x)}({args[0]})" if dtypes.is_float(x)
+    else typed(f"({args[0]} != 0)", x) if dtypes.is_unsigned(x)
     else typed(f"np.sign({args[0]})", x)))
 _elementwise(ew.not_p, lambda args, x, out, attrs, helpers: (
     f"(not {args[0]})" if x == dtypes.bool_ else typed(f"(~{args[0]})", x)))

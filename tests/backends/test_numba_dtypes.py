@@ -1,0 +1,78 @@
+"""The numba backend against the numpy backend on every row of tests/ops/optable_dtypes.py
+(the narrower integers and float16), compiled in a few large groups.
+
+Integers and bools agree exactly. float16 results agree exactly too (the kernel computes
+each op in float32 or float64 and rounds its result to float16, as NumPy's float16 loops
+do), except on the rows of `F16_ULP`: float16 functions (NumPy's float32 loops against the
+backend's float64 vector math), and float16 sums (NumPy rounds a reduction along a
+non-contiguous axis to float16 at every step): within a float16 ulp there (two for sums and
+means of ten or more terms)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tests.backends._util import check_rows_in_groups
+from tests.ops.optable_dtypes import F16_ULP, ROWS
+from tracegrad.core import tree
+from tracegrad.transforms.evaluate import Interpreter
+
+nb = pytest.importorskip("tracegrad.backends.numba")
+
+GROUP_SIZE = 120
+GROUPS = [ROWS[i:i + GROUP_SIZE] for i in range(0, len(ROWS), GROUP_SIZE)]
+
+
+def _combined(cases):
+    def fn(*flat):
+        outs, k = [], 0
+        for c in cases:
+            outs.append(c.fn(*flat[k:k + len(c.args)]))
+            k += len(c.args)
+        return outs
+    return fn
+
+
+def _assert_close(got, want, ulps, what):
+    assert got.dtype == want.dtype and got.shape == want.shape, (
+        f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}")
+    if want.dtype.kind != "f" or ulps == 0:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        if want.dtype.kind == "f":
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=what)
+        return
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaNs")
+    ok = ~np.isnan(want)
+    g, w = got[ok].astype(np.float64), want[ok].astype(np.float64)
+    spacing = np.spacing(np.abs(want[ok])).astype(np.float64)
+    off = np.abs(g - w) > ulps * spacing
+    assert not off.any(), f"{what}: {got[ok][off]} vs {want[ok][off]} (over {ulps} ulp)"
+
+
+def _check(cases):
+    args = [a for c in cases for a in c.args]
+    graph = tg.trace(_combined(cases))(*args)
+    leaves = tree.flatten(args)[0]
+    arrays = [np.asarray(x, dtype=t.dtype) for x, t in zip(leaves, graph.inputs, strict=True)]
+    with np.errstate(all="ignore"):
+        want = Interpreter(graph)(arrays)
+    got = nb.compile_graph(graph)(arrays)
+    k = 0
+    for c in cases:
+        with np.errstate(all="ignore"):
+            n = len(tree.flatten(c.fn(*c.args))[0])
+        ulps = 0
+        if c.name in F16_ULP:
+            ulps = 2 if c.name.startswith(("sum", "mean", "cumsum")) else 1
+        for g, w in zip(got[k:k + n], want[k:k + n], strict=True):
+            _assert_close(np.asarray(g), np.asarray(w), ulps, c.name)
+        k += n
+    assert k == len(want)
+
+
+@pytest.mark.parametrize("group", range(len(GROUPS)),
+                         ids=[f"{g[0].name}..{g[-1].name}" for g in GROUPS])
+def test_numba_matches_numpy_backend_on_narrow_dtypes(group):
+    check_rows_in_groups(GROUPS[group], _check)

@@ -11,11 +11,11 @@ NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 
 # Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
 MISSING = frozenset(["apply_along_axis", "apply_over_axes", "argpartition", "bincount",
-    "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "einsum_path", "fill_diagonal", "fromfunction", "frompyfunc", "gcd",
+    "einsum_path", "fill_diagonal", "fromfunction", "frompyfunc", "gcd",
     "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "i0", "intersect1d",
-    "kaiser", "lcm", "left_shift", "lexsort", "nextafter", "packbits", "partition", "piecewise",
+    "kaiser", "lcm", "lexsort", "nextafter", "packbits", "partition", "piecewise",
     "place", "poly", "polydiv", "polyfit", "put", "put_along_axis", "ravel_multi_index",
-    "right_shift", "roots", "setdiff1d", "setxor1d", "sort_complex", "spacing", "trim_zeros",
+    "roots", "setdiff1d", "setxor1d", "sort_complex", "spacing", "trim_zeros",
     "union1d", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values",
     "unpackbits", "unravel_index"])
 

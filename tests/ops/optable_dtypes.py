@@ -143,6 +143,23 @@ for _dt in NARROW:
         _row(f"{_name}[{_dt}]", getattr(tnp, _name), getattr(np, _name), a, b)
     _row(f"invert[{_dt}]", tnp.invert, np.invert, a)
 
+# -- shifts at the edge counts (0, 1, width - 1, width, width + 5, negative), and popcount -----
+
+for _dt in NARROW + ("int32", "int64"):
+    _w = np.dtype(_dt).itemsize * 8
+    _signed = np.dtype(_dt).kind == "i"
+    a = _sample(_dt, (8,), seed=17)
+    a[4:] = [1, 3, -5 if _signed else 5, 6]
+    b = np.array([0, 1, _w - 1, _w, _w + 5, 2, _w - 1, -1 if _signed else 2 * _w])
+    b = b.astype(_dt)
+    for _name in ("left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift"):
+        _row(f"{_name}[{_dt},edge counts]", getattr(tnp, _name), getattr(np, _name), a, b)
+    _row(f"shift operators[{_dt}]", lambda x, y: (x << y, x >> y, x << 2, 1 >> y),
+         lambda x, y: (x << y, x >> y, x << 2, 1 >> y), a, b)
+    _row(f"bitwise_count[{_dt}]", tnp.bitwise_count, np.bitwise_count, a)
+_row("bitwise_count[bool]", tnp.bitwise_count, np.bitwise_count, rand((5,), "bool"))
+_row("bitwise_count[python int]", lambda: tnp.bitwise_count(-7), lambda: np.bitwise_count(-7))
+
 # -- float16 gradients (against float64 finite differences) ------------------------------------
 
 _F16_GRAD = {"grad_argnums": (0,), "grad_rtol": 3e-2}

@@ -1,7 +1,7 @@
 """Elementwise functions with NumPy names and semantics: broadcasting, and the dtypes NumPy's
 own ufunc loops use (NEP 50 promotion with weak Python scalars: `f32 * 2.0 -> f32`,
-`i32 + 2.5 -> f64`, `sin(i32) -> f64`); where NumPy would compute in a dtype tracegrad
-lacks (`bool // bool` is int8) they raise DTypeError naming the function."""
+`i32 + 2.5 -> f64`, `sin(i32) -> f64`, `sin(i8) -> f16`); operands NumPy has no loop for
+(`bitwise_and` of floats) raise DTypeError naming the function."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ divide = true_divide
 
 floor_divide = ufunc_function(
     np.floor_divide, ops.floor_div_p, "floor_divide",
-    "Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is a DTypeError: "
-    "NumPy computes it in int8).",
+    "Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is int8, as "
+    "NumPy's).",
 )
 
 mod = ufunc_function(
@@ -331,6 +331,47 @@ invert = ufunc_function(
 
 bitwise_not = bitwise_invert = invert
 
+left_shift = ufunc_function(
+    np.left_shift, ops.shift_left_p, "left_shift",
+    "Elementwise `x1 << x2` of integers: a count of at least the width of the dtype (or "
+    "negative) gives 0, as NumPy.",
+)
+
+right_shift = ufunc_function(
+    np.right_shift, ops.shift_right_p, "right_shift",
+    "Elementwise `x1 >> x2` of integers (arithmetic for signed ones): a count of at least "
+    "the width of the dtype (or negative) gives 0, or -1 for a negative `x1`, as NumPy.",
+)
+
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
+
+# Bit masks of the population count's steps (pairs, nibbles, bytes), by unsigned width.
+_SWAR = (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F, 0x0101010101010101)
+_UNSIGNED = {dt.itemsize: dt for dt in dtypes.UNSIGNED}
+
+
+def bitwise_count(x):
+    """The number of 1 bits in the absolute value of each integer (NumPy 2's popcount);
+    a uint8 result.
+
+    >>> tnp.bitwise_count(np.array([-1, 7, 256]))  # array([1, 3, 1], dtype=uint8)
+    """
+    x = read(x)
+    src, out = loop_dtypes(np.bitwise_count, (loop_key(x),), "bitwise_count")
+    x = cast(x, src, dtype_of(x)[1])
+    if not dtypes.is_unsigned(src):
+        x = ops.abs_(x)  # the bits of |x| (the most negative value keeps its one bit)
+    u = _UNSIGNED[src.itemsize]
+    v = cast(x, u)
+    m1, m2, m4, ones = (u.type(m & int(np.iinfo(u).max)) for m in _SWAR)
+    v = subtract(v, bitwise_and(right_shift(v, u.type(1)), m1))
+    v = add(bitwise_and(v, m2), bitwise_and(right_shift(v, u.type(2)), m2))
+    v = bitwise_and(add(v, right_shift(v, u.type(4))), m4)
+    if u.itemsize > 1:  # the bytes' counts summed into the top byte
+        v = right_shift(multiply(v, ones), u.type(8 * u.itemsize - 8))
+    return cast(v, out)
+
 
 def _float_test(ufunc, prim, name, other):
     def fn(x):
@@ -368,4 +409,5 @@ UFUNCS = {
     np.logical_or: logical_or, np.logical_xor: logical_xor, np.logical_not: logical_not,
     np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or, np.bitwise_xor: bitwise_xor,
     np.invert: invert, np.isnan: isnan, np.isinf: isinf, np.isfinite: isfinite,
+    np.left_shift: left_shift, np.right_shift: right_shift, np.bitwise_count: bitwise_count,
 }

@@ -202,6 +202,23 @@ _elementwise(ew.floor_div_p, _numpy_division("floordiv"), cost=COSTLY)
 _elementwise(ew.mod_p, _numpy_division("mod"), cost=COSTLY)
 
 
+def _shift(sym: str):
+    """`x << y` or `x >> y` (`sym`) with NumPy's result for counts past the width (or
+    negative), where LLVM's shift is undefined: 0, or `x >> (width - 1)` (-1 or 0) for a
+    right shift of a signed integer."""
+    def scalar(args, x, out, attrs, helpers):
+        a, b = args
+        width = dtypes.bits(x)
+        past = (f"({a} >> {width - 1})" if sym == ">>" and not dtypes.is_unsigned(x)
+                else literal(0, x))
+        return typed(f"(({a} {sym} {b}) if np.uint64({b}) < {width} else {past})", x)
+    return scalar
+
+
+_elementwise(ew.shift_left_p, _shift("<<"))
+_elementwise(ew.shift_right_p, _shift(">>"))
+
+
 def _int_pow(args, x, out, attrs, helpers):  # floats are vector math
     return typed(f"{helper(helpers, 'ipow', dtypes.int64)}(np.int64({args[0]}), "
                  f"np.int64({args[1]}))", x)

@@ -13,11 +13,11 @@ NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 MISSING = frozenset(["apply_along_axis", "apply_over_axes", "argpartition", "bincount",
     "einsum_path", "fill_diagonal", "fromfunction", "frompyfunc", "gcd",
     "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "i0", "intersect1d",
-    "kaiser", "lcm", "lexsort", "nextafter", "packbits", "partition", "piecewise",
+    "kaiser", "lcm", "lexsort", "nextafter", "partition", "piecewise",
     "place", "poly", "polydiv", "polyfit", "put", "put_along_axis", "ravel_multi_index",
     "roots", "setdiff1d", "setxor1d", "sort_complex", "spacing", "trim_zeros",
     "union1d", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values",
-    "unpackbits", "unravel_index"])
+    "unravel_index"])
 
 
 def _names() -> list[str]:

@@ -160,6 +160,20 @@ for _dt in NARROW + ("int32", "int64"):
 _row("bitwise_count[bool]", tnp.bitwise_count, np.bitwise_count, rand((5,), "bool"))
 _row("bitwise_count[python int]", lambda: tnp.bitwise_count(-7), lambda: np.bitwise_count(-7))
 
+# -- packbits and unpackbits -------------------------------------------------------------------
+
+_bits = rand((3, 11), "int8", -1, 2, seed=18)
+_packed = np.packbits(_bits != 0, axis=1)
+for _kw in ({}, {"axis": 1}, {"axis": 0, "bitorder": "little"}, {"axis": -1}):
+    _row(f"packbits[{_kw}]", lambda a, k=_kw: tnp.packbits(a, **k),
+         lambda a, k=_kw: np.packbits(a, **k), _bits)
+_row("packbits[bool,little]", lambda a: tnp.packbits(a, bitorder="little"),
+     lambda a: np.packbits(a, bitorder="little"), rand((13,), "bool", seed=19))
+for _kw in ({}, {"axis": 1}, {"axis": 0, "count": 2}, {"axis": 1, "count": 20},
+            {"axis": 1, "count": -5, "bitorder": "little"}, {"count": 0}):
+    _row(f"unpackbits[{_kw}]", lambda a, k=_kw: tnp.unpackbits(a, **k),
+         lambda a, k=_kw: np.unpackbits(a, **k), _packed)
+
 # -- float16 gradients (against float64 finite differences) ------------------------------------
 
 _F16_GRAD = {"grad_argnums": (0,), "grad_rtol": 3e-2}

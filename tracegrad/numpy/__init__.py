@@ -19,6 +19,7 @@ from tracegrad.core.dtypes import (
     uint64,
 )
 from tracegrad.numpy import linalg
+from tracegrad.numpy._bits import packbits, unpackbits
 from tracegrad.numpy._creation import (
     arange,
     asarray,
@@ -521,6 +522,7 @@ __all__ = [
     "ones",
     "ones_like",
     "outer",
+    "packbits",
     "pad",
     "percentile",
     "permute_dims",
@@ -593,6 +595,7 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "unpackbits",
     "unstack",
     "unwrap",
     "vander",

@@ -61,7 +61,7 @@ FUNCTIONS = {
     np.trace: tnp.trace, np.triu: tnp.triu, np.tril: tnp.tril, np.astype: tnp.astype,
     np.sort: tnp.sort, np.argsort: tnp.argsort, np.nonzero: tnp.nonzero,
     np.argwhere: tnp.argwhere, np.flatnonzero: tnp.flatnonzero, np.extract: tnp.extract,
-    np.compress: tnp.compress,
+    np.compress: tnp.compress, np.packbits: tnp.packbits, np.unpackbits: tnp.unpackbits,
     np.linspace: tnp.linspace, np.shape: tnp.shape, np.ndim: tnp.ndim, np.size: tnp.size,
     np.sinc: tnp.sinc, np.angle: tnp.angle, np.real: tnp.real, np.imag: tnp.imag,
     np.iscomplex: tnp.iscomplex, np.isreal: tnp.isreal, np.isposinf: tnp.isposinf,

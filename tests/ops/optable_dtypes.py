@@ -88,6 +88,15 @@ for _dt in NEW:
     _row(f"add[{_dt},python int argument]", tnp.add, np.add, x, 7)
     _row(f"true_divide[{_dt},python float argument]", tnp.true_divide, np.true_divide, x, 0.75)
 
+# NumPy 2 compares a Python int outside the integer dtype's range by its value.
+for _dt, _v in (("uint8", -1), ("uint8", 300), ("int8", 128), ("uint64", -5), ("int32", 2**40)):
+    for _name in ("equal", "not_equal", "less", "greater_equal"):
+        f, r = getattr(tnp, _name), getattr(np, _name)
+        _row(f"{_name}[{_dt},{_v}]", lambda a, f=f, v=_v: f(a, v),
+             lambda a, r=r, v=_v: r(a, v), _sample(_dt, (4,), seed=20))
+        _row(f"{_name}[{_v},{_dt}]", lambda a, f=f, v=_v: f(v, a),
+             lambda a, r=r, v=_v: r(v, a), _sample(_dt, (4,), seed=20))
+
 # -- float functions: float16, and the integers NumPy computes in float16 or float32 ----------
 
 FLOAT_UNARY = {"exp": (-3, 3), "log": (0.5, 5), "sin": (-4, 4), "cos": (-4, 4),

@@ -9,7 +9,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.errors import InvalidArgumentError
+from tracegrad.errors import DTypeError, InvalidArgumentError
 from tracegrad.numpy._core import (
     broadcast,
     cast,
@@ -183,7 +183,8 @@ def round(a, decimals=0):
     dtype, weak = dtype_of(a)
     decimals = int(decimals)
     if dtype == dtypes.bool_:
-        ufunc_operands(np.rint, "round", a)  # raises: NumPy computes in float16
+        raise DTypeError("round: NumPy does not round bool arrays (its float16 result does "
+                         "not cast back to bool); convert them first")
     if dtypes.is_int(dtype):
         if decimals >= 0:
             return a
@@ -284,8 +285,44 @@ def where(condition, x=None, y=None):
 # -- comparisons and logic -------------------------------------------------------------------
 
 
+# A comparison's answer when its left operand is below (or above) every value of the right.
+_WHEN_LESS = {np.less: True, np.less_equal: True, np.greater: False, np.greater_equal: False,
+              np.equal: False, np.not_equal: True}
+_WHEN_GREATER = {np.less: False, np.less_equal: False, np.greater: True,
+                 np.greater_equal: True, np.equal: False, np.not_equal: True}
+
+
 def _compare(ufunc, prim, name):
-    return ufunc_function(ufunc, prim, name, f"Elementwise `np.{name}` (a bool result).")
+    fn = ufunc_function(ufunc, prim, name, "")
+
+    def compare(x1, x2):
+        if type(x2) is int or type(x1) is int:
+            out = _past_range(ufunc, x1, x2)
+            if out is not None:
+                return out
+        return fn(x1, x2)
+
+    compare.__name__ = compare.__qualname__ = name
+    compare.__doc__ = (f"Elementwise `np.{name}` (a bool result); a Python int outside the "
+                       "range of the integer dtype it meets compares by its value, as NumPy 2.")
+    return compare
+
+
+def _past_range(ufunc, x1, x2):
+    """NumPy 2's answer for a Python int beyond the range of the other operand's integer
+    dtype (a constant), or None when the comparison is an ordinary one."""
+    flipped = type(x1) is int
+    v, x = (x1, read(x2)) if flipped else (x2, read(x1))
+    if type(x) is int:
+        return None
+    dt = dtype_of(x)[0]
+    if not dtypes.is_int(dt):
+        return None
+    info = np.iinfo(dt)
+    if int(info.min) <= v <= int(info.max):
+        return None
+    left_less = (v > int(info.max)) != flipped
+    return _full_like(x, (_WHEN_LESS if left_less else _WHEN_GREATER)[ufunc], dtypes.bool_)
 
 
 less = _compare(np.less, ops.lt_p, "less")

@@ -128,6 +128,12 @@ for _dt in NEW:
                  lambda a, r=r, ax=_axis: r(a, axis=ax), x,
                  ulp=_dt == "float16" and _name in ("sum", "prod", "mean"))
 
+for _dt in ("float16", "int8", "uint16"):
+    _row(f"matmul[{_dt}]", tnp.matmul, np.matmul, rand((3, 4), _dt, 0, 4, seed=21),
+         rand((4, 2), _dt, 0, 4, seed=22), ulp=_dt == "float16")
+_row("matmul,add[float16]", lambda a, b: a @ b + a[:, :2], lambda a, b: a @ b + a[:, :2],
+     rand((3, 4), "float16", -2, 2, seed=23), rand((4, 2), "float16", -2, 2, seed=24), ulp=True)
+
 # -- astype between every pair (float -> int only for values every integer dtype holds) -------
 
 for _src, _dst in itertools.product(ALL, ALL):

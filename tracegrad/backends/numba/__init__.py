@@ -20,7 +20,7 @@ from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
-from tracegrad.ops import reductions
+from tracegrad.ops import linalg, reductions
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.ops.effects import assign_p
 from tracegrad.ops.elementwise import convert_element_type_p
@@ -55,18 +55,18 @@ def _inlined(op):
     return rec.inline if rec is not None and rec.kind == INLINED else None
 
 
-# float16 sums and products accumulate in float32 and round once at the end, as NumPy's
-# float16 reduction loops do over a contiguous run of elements.
-_F32_ACCUMULATED = (reductions.reduce_sum_p, reductions.reduce_prod_p)
+# float16 sums, products and matrix products accumulate in float32 and round once at the
+# end, as NumPy's float16 loops do over a contiguous run of elements.
+_F32_ACCUMULATED = (reductions.reduce_sum_p, reductions.reduce_prod_p, linalg.dot_general_p)
 
 
 def _float32_accumulated(rw, op, ins):
     def convert(x, dtype):
         return rw.emit(convert_element_type_p, [x], {"new_dtype": dtype}, op.source)[0]
 
-    (wide,) = rw.emit(op.primitive, [convert(ins[0], dtypes.float32), *ins[1:]],
-                      dict(op.attrs), op.source)
-    return [convert(wide, dtypes.float16)]
+    wide = [convert(x, dtypes.float32) if x.type.dtype == dtypes.float16 else x for x in ins]
+    (out,) = rw.emit(op.primitive, wide, dict(op.attrs), op.source)
+    return [convert(out, dtypes.float16)]
 
 
 def _lower(graph: FuncGraph) -> FuncGraph:

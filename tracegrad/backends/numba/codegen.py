@@ -443,7 +443,8 @@ class CodeGen:
         dt = value.dtype
         if which == "F":
             self.uses_F = True
-            return typed(f"{{F}}[{k}]", dt) if dt == dtypes.float32 else f"{{F}}[{k}]"
+            # a float16 constant is a float32 value (exact: helpers.STORAGE)
+            return f"{{F}}[{k}]" if dt == dtypes.float64 else f"{NB_TYPE[dt]}({{F}}[{k}])"
         self.uses_I = True
         if dt == dtypes.bool_:
             return f"({{I}}[{k}] != 0)"

@@ -109,6 +109,11 @@ for _name in ("sin", "sqrt", "exp"):
     for _dt in NARROW:
         _row(f"{_name}[{_dt}]", getattr(tnp, _name), getattr(np, _name),
              rand((5,), _dt, 0, 5, seed=7), ulp=True)
+for _name in ("deg2rad", "rad2deg", "frexp", "nan_to_num", "trunc", "signbit", "fabs"):
+    _row(f"{_name}[float16]", getattr(tnp, _name), getattr(np, _name),
+         rand((6,), "float16", -4, 4, seed=25))
+_row("var[float16]", lambda a: tnp.var(a, axis=0), lambda a: np.var(a, axis=0),
+     rand((5, 3), "float16", -4, 4, seed=26), ulp=True)
 _row("isfinite[float16 overflow]", lambda a: tnp.isfinite(a * a), lambda a: np.isfinite(a * a),
      np.array([300.0, 255.9, -256.0, 1e4, 0.0], np.float16))
 _row("multiply[float16 subnormal]", tnp.multiply, np.multiply,

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+import tracegrad.numpy as tnp
 from tests.backends._util import check_rows_in_groups
 from tests.ops.optable_dtypes import F16_ULP, ROWS
 from tracegrad.core import tree
@@ -84,3 +85,25 @@ def _check(cases):
                          ids=[f"{g[0].name}..{g[-1].name}" for g in GROUPS])
 def test_numba_matches_numpy_backend_on_narrow_dtypes(group):
     check_rows_in_groups(GROUPS[group], _check)
+
+
+def _around_every_float16():
+    """Every finite float16, the midpoints between neighbours and a float64 ulp either side
+    of each (ties to even, subnormals, the overflow threshold 65520), inf and NaN."""
+    h = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    h = np.sort(h[np.isfinite(h)].astype(np.float64))
+    mid = (h[1:] + h[:-1]) / 2
+    near = np.concatenate([mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf)])
+    return np.concatenate([h, near, [65519.99, 65520.0, 1e6, -1e6, np.inf, -np.inf, np.nan]])
+
+
+@pytest.mark.parametrize("source", ["float64", "float32"])
+def test_casts_to_float16_round_as_numpy(source):
+    x = _around_every_float16().astype(source)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    got = tg.function(lambda a: tnp.astype(a, np.float16), backend="numba")(x)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.view(np.uint16)[~np.isnan(want)],
+                                  want.view(np.uint16)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()

@@ -224,7 +224,16 @@ def _no_ops(x, y):
     return y, x
 
 
+def _every_dtype(*xs):
+    """Each operand with a constant of its own dtype added, and cast to float16."""
+    return [tnp.astype(x + np.ones((), x.dtype), np.float16) for x in xs]
+
+
+_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64")
+
 TRACED = {
+    "every_dtype": lambda: tg.trace(_every_dtype)(*[tg.TensorSpec([2], d) for d in _DTYPES]),
     "mlp": lambda: tg.trace(_mlp)(tg.TensorSpec([4, 3]), tg.TensorSpec([3, 5]),
                                   tg.TensorSpec([5])),
     "mixed_weak_scalar": lambda: tg.trace(_mixed)(tg.TensorSpec([3], "float32"), 1.5),

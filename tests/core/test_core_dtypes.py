@@ -1,4 +1,4 @@
-"""dtypes: the five supported dtypes, names, and NEP 50 promotion checked against NumPy 2."""
+"""dtypes: the twelve supported dtypes, names, and NEP 50 promotion checked against NumPy 2."""
 
 import itertools
 
@@ -56,25 +56,28 @@ def test_canonicalize_accepts_names_types_and_dtypes(spec, expected):
     assert dtypes.canonicalize(spec) == np.dtype(expected)
 
 
-@pytest.mark.parametrize("spec", ["complex128", np.float16, np.uint8, "f65", object, "S3"])
+@pytest.mark.parametrize("spec", ["complex128", np.longdouble, "f65", object, "S3", "M8[s]"])
 def test_canonicalize_refuses_unsupported_dtypes_naming_the_op(spec):
     with pytest.raises(DTypeError, match=r"^myop: dtype .* is not supported; tracegrad "
-                                         r"supports float64, float32, int64, int32 and bool"):
+                                         r"supports bool, int8, .* float16, float32 and float64"):
         dtypes.canonicalize(spec, op="myop")
 
 
 def test_short_names_round_trip():
     for dt in ALL:
         assert dtypes.from_short_name(dtypes.short_name(dt)) == dt
-    assert [dtypes.short_name(d) for d in ALL] == ["bool", "i32", "i64", "f32", "f64"]
-    with pytest.raises(DTypeError, match="unknown dtype name 'f16'"):
-        dtypes.from_short_name("f16")
+    assert [dtypes.short_name(d) for d in ALL] == [
+        "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64"]
+    with pytest.raises(DTypeError, match="unknown dtype name 'f128'"):
+        dtypes.from_short_name("f128")
 
 
 def test_kind_predicates_and_python_scalar_dtypes():
-    assert [dtypes.is_float(d) for d in ALL] == [False, False, False, True, True]
-    assert [dtypes.is_int(d) for d in ALL] == [False, True, True, False, False]
-    assert [dtypes.is_bool(d) for d in ALL] == [True, False, False, False, False]
+    assert [dtypes.is_float(d) for d in ALL] == [False] * 9 + [True] * 3
+    assert [dtypes.is_int(d) for d in ALL] == [False] + [True] * 8 + [False] * 3
+    assert [dtypes.is_unsigned(d) for d in ALL] == [False] * 5 + [True] * 4 + [False] * 3
+    assert [dtypes.is_bool(d) for d in ALL] == [True] + [False] * 11
+    assert dtypes.is_differentiable(np.dtype("float16"))
     assert dtypes.is_differentiable(np.dtype("float32"))
     assert not dtypes.is_differentiable(np.dtype("int64"))
     assert [dtypes.python_scalar_dtype(v) for v in (True, 1, 1.0)] == [

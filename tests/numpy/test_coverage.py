@@ -10,9 +10,7 @@ import tracegrad.numpy as tnp
 NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 
 # Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
-MISSING = frozenset([
-    "bitwise_count", "bitwise_left_shift", "bitwise_right_shift", "left_shift", "packbits",
-    "right_shift", "roots", "sort_complex", "unpackbits"])
+MISSING = frozenset(["roots", "sort_complex"])
 
 
 def _names() -> list[str]:

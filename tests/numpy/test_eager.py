@@ -23,7 +23,7 @@ def test_constant_dtypes_and_shapes():
     with pytest.raises(ShapeError):
         tg.constant([1, 2, 3], shape=(2, 2))
     with pytest.raises(DTypeError):
-        tg.constant(np.ones(2, np.float16))
+        tg.constant(np.ones(2, np.longdouble))
     with pytest.raises(DTypeError):
         tg.constant([1], dtype="complex64")
 
@@ -87,5 +87,5 @@ def test_fast_paths_match_the_recorded_paths(fn):
 def test_fast_path_errors_are_tracegrad_errors():
     with pytest.raises(ShapeError, match="add"):
         tg.constant(np.ones(3)) + tg.constant(np.ones(4))
-    with pytest.raises(DTypeError, match="floor_divide"):
-        tg.constant([True]) // tg.constant([True])
+    with pytest.raises(DTypeError, match="bitwise_and"):
+        tg.constant([1.5]) & tg.constant([2.5])

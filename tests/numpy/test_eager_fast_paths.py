@@ -13,6 +13,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.ops.optable import recording
+from tracegrad.core import dtypes
 from tracegrad.errors import DTypeError, ShapeError
 from tracegrad.ops.shape_ops import broadcast_array
 
@@ -41,7 +42,7 @@ def check_like_numpy(fn, *arrays, rtol=0.0):
     NumPy arrays: the same dtype, shape and values (equal unless `rtol`); and the tape
     recorded the ops (unless `fn` returned an operand)."""
     expected = _numpy_or_error(fn, arrays)
-    if expected is None or np.asarray(expected).dtype.name not in DTYPES:
+    if expected is None or np.asarray(expected).dtype not in dtypes.SUPPORTED:
         with pytest.raises(tg.errors.TracegradError):
             fn(*[tg.constant(a) for a in arrays])
         return

@@ -21,7 +21,8 @@ A `Case`:
 The rows live in `optable_primitives.py` (each primitive through `tracegrad.ops` or the
 thinnest `tracegrad.numpy` function over it), `optable_numpy.py` (tracegrad.numpy's
 elementwise functions, reductions and creation: dtypes, weak scalars, broadcasting, axes,
-empty arrays) and `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
+empty arrays), `optable_dtypes.py` (the narrower integers and float16) and
+`optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
 `optable_datadep.py` and `optable_sets.py`.
 """
@@ -141,6 +142,7 @@ from tests.ops import (  # noqa: F401
     optable_arrays,
     optable_composites,
     optable_datadep,
+    optable_dtypes,
     optable_functions,
     optable_linalg,
     optable_numpy,

@@ -104,6 +104,8 @@ BINARY = {
     "and": (tnp.bitwise_and, np.bitwise_and, (I64, I32, BOOL), (-8, 8)),
     "or": (tnp.bitwise_or, np.bitwise_or, (I64, I32, BOOL), (-8, 8)),
     "xor": (tnp.bitwise_xor, np.bitwise_xor, (I64, I32, BOOL), (-8, 8)),
+    "shift_left": (tnp.left_shift, np.left_shift, (I64, I32), (-8, 70)),
+    "shift_right": (tnp.right_shift, np.right_shift, (I64, I32), (-8, 70)),
     "eq": (tnp.equal, np.equal, (F64, F32, I64, I32, BOOL), (-2, 2)),
     "ne": (tnp.not_equal, np.not_equal, (F64, F32, I64, I32, BOOL), (-2, 2)),
     "lt": (tnp.less, np.less, (F64, F32, I64, I32, BOOL), (-2, 2)),

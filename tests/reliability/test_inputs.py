@@ -149,8 +149,8 @@ UNSUPPORTED = {
     "complex128": BASE.astype(complex),
     "object": BASE.astype(object),
     "str32": np.array(["a", "b"]),
-    "float16": BASE.astype(np.float16),
-    "uint8": np.arange(4, dtype=np.uint8),
+    "float128": BASE.astype(np.longdouble),
+    "timedelta64": np.arange(4).astype("m8[s]"),
 }
 
 

@@ -1,4 +1,5 @@
-"""The five dtypes tracegrad supports and NumPy 2 (NEP 50) promotion with weak scalars."""
+"""The dtypes tracegrad supports (bool, the signed and unsigned integers of 8 to 64 bits,
+float16, float32, float64) and NumPy 2 (NEP 50) promotion with weak scalars."""
 
 from __future__ import annotations
 
@@ -7,23 +8,36 @@ import numpy as np
 from tracegrad.errors import DTypeError
 
 bool_ = np.dtype("bool")
+int8 = np.dtype("int8")
+int16 = np.dtype("int16")
 int32 = np.dtype("int32")
 int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+uint16 = np.dtype("uint16")
+uint32 = np.dtype("uint32")
+uint64 = np.dtype("uint64")
+float16 = np.dtype("float16")
 float32 = np.dtype("float32")
 float64 = np.dtype("float64")
 
-SUPPORTED = (bool_, int32, int64, float32, float64)
-FLOATS = frozenset((float32, float64))
-INTS = frozenset((int32, int64))
+SIGNED = (int8, int16, int32, int64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
+SUPPORTED = (bool_, *SIGNED, *UNSIGNED, float16, float32, float64)
+SUPPORTED_TEXT = ("bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, "
+                  "float32 and float64")
+FLOATS = frozenset((float16, float32, float64))
+INTS = frozenset(SIGNED + UNSIGNED)
 
-SHORT_NAMES = {bool_: "bool", int32: "i32", int64: "i64", float32: "f32", float64: "f64"}
+SHORT_NAMES = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+               uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+               float16: "f16", float32: "f32", float64: "f64"}
 _BY_NAME = {name: dt for dt, name in SHORT_NAMES.items()}
 _BY_NAME.update({dt.name: dt for dt in SUPPORTED})
 _BY_NAME.update({"bool_": bool_, "float": float64, "int": int64, "double": float64})
 _BY_TYPE = {bool: bool_, int: int64, float: float64}
 
 # Kind order for weak promotion: bool < int < float.
-_KIND = {bool_: 0, int32: 1, int64: 1, float32: 2, float64: 2}
+_KIND = {dt: 1 for dt in INTS} | {bool_: 0, float16: 2, float32: 2, float64: 2}
 _DEFAULT_OF_KIND = {0: bool_, 1: int64, 2: float64}
 
 
@@ -50,7 +64,7 @@ def canonicalize(dtype, *, op: str | None = None) -> np.dtype:
     name = dtype.name if isinstance(dtype, np.dtype) else repr(dtype)
     raise DTypeError(
         f"{where}dtype {name} is not supported; tracegrad supports "
-        "float64, float32, int64, int32 and bool (convert with .astype first)"
+        f"{SUPPORTED_TEXT} (convert with .astype first)"
     )
 
 
@@ -71,6 +85,15 @@ def is_float(dtype: np.dtype) -> bool:
 
 def is_int(dtype: np.dtype) -> bool:
     return dtype in INTS
+
+
+def is_unsigned(dtype: np.dtype) -> bool:
+    return dtype in UNSIGNED
+
+
+def bits(dtype: np.dtype) -> int:
+    """The width of `dtype` in bits."""
+    return dtype.itemsize * 8
 
 
 def is_bool(dtype: np.dtype) -> bool:

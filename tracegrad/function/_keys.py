@@ -144,8 +144,7 @@ def _canonical_entries(fname, fn, leaves, treedef, entries):
         if _is_array(e) and np.dtype(e[1]).newbyteorder("=") not in dtypes.SUPPORTED:
             raise DTypeError(
                 f"{fname}: argument {name} has dtype {np.dtype(e[1]).name}, which tracegrad "
-                "does not support (float64, float32, int64, int32 and bool; convert it with "
-                f".astype first)")
+                f"does not support ({dtypes.SUPPORTED_TEXT}; convert it with .astype first)")
     raise AssertionError("an entry of an unsupported dtype")
 
 
@@ -247,32 +246,31 @@ def _to_array(x, dtype) -> np.ndarray:
 
 
 def narrowed_int_inputs(graph) -> tuple:
-    """`(position, name)` of each weak int64 input of `graph` (a Python int argument) that
-    the graph converts to int32: NumPy requires such an int to fit int32, and so does the
-    call path (`check_narrowed`), since the graph's conversion would wrap it."""
+    """`(position, name, dtype)` of each weak int64 input of `graph` (a Python int argument)
+    that the graph converts to another integer dtype: NumPy requires such an int to fit that
+    dtype, and so does the call path (`check_narrowed`), since the graph's conversion would
+    wrap it."""
     weak_ints = {id(t): i for i, t in enumerate(graph.inputs)
                  if t.type.weak and t.type.dtype == np.int64}
     found = {}
     for op in graph.operations:
         if (op.primitive.name == "convert_element_type" and id(op.inputs[0]) in weak_ints
-                and op.attrs["new_dtype"] == np.int32):
-            found[weak_ints[id(op.inputs[0])]] = op.inputs[0].name
-    return tuple(sorted(found.items()))
+                and dtypes.is_int(op.attrs["new_dtype"]) and op.attrs["new_dtype"] != np.int64):
+            found[weak_ints[id(op.inputs[0])]] = (op.inputs[0].name, op.attrs["new_dtype"])
+    return tuple((i, name, dt) for i, (name, dt) in sorted(found.items()))
 
 
 def check_narrowed(name: str, narrowed: tuple, arrays) -> None:
     """Raise DTypeError if a Python int argument listed by `narrowed_int_inputs` is out of
-    the int32 range."""
-    for i, arg in narrowed:
+    the range of the dtype the graph converts it to."""
+    for i, arg, dtype in narrowed:
         value = int(arrays[i])
-        if not _INT32_MIN <= value <= _INT32_MAX:
+        info = np.iinfo(dtype)
+        if not int(info.min) <= value <= int(info.max):
             raise DTypeError(
-                f"{name}: the Python int {value} passed as {arg} does not fit int32, the dtype "
-                f"the function converts it to; NumPy refuses it too"
+                f"{name}: the Python int {value} passed as {arg} does not fit {dtype.name}, "
+                "the dtype the function converts it to; NumPy refuses it too"
             )
-
-
-_INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 
 
 def _describe(treedef, statics) -> str:

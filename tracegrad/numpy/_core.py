@@ -184,7 +184,7 @@ def loop_dtypes(ufunc, keys, name: str) -> tuple:
                               for k in keys)
             raise DTypeError(
                 f"{name}: NumPy computes it in {dt.name} for operands of dtype {names}; "
-                "tracegrad supports float64, float32, int64, int32 and bool (cast first)"
+                f"tracegrad supports {dtypes.SUPPORTED_TEXT} (cast first)"
             )
     _LOOPS[(ufunc, keys)] = loop
     return loop

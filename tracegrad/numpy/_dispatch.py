@@ -69,6 +69,7 @@ FUNCTIONS = {
     np.setxor1d: tnp.setxor1d, np.trim_zeros: tnp.trim_zeros, np.bincount: tnp.bincount,
     np.histogram: tnp.histogram, np.histogram_bin_edges: tnp.histogram_bin_edges,
     np.histogram2d: tnp.histogram2d, np.histogramdd: tnp.histogramdd,
+    np.packbits: tnp.packbits, np.unpackbits: tnp.unpackbits,
     np.linspace: tnp.linspace, np.shape: tnp.shape, np.ndim: tnp.ndim, np.size: tnp.size,
     np.sinc: tnp.sinc, np.angle: tnp.angle, np.real: tnp.real, np.imag: tnp.imag,
     np.iscomplex: tnp.iscomplex, np.isreal: tnp.isreal, np.isposinf: tnp.isposinf,

@@ -189,6 +189,8 @@ def frexp(x):
 def _scale(ufunc, name, numerator, denominator):
     def fn(x):
         (x,), out = ufunc_operands(ufunc, name, x)
+        if out == dtypes.float16:  # NumPy's float16 loop computes in float32
+            return astype(fn(astype(x, dtypes.float32)), out)
         return multiply(x, np.asarray(out.type(numerator) / out.type(denominator)))
 
     fn.__name__ = fn.__qualname__ = name

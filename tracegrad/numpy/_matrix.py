@@ -79,7 +79,7 @@ def _const(x):
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
-    """Sum along diagonal `offset` (NumPy's sum dtypes: int32 and bool sum as int64)."""
+    """Sum along diagonal `offset` (NumPy's sum dtypes, as `sum`)."""
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 

@@ -1,5 +1,6 @@
 """Reductions with NumPy names: `axis=None|int|tuple`, `keepdims`, negative axes and NumPy's
-result dtypes (bool/int32 sums and products are int64, means of integers are float64)."""
+result dtypes (narrower integer sums and products are int64 or uint64, means of integers
+are float64)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,21 @@ from tracegrad.numpy._core import (
 )
 from tracegrad.numpy._ufuncs import multiply, sqrt, subtract, true_divide
 
-_SMALL_INTS = (dtypes.bool_, dtypes.int32)
+# The integers NumPy sums and multiplies in a wider dtype (its platform integer).
+_WIDENED = {dtypes.bool_: dtypes.int64, dtypes.int8: dtypes.int64, dtypes.int16: dtypes.int64,
+            dtypes.int32: dtypes.int64, dtypes.uint8: dtypes.uint64,
+            dtypes.uint16: dtypes.uint64, dtypes.uint32: dtypes.uint64}
+_SMALL_INTS = tuple(_WIDENED)
 
 
 def _accumulator(a, dtype, op: str) -> np.dtype:
-    """The dtype NumPy sums/multiplies in: `dtype`, else int64 for bool and int32."""
+    """The dtype NumPy sums/multiplies in: `dtype`, else int64 for bool and the narrower
+    signed integers, uint64 for the narrower unsigned ones."""
     dt = dtype_arg(dtype, op)
     if dt is not None:
         return dt
     src = dtype_of(a)[0]
-    return dtypes.int64 if src in _SMALL_INTS else src
+    return _WIDENED.get(src, src)
 
 
 def _as(a, dtype):
@@ -39,7 +45,8 @@ def _as(a, dtype):
 
 
 def sum(a, axis=None, dtype=None, keepdims=False):
-    """Sum of elements over `axis` (None: all). bool and int32 sum as int64, as NumPy.
+    """Sum of elements over `axis` (None: all). bool and integers narrower than 64 bits sum
+    as int64 (uint64 when unsigned), as NumPy.
 
     >>> tnp.sum(x, axis=(0, -1), keepdims=True)
     """
@@ -54,7 +61,8 @@ def sum(a, axis=None, dtype=None, keepdims=False):
 
 
 def prod(a, axis=None, dtype=None, keepdims=False):
-    """Product of elements over `axis`; bool and int32 multiply as int64."""
+    """Product of elements over `axis`; bool and narrower integers multiply as int64 (uint64
+    when unsigned)."""
     if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
         return ops.reduce_prod(a, axes=axes_arg(axis, a._value.ndim, "prod"),
                                keepdims=bool(keepdims))
@@ -101,11 +109,14 @@ def _float_accumulator(a, dtype, op: str) -> np.dtype:
 
 
 def mean(a, axis=None, dtype=None, keepdims=False):
-    """Arithmetic mean over `axis`; integers and bools average in float64. Over an unknown
-    (None) dim the count is read at run time."""
+    """Arithmetic mean over `axis`; integers and bools average in float64, float16 in
+    float32 (the result is float16), as NumPy. Over an unknown (None) dim the count is read
+    at run time."""
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "mean")
     dt = _float_accumulator(a, dtype, "mean")
+    if dt == dtypes.float16 and dtype is None:
+        return cast(mean(_as(a, dtypes.float32), axis, None, keepdims), dt)
     total = ops.reduce_sum(_as(a, dt), axes=axes, keepdims=bool(keepdims))
     if not dtypes.is_float(dt):
         # An integer dtype= sums in it and truncates the quotient, as NumPy does.
@@ -177,7 +188,7 @@ def _cumulative(prim, name):
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Running {name[3:]} along `axis` (None: of the flattened array); bool and "
-                  "int32 accumulate as int64.")
+                  "narrower integers accumulate as int64 (uint64 when unsigned).")
     return fn
 
 

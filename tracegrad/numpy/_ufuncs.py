@@ -1,7 +1,7 @@
 """Elementwise functions with NumPy names and semantics: broadcasting, and the dtypes NumPy's
 own ufunc loops use (NEP 50 promotion with weak Python scalars: `f32 * 2.0 -> f32`,
-`i32 + 2.5 -> f64`, `sin(i32) -> f64`); where NumPy would compute in a dtype tracegrad
-lacks (`bool // bool` is int8) they raise DTypeError naming the function."""
+`i32 + 2.5 -> f64`, `sin(i32) -> f64`, `sin(i8) -> f16`); operands NumPy has no loop for
+(`bitwise_and` of floats) raise DTypeError naming the function."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.errors import InvalidArgumentError
+from tracegrad.errors import DTypeError, InvalidArgumentError
 from tracegrad.numpy._core import (
     broadcast,
     cast,
@@ -55,8 +55,8 @@ divide = true_divide
 
 floor_divide = ufunc_function(
     np.floor_divide, ops.floor_div_p, "floor_divide",
-    "Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is a DTypeError: "
-    "NumPy computes it in int8).",
+    "Elementwise `x1 // x2`, rounding toward minus infinity (`bool // bool` is int8, as "
+    "NumPy's).",
 )
 
 mod = ufunc_function(
@@ -183,7 +183,8 @@ def round(a, decimals=0):
     dtype, weak = dtype_of(a)
     decimals = int(decimals)
     if dtype == dtypes.bool_:
-        ufunc_operands(np.rint, "round", a)  # raises: NumPy computes in float16
+        raise DTypeError("round: NumPy does not round bool arrays (its float16 result does "
+                         "not cast back to bool); convert them first")
     if dtypes.is_int(dtype):
         if decimals >= 0:
             return a
@@ -284,8 +285,44 @@ def where(condition, x=None, y=None):
 # -- comparisons and logic -------------------------------------------------------------------
 
 
+# A comparison's answer when its left operand is below (or above) every value of the right.
+_WHEN_LESS = {np.less: True, np.less_equal: True, np.greater: False, np.greater_equal: False,
+              np.equal: False, np.not_equal: True}
+_WHEN_GREATER = {np.less: False, np.less_equal: False, np.greater: True,
+                 np.greater_equal: True, np.equal: False, np.not_equal: True}
+
+
 def _compare(ufunc, prim, name):
-    return ufunc_function(ufunc, prim, name, f"Elementwise `np.{name}` (a bool result).")
+    fn = ufunc_function(ufunc, prim, name, "")
+
+    def compare(x1, x2):
+        if type(x2) is int or type(x1) is int:
+            out = _past_range(ufunc, x1, x2)
+            if out is not None:
+                return out
+        return fn(x1, x2)
+
+    compare.__name__ = compare.__qualname__ = name
+    compare.__doc__ = (f"Elementwise `np.{name}` (a bool result); a Python int outside the "
+                       "range of the integer dtype it meets compares by its value, as NumPy 2.")
+    return compare
+
+
+def _past_range(ufunc, x1, x2):
+    """NumPy 2's answer for a Python int beyond the range of the other operand's integer
+    dtype (a constant), or None when the comparison is an ordinary one."""
+    flipped = type(x1) is int
+    v, x = (x1, read(x2)) if flipped else (x2, read(x1))
+    if type(x) is int:
+        return None
+    dt = dtype_of(x)[0]
+    if not dtypes.is_int(dt):
+        return None
+    info = np.iinfo(dt)
+    if int(info.min) <= v <= int(info.max):
+        return None
+    left_less = (v > int(info.max)) != flipped
+    return _full_like(x, (_WHEN_LESS if left_less else _WHEN_GREATER)[ufunc], dtypes.bool_)
 
 
 less = _compare(np.less, ops.lt_p, "less")
@@ -331,6 +368,47 @@ invert = ufunc_function(
 
 bitwise_not = bitwise_invert = invert
 
+left_shift = ufunc_function(
+    np.left_shift, ops.shift_left_p, "left_shift",
+    "Elementwise `x1 << x2` of integers: a count of at least the width of the dtype (or "
+    "negative) gives 0, as NumPy.",
+)
+
+right_shift = ufunc_function(
+    np.right_shift, ops.shift_right_p, "right_shift",
+    "Elementwise `x1 >> x2` of integers (arithmetic for signed ones): a count of at least "
+    "the width of the dtype (or negative) gives 0, or -1 for a negative `x1`, as NumPy.",
+)
+
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
+
+# Bit masks of the population count's steps (pairs, nibbles, bytes), by unsigned width.
+_SWAR = (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F, 0x0101010101010101)
+_UNSIGNED = {dt.itemsize: dt for dt in dtypes.UNSIGNED}
+
+
+def bitwise_count(x):
+    """The number of 1 bits in the absolute value of each integer (NumPy 2's popcount);
+    a uint8 result.
+
+    >>> tnp.bitwise_count(np.array([-1, 7, 256]))  # array([1, 3, 1], dtype=uint8)
+    """
+    x = read(x)
+    src, out = loop_dtypes(np.bitwise_count, (loop_key(x),), "bitwise_count")
+    x = cast(x, src, dtype_of(x)[1])
+    if not dtypes.is_unsigned(src):
+        x = ops.abs_(x)  # the bits of |x| (the most negative value keeps its one bit)
+    u = _UNSIGNED[src.itemsize]
+    v = cast(x, u)
+    m1, m2, m4, ones = (u.type(m & int(np.iinfo(u).max)) for m in _SWAR)
+    v = subtract(v, bitwise_and(right_shift(v, u.type(1)), m1))
+    v = add(bitwise_and(v, m2), bitwise_and(right_shift(v, u.type(2)), m2))
+    v = bitwise_and(add(v, right_shift(v, u.type(4))), m4)
+    if u.itemsize > 1:  # the bytes' counts summed into the top byte
+        v = right_shift(multiply(v, ones), u.type(8 * u.itemsize - 8))
+    return cast(v, out)
+
 
 def _float_test(ufunc, prim, name, other):
     def fn(x):
@@ -368,4 +446,5 @@ UFUNCS = {
     np.logical_or: logical_or, np.logical_xor: logical_xor, np.logical_not: logical_not,
     np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or, np.bitwise_xor: bitwise_xor,
     np.invert: invert, np.isnan: isnan, np.isinf: isinf, np.isfinite: isfinite,
+    np.left_shift: left_shift, np.right_shift: right_shift, np.bitwise_count: bitwise_count,
 }

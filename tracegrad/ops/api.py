@@ -49,6 +49,8 @@ from tracegrad.ops.elementwise import (
     and_p,
     or_p,
     xor_p,
+    shift_left_p,
+    shift_right_p,
     eq_p,
     ne_p,
     lt_p,
@@ -148,6 +150,8 @@ atan2 = atan2_p.bind
 and_ = and_p.bind
 or_ = or_p.bind
 xor = xor_p.bind
+shift_left = shift_left_p.bind
+shift_right = shift_right_p.bind
 eq = eq_p.bind
 ne = ne_p.bind
 lt = lt_p.bind
@@ -285,6 +289,10 @@ __all__ = [
     "or_",
     "xor_p",
     "xor",
+    "shift_left_p",
+    "shift_left",
+    "shift_right_p",
+    "shift_right",
     "eq_p",
     "eq",
     "ne_p",

@@ -274,7 +274,11 @@ def _atan2_grad(op, g):
 and_p = binary("and", np.bitwise_and, kind="intbool", commutative=True)
 or_p = binary("or", np.bitwise_or, kind="intbool", commutative=True)
 xor_p = binary("xor", np.bitwise_xor, kind="intbool", commutative=True)
-nondifferentiable(floor_div_p, and_p, or_p, xor_p)
+# Shifts as NumPy's: a count of at least the width (or negative) shifts every bit out,
+# leaving 0, or -1 for a right shift of a negative value.
+shift_left_p = binary("shift_left", np.left_shift, kind="int")
+shift_right_p = binary("shift_right", np.right_shift, kind="int")
+nondifferentiable(floor_div_p, and_p, or_p, xor_p, shift_left_p, shift_right_p)
 
 # A primitive, not a composition: Euclid's algorithm needs a loop whose length depends on
 # the values (up to ~90 steps for int64), which a composition would have to unroll fully.

@@ -14,13 +14,16 @@ from __future__ import annotations
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
+from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
+from tracegrad.ops import linalg, reductions
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.ops.effects import assign_p
+from tracegrad.ops.elementwise import convert_element_type_p
 from tracegrad.passes.inline import inline_call, inline_custom_gradient
 
 __all__ = [
@@ -45,8 +48,25 @@ register(assign_p, Lowering(INLINED, inline=lambda rw, op, ins: ins[1:]))
 
 def _inlined(op):
     """The `inline` rule of `op`'s primitive when it is removed before planning, or None."""
+    if (op.primitive in _F32_ACCUMULATED and op.inputs[0].dtype == dtypes.float16
+            and not op.outputs[0].type.weak):
+        return _float32_accumulated
     rec = find(op.primitive)
     return rec.inline if rec is not None and rec.kind == INLINED else None
+
+
+# float16 sums, products and matrix products accumulate in float32 and round once at the
+# end, as NumPy's float16 loops do over a contiguous run of elements.
+_F32_ACCUMULATED = (reductions.reduce_sum_p, reductions.reduce_prod_p, linalg.dot_general_p)
+
+
+def _float32_accumulated(rw, op, ins):
+    def convert(x, dtype):
+        return rw.emit(convert_element_type_p, [x], {"new_dtype": dtype}, op.source)[0]
+
+    wide = [convert(x, dtypes.float32) if x.type.dtype == dtypes.float16 else x for x in ins]
+    (out,) = rw.emit(op.primitive, wide, dict(op.attrs), op.source)
+    return [convert(out, dtypes.float16)]
 
 
 def _lower(graph: FuncGraph) -> FuncGraph:
@@ -120,7 +140,7 @@ def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
     from numba.np.numpy_support import from_dtype
 
     def arr(dtype, ndim):
-        return types.Array(from_dtype(dtypes.canonicalize(dtype)), ndim, "C")
+        return types.Array(from_dtype(STORAGE[dtypes.canonicalize(dtype)]), ndim, "C")
 
     sig = [arr(t.dtype, t.ndim) for t in graph.all_inputs]
     sig += [arr(c.dtype, c.ndim) for c in cg.const_arrays]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
 from tracegrad.backends.numba.plan import AttrSlot
 from tracegrad.backends.numba.scalars import NB_TYPE, helper, literal, typed
@@ -68,8 +70,8 @@ def _identity(monoid, dt) -> str:
         return "True" if big else "False"
     if dtypes.is_float(dt):
         return f"{NB_TYPE[dt]}({'np.inf' if big else '-np.inf'})"
-    info = "np.iinfo(np.int64)" if dt == dtypes.int64 else "np.iinfo(np.int32)"
-    return f"{NB_TYPE[dt]}({info}.{'max' if big else 'min'})"
+    info = np.iinfo(dt)
+    return literal(info.max if big else info.min, dt)
 
 
 def _combine(cg, monoid, dt, acc, v) -> str:

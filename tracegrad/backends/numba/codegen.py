@@ -80,6 +80,8 @@ class CodeGen:
         self.sub = module is not None  # a sub-graph's kernel, called by the entry
         self.lines: list = []  # records (`records.Stmt`, `Comment`, `Line`)
         self.helpers: dict = self.module.helpers
+        if any(t.dtype == dtypes.float16 for t in plan.tensors):
+            self.helpers["_f16"] = None  # float16 results are rounded (helpers.STORAGE)
         self.refs: dict = {}
         self.counter = 0
         self.loop_locals: set = set()  # names of `records.LOOP_LOCAL` kinds
@@ -307,7 +309,7 @@ class CodeGen:
 
     def const_array(self, value) -> str:
         """The name of a new constant array argument holding `value`."""
-        self.const_arrays.append(value)
+        self.const_arrays.append(value.astype(helpers.STORAGE[value.dtype], copy=False))
         return slot(f"c{len(self.const_arrays) - 1}")
 
     def operand_array(self, t) -> str:
@@ -441,7 +443,8 @@ class CodeGen:
         dt = value.dtype
         if which == "F":
             self.uses_F = True
-            return typed(f"{{F}}[{k}]", dt) if dt == dtypes.float32 else f"{{F}}[{k}]"
+            # a float16 constant is a float32 value (exact: helpers.STORAGE)
+            return f"{{F}}[{k}]" if dt == dtypes.float64 else f"{NB_TYPE[dt]}({{F}}[{k}])"
         self.uses_I = True
         if dt == dtypes.bool_:
             return f"({{I}}[{k}] != 0)"

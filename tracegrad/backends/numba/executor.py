@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import lowering
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.errors import ShapeError, TracegradIndexError
@@ -38,6 +39,7 @@ class Executor:
         "_has_I",
         "_shape_cache",
         "entry",
+        "float16_out",
         "in_dtypes",
         "in_scalar",
         "in_shapes",
@@ -60,10 +62,11 @@ class Executor:
         self.source = source
         self.name = graph.name
         self.n_in = len(graph.all_inputs)
-        self.in_dtypes = [t.dtype for t in graph.all_inputs]
+        self.in_dtypes = [STORAGE[t.dtype] for t in graph.all_inputs]
         self.in_shapes = [tuple(t.shape) for t in graph.all_inputs]
         self.in_scalar = [t.ndim == 0 for t in graph.all_inputs]
-        self.out_dtypes = [t.dtype for t in graph.outputs]
+        self.out_dtypes = [STORAGE[t.dtype] for t in graph.outputs]
+        self.float16_out = [t.dtype != STORAGE[t.dtype] for t in graph.outputs]
         self.static = plan.static
         self.raises = raises
         self._consts = [np.ascontiguousarray(c).copy() for c in const_arrays]
@@ -102,12 +105,13 @@ class Executor:
         ins = [f"a{i}" for i in range(n)]
         outs = [f"o{i}" for i in range(m)]
         env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
-               "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS}
+               "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS,
+               "F16": np.float16}
         lines = ["def run(arrays, donated):" if donated else "def run(arrays):"]
         first_donated = m - donated
 
         def alloc(i: int, shape: str) -> str:
-            if i < first_donated:
+            if i < first_donated or self.float16_out[i]:  # float16: held as float32
                 return f"    o{i} = E({shape}, od{i})"
             return (f"    o{i} = donated[{i - first_donated}]\n"
                     f"    if o{i} is None or o{i}.shape != {shape}:\n"
@@ -141,11 +145,13 @@ class Executor:
                 env[f"od{i}"] = dt
                 lines.append(alloc(i, f"shapes[{i}]"))
             call_args = ins + ["*tail"] + outs
+        results = [o + ".astype(F16)" if f16 else o
+                   for o, f16 in zip(outs, self.float16_out, strict=True)]
         lines += ["    try:",
                   f"        entry({', '.join(call_args)})",
                   "    except errors as e:",
                   "        raise ex._error(e) from None",
-                  f"    return [{', '.join(outs)}]"]
+                  f"    return [{', '.join(results)}]"]
         # named under the package, so that error locations skip it for the user's line
         code = compile("\n".join(lines), f"{__file__}: generated run of @{self.name}", "exec")
         exec(code, env)  # noqa: S102 - the call path generated above

@@ -17,15 +17,13 @@ import hashlib
 from tracegrad.backends.numba import vecmath, vecmath_trig
 from tracegrad.core import dtypes
 
-NB_TYPE = {
-    dtypes.float64: "np.float64",
-    dtypes.float32: "np.float32",
-    dtypes.int64: "np.int64",
-    dtypes.int32: "np.int32",
-    dtypes.bool_: "np.bool_",
-}
-SUFFIX = {dtypes.float64: "f64", dtypes.float32: "f32", dtypes.int64: "i64",
-          dtypes.int32: "i32", dtypes.bool_: "b"}
+# Numba has no float16 on the CPU: kernels hold float16 values in float32 (each exactly a
+# float16 value, every result rounded by `_f16`), and the call path converts at the boundary.
+NB_TYPE = {dt: f"np.{dt.name}" for dt in dtypes.SUPPORTED} | {
+    dtypes.bool_: "np.bool_", dtypes.float16: "np.float32"}
+SUFFIX = dict(dtypes.SHORT_NAMES) | {dtypes.bool_: "b"}
+# The dtype a kernel stores a tensor of each dtype in.
+STORAGE = {dt: dt for dt in dtypes.SUPPORTED} | {dtypes.float16: dtypes.float32}
 
 # The block of a float sum: summed in NumPy's pairwise order, blocks combined pairwise
 # (`bsum` below). A multiple of 128 (NumPy's pairwise leaf) times a power of two, so a sum
@@ -307,6 +305,17 @@ def _bsum_{S}(a, lo, n):
         _bpush_{S}(stk, k, _pairwise_{S}(a, s, min(SUM_BLOCK, lo + n - s)))
     return _bfinish_{S}(stk, nb)
 """,
+    # The float16 value nearest `x` (a float64 or float32), ties to even, as a float32.
+    "f16": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _f16(x):
+    a = abs(np.float64(x))
+    if a >= 65520.0 or a != a:  # past the midpoint of 65504 and 65536, or inf, or NaN
+        return np.float32(x) if a != a else np.float32(np.copysign(np.inf, x))
+    e = math.frexp(a)[1] - 11  # the exponent of an ulp of a's binade
+    ulp = math.ldexp(1.0, e if e > -24 else -24)
+    return np.float32(np.rint(np.float64(x) / ulp) * ulp)
+""",
     # Exponentiation by squaring with wrap-around, as NumPy's integer power.
     "ipow": """
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -459,14 +468,15 @@ def _trisolve(a, b, out, lower, trans, unit, tag):
 """
 
 # template -> the dtypes it is instantiated for (None: once, no dtype)
-_FLOATS = (dtypes.float64, dtypes.float32)
+_FLOATS = (dtypes.float64, dtypes.float32, dtypes.float16)
+_INTS = tuple(dtypes.SIGNED + dtypes.UNSIGNED)
 _INSTANCES = {
     "max_f": _FLOATS, "min_f": _FLOATS, "sign_f": _FLOATS, "logistic": _FLOATS,
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "bsum": _FLOATS,
     "rowmax": _FLOATS,
     "rowmin": _FLOATS,
-    "floordiv_i": (dtypes.int64, dtypes.int32), "mod_i": (dtypes.int64, dtypes.int32),
-    "gcd_i": (dtypes.int64, dtypes.int32), "ipow": (dtypes.int64,),
+    "floordiv_i": _INTS, "mod_i": _INTS, "f16": None,
+    "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
     "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
     "linalg": _FLOATS,
@@ -476,6 +486,7 @@ _INSTANCES = {
 def _module_source() -> str:
     parts = [
         "# tracegrad: helper functions of generated Numba kernels (written once, never edited)",
+        "import math",
         "import numpy as np",
         "from numba import njit, objmode",
         "",

@@ -162,7 +162,8 @@ class Plan:
         if dtypes.is_float(value.dtype):
             self.float_values.append(float(value))
             return "F", len(self.float_values) - 1
-        return "I", self.int_slot(_Fixed(int(value)))
+        # a uint64 past the int64 range keeps its bits (read back as np.uint64)
+        return "I", self.int_slot(_Fixed(int(np.asarray(value).astype(np.int64))))
 
     # -- uses ----------------------------------------------------------------------------------
 

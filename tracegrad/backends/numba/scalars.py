@@ -27,10 +27,15 @@ from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
 
+_WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_))
+
 
 def typed(expr: str, dtype) -> str:
-    """`expr` cast to `dtype` where Numba could give a wider type."""
-    if dtype in (dtypes.float32, dtypes.int32):
+    """`expr` cast to `dtype` where Numba could give a wider type (a float16 result is
+    rounded to float16 and held as a float32: helpers.STORAGE)."""
+    if dtype == dtypes.float16:
+        return f"_f16({expr})"
+    if dtype not in _WIDE:
         return f"{NB_TYPE[dtype]}({expr})"
     return expr
 
@@ -52,8 +57,8 @@ def literal(value, dtype) -> str:
 
 def _vector_call(fn: str, args: list, dtype) -> str:
     fn = slot(fn)  # renamed for a re-run with the full reduction (records.full_reduction)
-    if dtype == dtypes.float32:
-        return f"np.float32({fn}({', '.join(f'np.float64({a})' for a in args)}))"
+    if dtype in (dtypes.float32, dtypes.float16):
+        return typed(f"{fn}({', '.join(f'np.float64({a})' for a in args)})", dtype)
     return f"{fn}({', '.join(args)})"
 
 
@@ -119,6 +124,7 @@ _elementwise(ew.abs_p, lambda args, x, out, attrs, helpers: typed(
     f"np.abs({args[0]})" if dtypes.is_float(x) else f"abs({args[0]})", out))
 _elementwise(ew.sign_p, lambda args, x, out, attrs, helpers: (
     f"{helper(helpers, 'sign_f', x)}({args[0]})" if dtypes.is_float(x)
+    else typed(f"({args[0]} != 0)", x) if dtypes.is_unsigned(x)
     else typed(f"np.sign({args[0]})", x)))
 _elementwise(ew.not_p, lambda args, x, out, attrs, helpers: (
     f"(not {args[0]})" if x == dtypes.bool_ else typed(f"(~{args[0]})", x)))
@@ -152,6 +158,8 @@ def _convert(args, x, out, attrs, helpers):
         return a if x == dtypes.bool_ else f"({a} != 0)"
     if x == new:
         return a
+    if new == dtypes.float16:
+        return typed(f"np.float64({a})", new)  # one rounding, as NumPy's casts
     return f"{NB_TYPE[new]}({a})"
 
 
@@ -194,6 +202,23 @@ _elementwise(ew.floor_div_p, _numpy_division("floordiv"), cost=COSTLY)
 _elementwise(ew.mod_p, _numpy_division("mod"), cost=COSTLY)
 _elementwise(ew.gcd_p, lambda args, x, out, attrs, helpers: typed(
     f"{helper(helpers, 'gcd_i', x)}({args[0]}, {args[1]})", x), cost=COSTLY)
+
+
+def _shift(sym: str):
+    """`x << y` or `x >> y` (`sym`) with NumPy's result for counts past the width (or
+    negative), where LLVM's shift is undefined: 0, or `x >> (width - 1)` (-1 or 0) for a
+    right shift of a signed integer."""
+    def scalar(args, x, out, attrs, helpers):
+        a, b = args
+        width = dtypes.bits(x)
+        past = (f"({a} >> {width - 1})" if sym == ">>" and not dtypes.is_unsigned(x)
+                else literal(0, x))
+        return typed(f"(({a} {sym} {b}) if np.uint64({b}) < {width} else {past})", x)
+    return scalar
+
+
+_elementwise(ew.shift_left_p, _shift("<<"))
+_elementwise(ew.shift_right_p, _shift(">>"))
 
 
 def _int_pow(args, x, out, attrs, helpers):  # floats are vector math

@@ -12,7 +12,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
-from tracegrad.errors import InvalidArgumentError, NotDifferentiableError
+from tracegrad.errors import InvalidArgumentError, NotDifferentiableError, TracegradError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import rkhs  # noqa: E402  (the example's kernel primitive and loss)
@@ -166,3 +166,14 @@ def test_kernel_primitive_vjps_match_finite_differences():
                                rtol=1e-7, atol=1e-9)
     assert gs == pytest.approx(float(central_difference(lambda v: numpy_kernel(x, y, v), s)),
                                rel=1e-7)
+
+
+def test_a_result_of_another_shape_than_inferred_is_an_error():
+    @tg.extend.primitive
+    def positives(x):
+        return x[x > 0]
+
+    tg.extend.defvjp(positives, lambda ans, x: lambda g: g)
+    with pytest.raises(TracegradError, match=r"positives returned an array of shape \(3,\) "
+                                              r"where its result types say \(0,\)"):
+        tg.function(positives, backend="numpy")(X)

@@ -159,3 +159,13 @@ def test_mismatched_structures_are_clear_errors():
         opt.apply([np.ones(2), np.ones(2)], [tg.Variable(np.ones(2))])
     with pytest.raises(InvalidArgumentError, match="learning_rate must be a number"):
         tg.optimizers.sgd("0.1")
+
+
+def test_a_schedule_keeps_float32_parameters_float32_eagerly():
+    opt = tg.optimizers.sgd(lambda step: 0.1 * 0.5 ** step)
+    params = np.ones(2, np.float32)
+    state = opt.init(params)
+    for _ in range(2):
+        params, state = opt.update(np.ones(2, np.float32), state, params)
+    assert params.dtype == np.float32
+    np.testing.assert_allclose(params, [0.85, 0.85], rtol=1e-6)

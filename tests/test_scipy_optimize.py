@@ -109,3 +109,18 @@ def test_least_squares_with_a_compiled_jacobian():
     assert result.nfev <= finite.nfev
     analytic = np.stack([np.exp(-1.5 * t), np.ones_like(t), -2.0 * t * np.exp(-1.5 * t)], 1)
     np.testing.assert_allclose(result.jac, analytic, atol=1e-6)
+
+
+def test_integer_x0_is_optimized_as_floats_and_globals_are_read_per_fit():
+    result = minimize(lambda x: tnp.sum((x - 1.5) ** 2), np.array([0, 0]))
+    np.testing.assert_allclose(result.x, [1.5, 1.5], atol=1e-6)
+    assert result.x.dtype == np.float64
+
+    target = {"value": np.array([1.0, 2.0])}
+
+    def loss(x):
+        return tnp.sum((x - target["value"]) ** 2)
+
+    np.testing.assert_allclose(minimize(loss, np.zeros(2)).x, [1.0, 2.0], atol=1e-6)
+    target["value"] = np.array([5.0, 6.0])
+    np.testing.assert_allclose(minimize(loss, np.zeros(2)).x, [5.0, 6.0], atol=1e-6)

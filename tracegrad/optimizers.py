@@ -65,7 +65,9 @@ class Optimizer:
 
     def _lr(self, count, dtype):
         lr = self.learning_rate(count) if callable(self.learning_rate) else self.learning_rate
-        return lr if dtype is None or np.isscalar(lr) else tnp.astype(lr, dtype)
+        if dtype is None or type(lr) in (int, float):  # Python numbers are weak
+            return lr
+        return tnp.astype(lr, dtype)
 
     def _step(self, g, p, slots, count):
         return self._rule(g, p, slots, self._lr(count, getattr(p, "dtype", None)), count)

@@ -565,3 +565,23 @@ def test_a_gradient_function_may_call_its_own_function():
     with tg.GradientTape() as tape:
         y = _sqrt_by_iteration(v)
     assert tape.gradient(y, v).numpy() == pytest.approx(0.25, rel=1e-15)
+
+
+@tg.custom_gradient
+def _exp_by_itself(x):
+    y = tnp.exp(tg.stop_gradient(x))
+
+    def grad(dy):
+        return dy * _exp_by_itself(x)
+
+    return y, grad
+
+
+def test_an_eager_self_calling_gradient_keeps_its_rule_to_every_order():
+    x = tg.Variable(0.5)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = _exp_by_itself(x)
+        d1 = inner.gradient(y, x)
+    assert d1.numpy() == pytest.approx(np.exp(0.5), rel=1e-15)
+    assert outer.gradient(d1, x).numpy() == pytest.approx(np.exp(0.5), rel=1e-15)

@@ -252,3 +252,13 @@ def test_extending_doc_examples_run():
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
     assert len(blocks) == 4 and "log1pexp_jvp" in namespace
+
+
+def test_custom_vjp_arguments_with_none_leaves():
+    @tg.custom_vjp
+    def scale(p):
+        return p["a"] * 2.0
+
+    scale.defvjp(lambda p: (p["a"] * 2.0, None), lambda res, g: ({"a": g * 2.0, "c": None},))
+    g = tg.grad(lambda a: tnp.sum(scale({"a": a, "c": None})))(np.ones(3))
+    np.testing.assert_array_equal(g, np.full(3, 2.0))

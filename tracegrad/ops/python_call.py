@@ -94,6 +94,13 @@ def _python_call_impl(*arrays, function, kwargs=()):
     result = []
     for o, t in zip(outs, types, strict=True):
         o = np.asarray(o)
+        if o.ndim != len(t.shape) or any(d is not None and d != s
+                                         for d, s in zip(t.shape, o.shape, strict=True)):
+            raise TracegradError(
+                f"python primitive {function.name} returned an array of shape {o.shape} "
+                f"where its result types say {t.shape} (found by its result= rule, or by "
+                "running it on zeros): a result whose shape depends on the values needs a "
+                "result= rule, and cannot be traced")
         if o.dtype != t.dtype:
             o = o.astype(t.dtype)
         result.append(o)

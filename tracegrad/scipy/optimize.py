@@ -9,7 +9,6 @@ SciPy a float64 vector interface; SciPy's own algorithms do the optimizing.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -24,14 +23,9 @@ __all__ = ["minimize", "least_squares"]
 
 # methods whose minimize takes a gradient; of those, the ones that take hessp or need hess
 _GRADIENT = frozenset({"cg", "bfgs", "newton-cg", "l-bfgs-b", "tnc", "slsqp", "dogleg",
-                       "trust-ncg", "trust-krylov", "trust-exact", "trust-constr", "cobyqa"})
+                       "trust-ncg", "trust-krylov", "trust-exact", "trust-constr"})
 _HESSP = frozenset({"newton-cg", "trust-ncg", "trust-krylov", "trust-constr"})
 _HESS = frozenset({"dogleg", "trust-exact"})
-
-
-# fun -> {(the unravel's signature, what): compiled function}: a second fit of the same
-# function over parameters of the same structure, shapes and dtypes compiles nothing
-_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Flat:
@@ -39,32 +33,26 @@ class _Flat:
     function of such a vector."""
 
     def __init__(self, fun: Callable, x0):
+        # integer and bool parameters are floats to SciPy (np.asarray(x0, float))
+        x0 = _tree.map(lambda a: np.asarray(a, np.float64) if np.asarray(a).dtype.kind in
+                       "biu" else a, x0)
         vector, self.unravel = _tree.ravel(x0)
         self.x0 = np.asarray(vector, dtype=np.float64)
-        self.fun = fun
+        self._compiled: dict = {}
         unravel = self.unravel
-        try:  # weakly: the compiled functions kept for `fun` must not keep it alive
-            ref = weakref.ref(fun)
-        except TypeError:
-            def ref():
-                return fun
 
         def call(v, *args):
-            return ref()(unravel(v), *args)
+            return fun(unravel(v), *args)
 
         call.__name__ = call.__qualname__ = getattr(fun, "__name__", "fun")
         self.call = call
 
     def compiled(self, what: str, make: Callable[[Callable], Callable]) -> Callable:
-        """`make(self.call)`, made once per function and signature."""
-        try:
-            per_fun = _COMPILED.setdefault(self.fun, {})
-        except TypeError:  # not weakly referable: no reuse
-            return make(self.call)
-        key = (self.unravel.signature, what)
-        found = per_fun.get(key)
+        """`make(self.call)`, made once in this fit (each fit traces `fun` anew, so it
+        sees the values its globals have now, as SciPy would)."""
+        found = self._compiled.get(what)
         if found is None:
-            found = per_fun[key] = make(self.call)
+            found = self._compiled[what] = make(self.call)
         return found
 
 

@@ -123,9 +123,10 @@ def _variables_parameter(grad_fn) -> tuple[bool, bool]:
 def _call_custom(f, args, kwargs):
     name = getattr(f, "__name__", "f")
     key = id(getattr(f, "__func__", f))
-    if state.rules_running.get(key):
-        # the gradient function calls the function itself (autograd allows it): there, the
-        # call is the function's own ops, so tracing its gradient does not recurse
+    if state.graph is not None and state.rules_running.get(key):
+        # the gradient function, being traced, calls the function itself (autograd allows
+        # it): there the call is the function's own ops, so the trace does not recurse
+        # (eagerly the gradient function runs only when a gradient is taken: no recursion)
         out = f(*args, **kwargs)
         _check_pair(out, name)
         return out[0]

@@ -66,7 +66,12 @@ class _Custom:
         bound.apply_defaults()
         return bound.args
 
-    def _running_rule(self, rule, *args):
+    def _running_rule(self, rule, *args, always=False):
+        """`rule(*args)`, the function's own calls inside it plain: always for `fwd` (which
+        computes the function's value, as in JAX), and while a reverse rule is traced (its
+        trace would otherwise recurse; eagerly it runs only when a gradient is taken)."""
+        if not always and state.graph is None:
+            return rule(*args)
         self._in_rule += 1
         try:
             return rule(*args)
@@ -152,7 +157,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
         return self.fwd is not None
 
     def _apply(self, nondiff, diff):
-        pair = self._running_rule(self.fwd, *self._merge(nondiff, diff))
+        pair = self._running_rule(self.fwd, *self._merge(nondiff, diff), always=True)
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise InvalidArgumentError(
                 f"custom_vjp function {self.__name__}: fwd must return a pair "
@@ -201,18 +206,22 @@ def _refuse_forward_mode(op, *dys):
 RegisterGradient(_NO_FORWARD_MODE)(_refuse_forward_mode)
 
 
+def _is_none(x) -> bool:
+    return x is None
+
+
 def _cotangent_leaves(ct, arg, name) -> list:
-    arg_leaves, arg_def = tree.flatten(arg)
+    """One cotangent (or None) per leaf of `arg` as `tree.flatten` gives them."""
+    arg_leaves, arg_def = tree.flatten(arg, is_leaf=_is_none)
     if ct is None:
-        return [None] * len(arg_leaves)
-    ct_leaves, ct_def = tree.flatten(ct, is_leaf=lambda x: x is None)
-    if len(ct_leaves) != len(arg_leaves) or not tree.same_structure(
-            ct_def, tree.flatten(arg, is_leaf=lambda x: x is None)[1]):
+        return [None] * sum(a is not None for a in arg_leaves)
+    ct_leaves, ct_def = tree.flatten(ct, is_leaf=_is_none)
+    if len(ct_leaves) != len(arg_leaves) or not tree.same_structure(ct_def, arg_def):
         raise InvalidArgumentError(
             f"custom_vjp function {name}: bwd returned a cotangent of structure "
             f"{tree.treedef_str(ct_def)} for an argument of structure "
             f"{tree.treedef_str(arg_def)}")
-    return ct_leaves
+    return [c for c, a in zip(ct_leaves, arg_leaves, strict=True) if a is not None]
 
 
 class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
@@ -255,7 +264,8 @@ class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
         for an argument with no tangent contribution); the output tangent is their sum."""
         def rule(*args):
             *fixed, primals, tangents = args
-            nondiff = dict(zip(self.nondiff_argnums, fixed, strict=True))
+            n = len(fixed) + len(primals)
+            nondiff = dict(zip(sorted(i % n for i in self.nondiff_argnums), fixed, strict=True))
             out = self.fun(*self._merge(nondiff, primals))
             total = None
             for fn, t in zip(jvps, tangents, strict=True):

@@ -237,8 +237,24 @@ def test_numpy_ufuncs_reach_tracegrad():
     np.testing.assert_array_equal(np.i0(x).numpy(), np.i0(x.numpy()))
     with pytest.raises(tg.errors.DTypeError, match="gcd"):
         tnp.gcd(np.array([1.0]), 2)
-    with pytest.raises(tg.errors.DTypeError, match="nextafter"):
-        tnp.nextafter(np.array([True]), False)  # NumPy computes it in float16
+    flags = np.array([True, False])  # NumPy computes these in float16
+    got = tnp.nextafter(flags, flags[::-1])
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, np.nextafter(flags, flags[::-1]))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_float16_nextafter_and_spacing_are_numpys_bits(backend):
+    bits = np.arange(0, 2 ** 16, 7, dtype=np.uint16)
+    x = bits.view(np.float16)
+    x = x[np.isfinite(x)]
+    with np.errstate(all="ignore"):
+        expected = np.spacing(x)
+        toward = np.nextafter(x, np.float16(0))
+    np.testing.assert_array_equal(tg.function(tnp.spacing, backend=backend)(x).view(np.uint16),
+                                  expected.view(np.uint16))
+    got = tg.function(lambda v: tnp.nextafter(v, np.float16(0)), backend=backend)(x)
+    np.testing.assert_array_equal(got.view(np.uint16), toward.view(np.uint16))
 
 
 def test_i0_gradient_is_i1():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.ops.optable import BOOL, F32, F64, I32, I64, case, rand, ulps
 
@@ -244,3 +245,17 @@ case("i0[i32]", tnp.i0, np.i0, rand((5,), I32, -10, 10))
 for _m in (0, 1, 2, 7, 12):
     case(f"kaiser[M={_m}]", lambda b, m=_m: tnp.kaiser(m, b), lambda b, m=_m: np.kaiser(m, b),
          np.float64(3.5), grad_argnums=(0,) if _m in (1, 7) else ())
+
+# -- a Python function made a primitive (tracegrad.extend) --------------------------------------
+
+
+@tg.extend.primitive
+def _py_logsumexp(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    return (m + np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)))[..., 0]
+
+
+tg.extend.defvjp(_py_logsumexp, lambda ans, x: lambda g: g[..., None] * tnp.exp(x - ans[..., None]))
+case("python_call[logsumexp]", _py_logsumexp,
+     lambda x: np.log(np.sum(np.exp(x), axis=-1)), rand((3, 5), seed=120),
+     primitive="python_call", grad_argnums=(0,), atol=1e-15)

@@ -92,13 +92,17 @@ def nextafter(x1, x2):
 
 def spacing(x):
     """Elementwise the distance from `x` to the next float away from zero, with `x`'s sign
-    (the smallest subnormal for either zero, NaN for infinities; float64 for integers)."""
+    (the smallest subnormal for either zero, NaN for infinities; float64 for integers); for
+    float16, as NumPy's, the distance to the next float towards zero below zero, unsigned."""
     (x,), out = ufunc_operands(np.spacing, "spacing", x)
     ax = abs(x)
     finite = less(ax, np.inf)
     safe = where(finite, ax, 1.0)
     up = subtract(add(safe, _step(safe, False, out)), safe)  # inf beyond the largest float
-    return where(finite, where(less(x, 0), negative(up), up), np.asarray(np.nan, out))
+    nan = np.asarray(np.nan, out)
+    if out == np.float16:  # NumPy's half spacing is a magnitude, towards zero below zero
+        return where(finite, where(less(x, 0), _step(safe, True, out), up), nan)
+    return where(finite, where(less(x, 0), negative(up), up), nan)
 
 
 # -- the modified Bessel function of order 0 --------------------------------------------------

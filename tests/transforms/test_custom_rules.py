@@ -262,3 +262,11 @@ def test_custom_vjp_arguments_with_none_leaves():
     scale.defvjp(lambda p: (p["a"] * 2.0, None), lambda res, g: ({"a": g * 2.0, "c": None},))
     g = tg.grad(lambda a: tnp.sum(scale({"a": a, "c": None})))(np.ones(3))
     np.testing.assert_array_equal(g, np.full(3, 2.0))
+
+
+def test_jacobian_picks_reverse_mode_for_a_custom_vjp_function():
+    # fewer inputs than outputs would pick forward mode, which a custom_vjp does not have
+    jac = tg.jacobian(lambda x: clip_gradient(-0.75, 0.75, x) * np.arange(3.0))(2.0)
+    np.testing.assert_array_equal(jac, [0.0, 0.75, 0.75])  # each row clipped by bwd
+    with pytest.raises(NotDifferentiableError, match="forward-mode"):
+        tg.jacobian(lambda x: clip_gradient(-0.75, 0.75, x) * np.arange(3.0), mode="fwd")(2.0)

@@ -20,6 +20,10 @@ from tracegrad.errors import NotDifferentiableError, ShapeError
 
 # -- custom_gradient -------------------------------------------------------------------------
 
+# The registered gradient of the identity custom_gradient op `tg.custom_vjp` puts on the
+# cotangent its `bwd` receives: forward mode (which would differentiate `bwd` in it) raises.
+REVERSE_ONLY = "custom_vjp.cotangent"
+
 custom_gradient_p = Primitive("custom_gradient", multiple_results=True)
 """`custom_gradient(y1..yn, x1..xk, r1..rm, num_results=n, grad_graph=G,
 gradient_mask=mask) -> (y1..yn)`: copies of the first n operands (f64[3] in, f64[3] out).

@@ -18,7 +18,7 @@ from tracegrad import ops
 from tracegrad.core import dtypes, tree
 from tracegrad.core.state import state
 from tracegrad.errors import InvalidArgumentError, NotDifferentiableError, UsageError
-from tracegrad.ops.custom import custom_gradient_p
+from tracegrad.ops.custom import REVERSE_ONLY, custom_gradient_p
 from tracegrad.transforms.autodiff import RegisterGradient
 from tracegrad.transforms.custom import _call_custom, bind_with_rule, fresh
 from tracegrad.transforms.tape import GradientTape, as_tensor
@@ -182,7 +182,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
         return out, grad_fn
 
 
-_NO_FORWARD_MODE = "custom_vjp.cotangent"
+_NO_FORWARD_MODE = REVERSE_ONLY
 
 
 def _no_forward_mode(dy):

@@ -20,6 +20,7 @@ from tracegrad.core import dtypes, tree
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
+from tracegrad.ops.custom import REVERSE_ONLY
 from tracegrad.transforms.autodiff import (
     Linearization, normalize_argnums,
 )
@@ -103,7 +104,7 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
     n_out = sum(_size(what, y.shape, "output") for y in ys)
     n_in = sum(_size(what, x.shape, "argument") for x in xs)
     if mode is None:
-        mode = "fwd" if n_in < n_out else "rev"
+        mode = "fwd" if n_in < n_out and not _has_reverse_only_rule(lin.graph) else "rev"
     if mode == "rev":
         blocks = [_reverse_block(what, lin, y, use_pfor, parallel_iterations) for y in ys]
     else:
@@ -119,6 +120,18 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
             k += count
         per_output.append(grouped[0] if single else tuple(grouped))
     return tree.unflatten(out_def, per_output)
+
+
+def _has_reverse_only_rule(graph) -> bool:
+    """Whether `graph` calls a `tg.custom_vjp` function, which has no forward mode (its
+    gradient graph marks its cotangent so): `mode=None` then picks reverse mode, as
+    `jax.jacobian` is."""
+    for op in graph.operations:
+        rule = op.attrs.get("grad_graph") if op.primitive.name == "custom_gradient" else None
+        if rule is not None and any(inner.grad_override == REVERSE_ONLY
+                                    for inner in rule.operations):
+            return True
+    return False
 
 
 def _reverse_block(what, lin, y, use_pfor, parallel_iterations) -> list:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 
+from tracegrad.core import tree
 from tracegrad.core.ir import Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops.python_call import PythonFunction, python_call_p
+from tracegrad.transforms.custom_rules import transpose_linear
 
 __all__ = ["primitive", "defvjp", "defjvp", "defbatch", "Primitive"]
 
@@ -104,17 +106,14 @@ def defjvp(fun: Primitive, *tangents, argnums=None) -> None:
 
 
 def _transposed(tangent_fn, i):
-    from tracegrad import ops
-    from tracegrad.transforms.custom import fresh
-    from tracegrad.transforms.tape import GradientTape, as_tensor
-
     def maker(ans, *args, **kwargs):
         def vjp(g):
-            t = fresh(ops.zeros_like(as_tensor(args[i])))
-            with GradientTape() as tape:
-                tape.watch(t)
-                out = tangent_fn(t, ans, *args, **kwargs)
-            return tape.gradient(out, t, output_gradients=g, unconnected_gradients="zero")
+            def output_tangents(zeros):
+                return tree.flatten(tangent_fn(zeros[0], ans, *args, **kwargs),
+                                    is_leaf=lambda x: x is None)[0]
+
+            cotangents = tree.flatten(g, is_leaf=lambda x: x is None)[0]
+            return transpose_linear(output_tangents, [args[i]], cotangents)[0]
 
         return vjp
 

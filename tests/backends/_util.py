@@ -99,3 +99,26 @@ def check_rows_in_groups(cases, check) -> None:
         if not failures:
             raise
         pytest.fail("\n".join(failures))
+
+
+def combined(cases):
+    """One function computing every row of `cases` on their concatenated arguments."""
+    def fn(*flat):
+        outs, k = [], 0
+        for c in cases:
+            outs.append(c.fn(*flat[k:k + len(c.args)]))
+            k += len(c.args)
+        return outs
+    return fn
+
+
+def graph_and_inputs(cases):
+    """The traced graph of `combined(cases)` and its input arrays."""
+    import tracegrad as tg
+    from tracegrad.core import tree
+
+    args = [a for c in cases for a in c.args]
+    graph = tg.trace(combined(cases))(*args)
+    leaves = tree.flatten(args)[0]
+    arrays = [np.asarray(x, dtype=t.dtype) for x, t in zip(leaves, graph.inputs, strict=True)]
+    return graph, arrays

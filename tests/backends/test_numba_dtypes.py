@@ -19,7 +19,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
-from tests.backends._util import check_rows_in_groups
+from tests.backends._util import check_rows_in_groups, graph_and_inputs
 from tests.ops.optable_dtypes import F16_ULP, ROWS
 from tracegrad.core import tree
 from tracegrad.transforms.evaluate import Interpreter
@@ -32,16 +32,6 @@ _ALWAYS = ("shift", "bitwise", "packbits", "unpackbits")
 SELECTED = ROWS if FULL else [c for k, c in enumerate(ROWS) if k % 4 == 0 or c.name in F16_ULP
                               or c.name.startswith(_ALWAYS)]
 GROUPS = [SELECTED[i:i + GROUP_SIZE] for i in range(0, len(SELECTED), GROUP_SIZE)]
-
-
-def _combined(cases):
-    def fn(*flat):
-        outs, k = [], 0
-        for c in cases:
-            outs.append(c.fn(*flat[k:k + len(c.args)]))
-            k += len(c.args)
-        return outs
-    return fn
 
 
 def _assert_close(got, want, ulps, what):
@@ -61,10 +51,7 @@ def _assert_close(got, want, ulps, what):
 
 
 def _check(cases):
-    args = [a for c in cases for a in c.args]
-    graph = tg.trace(_combined(cases))(*args)
-    leaves = tree.flatten(args)[0]
-    arrays = [np.asarray(x, dtype=t.dtype) for x, t in zip(leaves, graph.inputs, strict=True)]
+    graph, arrays = graph_and_inputs(cases)
     with np.errstate(all="ignore"):
         want = Interpreter(graph)(arrays)
     got = nb.compile_graph(graph)(arrays)

@@ -16,10 +16,8 @@ import os
 import numpy as np
 import pytest
 
-import tracegrad as tg
-from tests.backends._util import assert_close_backends, check_rows_in_groups
+from tests.backends._util import assert_close_backends, check_rows_in_groups, graph_and_inputs
 from tests.ops.optable import CASES, sample_rows
-from tracegrad.core import tree
 from tracegrad.transforms.evaluate import Interpreter
 
 nb = pytest.importorskip("tracegrad.backends.numba")
@@ -35,26 +33,8 @@ ROWS = CASES if FULL else sample_rows([c for c in CASES if not c.weak_args]) + [
 GROUPS = [ROWS[i:i + GROUP_SIZE] for i in range(0, len(ROWS), GROUP_SIZE)]
 
 
-def _combined(cases):
-    def fn(*flat):
-        outs, k = [], 0
-        for c in cases:
-            outs.append(c.fn(*flat[k:k + len(c.args)]))
-            k += len(c.args)
-        return outs
-    return fn
-
-
-def _graph_and_inputs(cases):
-    args = [a for c in cases for a in c.args]
-    graph = tg.trace(_combined(cases))(*args)
-    leaves = tree.flatten(args)[0]
-    arrays = [np.asarray(x, dtype=t.dtype) for x, t in zip(leaves, graph.inputs, strict=True)]
-    return graph, arrays
-
-
 def _check(cases):
-    graph, arrays = _graph_and_inputs(cases)
+    graph, arrays = graph_and_inputs(cases)
     with np.errstate(all="ignore"):
         want = Interpreter(graph)(arrays)
     got = nb.compile_graph(graph)(arrays)

@@ -246,10 +246,10 @@ def _to_array(x, dtype) -> np.ndarray:
 
 
 def narrowed_int_inputs(graph) -> tuple:
-    """`(position, name, dtype)` of each weak int64 input of `graph` (a Python int argument)
-    that the graph converts to another integer dtype: NumPy requires such an int to fit that
-    dtype, and so does the call path (`check_narrowed`), since the graph's conversion would
-    wrap it."""
+    """`(position, name, dtype, its min, its max)` of each weak int64 input of `graph` (a
+    Python int argument) that the graph converts to another integer dtype: NumPy requires
+    such an int to fit that dtype, and so does the call path (`check_narrowed`), since the
+    graph's conversion would wrap it."""
     weak_ints = {id(t): i for i, t in enumerate(graph.inputs)
                  if t.type.weak and t.type.dtype == np.int64}
     found = {}
@@ -257,16 +257,16 @@ def narrowed_int_inputs(graph) -> tuple:
         if (op.primitive.name == "convert_element_type" and id(op.inputs[0]) in weak_ints
                 and dtypes.is_int(op.attrs["new_dtype"]) and op.attrs["new_dtype"] != np.int64):
             found[weak_ints[id(op.inputs[0])]] = (op.inputs[0].name, op.attrs["new_dtype"])
-    return tuple((i, name, dt) for i, (name, dt) in sorted(found.items()))
+    return tuple((i, name, dt, int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+                 for i, (name, dt) in sorted(found.items()))
 
 
 def check_narrowed(name: str, narrowed: tuple, arrays) -> None:
     """Raise DTypeError if a Python int argument listed by `narrowed_int_inputs` is out of
     the range of the dtype the graph converts it to."""
-    for i, arg, dtype in narrowed:
+    for i, arg, dtype, low, high in narrowed:
         value = int(arrays[i])
-        info = np.iinfo(dtype)
-        if not int(info.min) <= value <= int(info.max):
+        if not low <= value <= high:
             raise DTypeError(
                 f"{name}: the Python int {value} passed as {arg} does not fit {dtype.name}, "
                 "the dtype the function converts it to; NumPy refuses it too"

@@ -41,6 +41,14 @@ from tracegrad.numpy._ufuncs import (
 from tracegrad.numpy._ufuncs import where as _where
 
 
+def _by_numpy(name: str, fn, *args):
+    """`fn(*args)`, NumPy's own result, its argument errors as InvalidArgumentError naming
+    `name`."""
+    try:
+        return fn(*args)
+    except (ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"{name}: {e}") from None
+
 def _concrete(x) -> bool:
     return not is_tensor(x) or isinstance(x, EagerTensor)
 
@@ -129,11 +137,8 @@ def _bin_edges(a, bins, range, weights, name, *, histogramdd=False):
             raise InvalidArgumentError(
                 f"{name}: bins={bins!r} chooses the number of bins from the values of a "
                 "traced tensor; pass an int number of bins (a static shape) or the edges")
-        try:
-            return np.histogram_bin_edges(_value(a), bins, range,
-                                          None if weights is None else _value(weights))
-        except (ValueError, TypeError) as e:
-            raise InvalidArgumentError(f"{name}: {e}") from None
+        return _by_numpy(name, np.histogram_bin_edges, _value(a), bins, range,
+                         None if weights is None else _value(weights))
     if is_tensor(bins) or np.ndim(bins) == 1:
         edges = read(bins)
         if ndim_of(edges) != 1:
@@ -189,10 +194,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     a = read(a)
     weights = None if weights is None else read(weights)
     if not (is_tensor(a) or is_tensor(weights) or is_tensor(bins)):
-        try:
-            return np.histogram(a, bins, range, density, weights)
-        except (ValueError, TypeError) as e:
-            raise InvalidArgumentError(f"histogram: {e}") from None
+        return _by_numpy("histogram", np.histogram, a, bins, range, density, weights)
     if weights is not None:
         if shape_of(weights) != shape_of(a):
             raise ShapeError("histogram: weights should have the same shape as a")
@@ -218,10 +220,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     sample = read(sample)
     weights = None if weights is None else read(weights)
     if not (is_tensor(sample) or is_tensor(weights) or _has_tensor(bins)):
-        try:
-            return np.histogramdd(sample, bins, range, density, weights)
-        except (ValueError, TypeError) as e:
-            raise InvalidArgumentError(f"histogramdd: {e}") from None
+        return _by_numpy("histogramdd", np.histogramdd, sample, bins, range, density, weights)
     if ndim_of(sample) != 2:
         sample = reshape(sample, (-1, 1)) if ndim_of(sample) <= 1 else sample
     d = static_dim(sample, 1, "histogramdd")
@@ -268,10 +267,7 @@ def histogram2d(x, y, bins=10, range=None, density=None, weights=None):
     `bins` is an int or edges for both dims, or a pair of them."""
     x, y = read(x), read(y)
     if not (is_tensor(x) or is_tensor(y) or is_tensor(weights) or _has_tensor(bins)):
-        try:
-            return np.histogram2d(x, y, bins, range, density, weights)
-        except (ValueError, TypeError) as e:
-            raise InvalidArgumentError(f"histogram2d: {e}") from None
+        return _by_numpy("histogram2d", np.histogram2d, x, y, bins, range, density, weights)
     try:
         n = len(bins)
     except TypeError:

@@ -11,6 +11,7 @@ gradient of `<rule's tangent out, cotangent>` with respect to the tangents.
 
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 
@@ -26,19 +27,20 @@ from tracegrad.transforms.tape import GradientTape, as_tensor
 __all__ = ["custom_vjp", "custom_jvp"]
 
 
-class _Custom:
+class _Custom(abc.ABC):
     """A function with a rule of its own; `nondiff_argnums` are passed to the rule first
     and get no gradient."""
 
     _kind = ""
     _setter = ""  # the call that sets the rule
 
+    @abc.abstractmethod
     def _has_rule(self) -> bool:
-        raise NotImplementedError
+        """Whether the rule has been set."""
 
+    @abc.abstractmethod
     def _apply(self, nondiff: dict, diff: tuple):
         """`(output, grad_fn)` for `_call_custom`."""
-        raise NotImplementedError
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
@@ -284,35 +286,47 @@ class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
         fixed = tuple(nondiff[i] for i in sorted(nondiff))
 
         def grad_fn(*dys):
-            dys = _zeros_for_missing(dys, outs)
             leaves, structure = tree.flatten(diff)
-            floats = [i for i, x in enumerate(leaves) if dtypes.is_differentiable(_dtype(x))]
-            # distinct tensors to watch (equal constants may be one tensor in a graph)
-            zeros = [fresh(ops.zeros_like(as_tensor(x))) for x in leaves]
-            with GradientTape() as tape:
-                tape.watch([zeros[i] for i in floats])
+
+            def output_tangents(zeros):
                 tangents = tuple(tree.unflatten(structure, zeros))
                 pair = self._running_rule(self.jvp, *fixed, diff, tangents)
                 if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                     raise InvalidArgumentError(
                         f"custom_jvp function {self.__name__}: the rule must return a pair "
                         f"(output, output tangent), got {type(pair).__name__}")
-                t_leaves = tree.flatten(pair[1], is_leaf=lambda x: x is None)[0]
+                t_leaves = tree.flatten(pair[1], is_leaf=_is_none)[0]
                 if len(t_leaves) != len(outs):
                     raise InvalidArgumentError(
                         f"custom_jvp function {self.__name__}: the rule's output tangent has "
                         f"{len(t_leaves)} leaves for {len(outs)} outputs")
-            pairs = [(t, d) for t, d in zip(t_leaves, dys, strict=True)
-                     if d is not None and t is not None]
-            grads = tape.gradient([t for t, _ in pairs], [zeros[i] for i in floats],
-                                  output_gradients=[d for _, d in pairs],
-                                  unconnected_gradients="zero") if pairs else []
-            flat = [None] * len(leaves)
-            for i, g in zip(floats, grads, strict=True):
-                flat[i] = g
-            return flat
+                return t_leaves
+
+            return transpose_linear(output_tangents, leaves, _zeros_for_missing(dys, outs))
 
         return out, grad_fn
+
+
+def transpose_linear(fn, primals: list, cotangents: list) -> list:
+    """The transpose of `fn`, a function linear in a list of tangents (one per tensor of
+    `primals`, which give their shapes) returning a list of output tangents (None for
+    none): the gradient of `<fn(tangents), cotangents>` in the tangents, taken at zero
+    tangents. One gradient per primal, None for those that are not floats."""
+    floats = [i for i, x in enumerate(primals) if dtypes.is_differentiable(_dtype(x))]
+    # distinct tensors to watch (equal constants may be one tensor in a graph)
+    zeros = [fresh(ops.zeros_like(as_tensor(x))) for x in primals]
+    with GradientTape() as tape:
+        tape.watch([zeros[i] for i in floats])
+        outs = fn(zeros)
+    pairs = [(t, d) for t, d in zip(outs, cotangents, strict=True)
+             if d is not None and t is not None]
+    grads = tape.gradient([t for t, _ in pairs], [zeros[i] for i in floats],
+                          output_gradients=[d for _, d in pairs],
+                          unconnected_gradients="zero") if pairs else []
+    flat = [None] * len(primals)
+    for i, g in zip(floats, grads, strict=True):
+        flat[i] = g
+    return flat
 
 
 def _tree_add(a, b):

@@ -162,6 +162,7 @@ from its lower triangle (`lower`) or its upper one."""
 
 @eigh_p.def_abstract_eval
 def _eigh_abstract_eval(a, *, lower=True):
+    check_kind("eigh", a, "float")
     _check_square("eigh", a)
     n = a.shape[-1] if a.shape[-1] is not None else a.shape[-2]
     return [TensorType(a.shape[:-2] + (n,), a.dtype), a]

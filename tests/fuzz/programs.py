@@ -33,9 +33,9 @@ from tracegrad.core import dtypes, tree
 from tracegrad.errors import TracegradError
 
 SUPPORTED = set(dtypes.SUPPORTED)
-# Raw inputs: mostly the five common dtypes, now and then a narrower one.
+# Raw inputs: mostly the five common dtypes, now and then a narrower or a complex one.
 INPUT_DTYPES = (F64, F64, F32, I64, I32, BOOL, F64, F32, I64, "int8", "uint8", "uint16",
-                "float16")
+                "float16", "complex128", "complex64")
 SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1e300, -1e-310)
 SIZES = (0, 1, 2, 3)
 
@@ -70,7 +70,15 @@ class Program:
     def exact(self) -> bool:
         """Whether the numba backend is bit-exact on every step: not where float16 values
         meet float16 functions or reductions (docs/numpy.md, "float16")."""
-        return all(s.exact for s in self.steps) and not self.has_float16
+        return all(s.exact for s in self.steps) and not self.has_float16 and not (
+            self.has_complex)
+
+    @property
+    def has_complex(self) -> bool:
+        """Complex values: the numba backend's complex functions (and `abs`) are within a
+        few ulp of NumPy's, not bit-exact (docs/numpy.md, "Complex numbers")."""
+        return any(a.dtype.kind == "c" for a in self.inputs) or any(
+            s.name.startswith("astype(complex") for s in self.steps)
 
     @property
     def has_float16(self) -> bool:
@@ -109,9 +117,14 @@ def input_array(draw, smooth):
     if np.dtype(dtype).kind in "iu":
         return rng.integers(0 if np.dtype(dtype).kind == "u" else -4, 5, shape).astype(dtype)
     x = rng.uniform(-3, 3, shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x.imag = rng.uniform(-3, 3, shape)
     if x.size and draw(st.booleans()):
         with np.errstate(all="ignore"):
-            x.flat[rng.integers(0, x.size)] = draw(st.sampled_from(SPECIALS))
+            special = draw(st.sampled_from(SPECIALS))
+            x.flat[rng.integers(0, x.size)] = (
+                complex(0.5, special) if x.dtype.kind == "c" and draw(st.booleans())
+                else special)
     return x
 
 
@@ -180,7 +193,7 @@ def binary(draw, values, smooth, dynamic):
     return Step(name, BINARY[name][0], (k, j), exact=exact, ref=BINARY[name][1])
 
 
-SCALARS = (2, -1, 0, 2.5, -0.0, True, float("nan"), float("inf"))
+SCALARS = (2, -1, 0, 2.5, -0.0, True, float("nan"), float("inf"), 1.5j)
 
 
 def scalar(draw, values, smooth, dynamic):
@@ -196,7 +209,7 @@ def scalar(draw, values, smooth, dynamic):
             return Step(f"{name}(x, {c})", lambda x: op(x, c), (k,), exact=False)
         return Step(f"{name}({c}, x)", lambda x: op(c, x), (k,), exact=False)
     if how == "astype":
-        dtype = draw(st.sampled_from((F64, F32, I64, I32, BOOL, "float16")))
+        dtype = draw(st.sampled_from((F64, F32, I64, I32, BOOL, "float16", "complex128")))
         return Step(f"astype({dtype})", lambda x: x.astype(dtype), (k,),
                     ref=lambda x: x.astype(dtype))
     if how == "where":

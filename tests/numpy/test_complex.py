@@ -209,3 +209,26 @@ def test_complex_values_in_the_ir_round_trip():
     assert "c64[2]" in text and "nan+infj" in text
     assert str(tg.FuncGraph.parse(text)) == text
     assert str(tg.FuncGraph.from_json(g.to_json())) == text
+
+
+def test_sorting_and_extrema_in_numpys_order_on_both_backends():
+    nan = np.nan
+    rng = np.random.default_rng(0)
+    z = np.array([3 + 1j, 1 + 2j, complex(nan, 1), 1 + 1j, complex(1, nan), complex(nan, nan),
+                  complex(nan, 0), -1 + 5j, 1 + 1j, 0j, complex(-np.inf, 2), complex(2, nan)])
+    z = np.concatenate([z, rng.integers(-2, 3, 30) + 1j * rng.integers(-2, 3, 30)])
+    finite = z[np.isfinite(z)]
+    cases = [(np.sort, z), (np.argsort, z), (np.max, finite), (np.min, z), (np.argmax, finite),
+             (np.argmin, finite), (np.argmax, z)]
+    for dtype in (np.complex128, np.complex64):
+        for fn, x in cases:
+            x = x.astype(dtype)
+            want = fn(x, kind="stable") if fn in (np.sort, np.argsort) else fn(x)
+            for backend in ("numpy", "numba"):
+                got = tg.function(lambda v, fn=fn: getattr(tnp, fn.__name__)(v),
+                                  backend=backend)(x)
+                _check(got, want, f"{fn.__name__} {backend}", rtol=0)
+        m = z[:12].reshape(3, 4).astype(dtype)
+        for backend in ("numpy", "numba"):
+            got = tg.function(lambda v: tnp.max(v, axis=1), backend=backend)(m)
+            _check(got, np.max(m, axis=1), f"max axis=1 {backend}", rtol=0)

@@ -70,6 +70,9 @@ def _identity(monoid, dt) -> str:
         return "True" if big else "False"
     if dtypes.is_float(dt):
         return f"{NB_TYPE[dt]}({'np.inf' if big else '-np.inf'})"
+    if dtypes.is_complex(dt):  # the ends of the lexicographic order
+        inf = "np.inf" if big else "-np.inf"
+        return f"{NB_TYPE[dt]}(complex({inf}, {inf}))"
     info = np.iinfo(dt)
     return literal(info.max if big else info.min, dt)
 
@@ -83,6 +86,8 @@ def _combine(cg, monoid, dt, acc, v) -> str:
         return typed(f"{acc} * {v}", dt)
     if dtypes.is_float(dt):
         return f"{helper(cg.helpers, monoid + '_f', dt)}({acc}, {v})"
+    if dtypes.is_complex(dt):
+        return f"{helper(cg.helpers, monoid + '_c', dt)}({acc}, {v})"
     return f"{monoid}({acc}, {v})"
 
 
@@ -97,7 +102,9 @@ def _argreduce(cg, op, cmp):
     nest.pre[d] += [f"{bi} = 0", f"{found} = False", f"{best} = {_identity('sum', x.dtype)}"]
     v, _ = cg.elem(x, idx, nest)
     better = f"{v} {cmp} {best}"
-    if dtypes.is_float(x.dtype):  # the first NaN wins and stays
+    if dtypes.is_complex(x.dtype):  # NumPy's lexicographic order
+        better = f"{helper(cg.helpers, {'>': 'gt_c', '<': 'lt_c'}[cmp], x.dtype)}({v}, {best})"
+    if dtypes.is_inexact(x.dtype):  # the first NaN wins and stays
         better = f"{best} == {best} and ({better} or {v} != {v})"
     j = nest.vars[d]
     nest.stmt(frozenset(range(x.ndim)),
@@ -166,8 +173,10 @@ def _sort(cg, op, indices):
             value = f"({value} != 0)"
     else:
         value = f"{NB_TYPE[t.dtype]}({perm}[{j}])"
+    argsort = (f"{helper(cg.helpers, 'argsort_c', x.dtype)}({buf})" if dtypes.is_complex(x.dtype)
+               else f'np.argsort({buf}, kind="mergesort")')  # stable; NaN last as NumPy
     nest.post[d] += [
-        f'{perm} = np.argsort({buf}, kind="mergesort")',  # stable; NaN last as NumPy
+        f"{perm} = {argsort}",
         f"for {j} in range({xd[axis]}):",
         f"    {target}[{', '.join(parts)}] = {value}",
     ]

@@ -494,6 +494,53 @@ _COMPLEX.update({
     for kind, order in (("max", "ge"), ("min", "le"))
 })
 _COMPLEX.update({
+    # A stable merge sort of complex numbers in NumPy's order: the numbers without NaN
+    # lexicographically, then those with a NaN imaginary part (by real part), a NaN real part
+    # (by imaginary part), and both.
+    "argsort_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sort_less_{S}(a, b):
+    ca = 2 * (a.real != a.real) + (a.imag != a.imag)
+    cb = 2 * (b.real != b.real) + (b.imag != b.imag)
+    if ca != cb:
+        return ca < cb
+    if ca == 0:
+        return a.real < b.real or (a.real == b.real and a.imag < b.imag)
+    if ca == 1:
+        return a.real < b.real
+    return ca == 2 and a.imag < b.imag
+
+
+@njit(cache=True, **_OPTS)
+def _argsort_{S}(a):
+    n = a.shape[0]
+    perm = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if _sort_less_{S}(a[perm[j]], a[perm[i]]):
+                    tmp[k] = perm[j]
+                    j += 1
+                else:
+                    tmp[k] = perm[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                tmp[k] = perm[i]
+                i += 1
+                k += 1
+            while j < hi:
+                tmp[k] = perm[j]
+                j += 1
+                k += 1
+        perm, tmp = tmp, perm
+        width *= 2
+    return perm
+""",
     # NumPy's complex division (Smith's algorithm in the operands' precision); a zero divisor
     # gives infinities or NaN, where Numba's `/` raises ZeroDivisionError.
     "div_c": """
@@ -639,7 +686,7 @@ _INSTANCES = {
     "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
     "linalg": _INEXACT, "decompositions": _FLOATS,
     "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
-    "min_c": _CPLX, "div_c": _CPLX, "abs_c": _C128, "exp_c": _C128, "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
+    "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "exp_c": _C128, "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
 }
 
 

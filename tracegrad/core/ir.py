@@ -26,7 +26,9 @@ class Tensor:
     installed by `tracegrad.numpy`.
     """
 
-    __slots__ = ()
+    # `_view`: set by basic indexing (`x[1:-1]`) to its key, as NumPy's result would be a
+    # view of `x`; in-place operators on it raise, as they could not change `x`.
+    __slots__ = ("_view",)
     __array_priority__ = 1000
 
     @property

@@ -28,7 +28,7 @@ from tracegrad.numpy._core import (
     tracing,
 )
 from tracegrad.numpy._creation import asarray, astype, linspace, zeros, zeros_like
-from tracegrad.numpy._indexing import take, take_along_axis
+from tracegrad.numpy._indexing import take, take_along_axis, unviewed
 from tracegrad.numpy._matrix import diagonal
 from tracegrad.numpy._products import matmul
 from tracegrad.numpy._reductions import any as _any
@@ -85,6 +85,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
                 np.asarray(x).dtype, op="array")), copy=True if copy else None)
     elif dtype is not None:
         x = asarray(x, dtype)
+    if copy:
+        x = unviewed(x)
     nd = ndim_of(x)
     if ndmin > nd:
         x = reshape(x, (1,) * (ndmin - nd) + shape_of(x))

@@ -29,6 +29,7 @@ from tracegrad.numpy._core import (
     read,
     shape_of,
 )
+from tracegrad.numpy._indexing import unviewed
 
 
 def _shape_arg(shape, op: str) -> tuple:
@@ -73,7 +74,7 @@ def asarray(a, dtype=None):
 
 def astype(x, dtype):
     """`x` cast to `dtype` (float -> int truncates toward zero); no op if it already is."""
-    return cast(read(x), dtype_arg(dtype, "astype"))
+    return unviewed(cast(read(x), dtype_arg(dtype, "astype")))
 
 
 def full(shape, fill_value, dtype=None):

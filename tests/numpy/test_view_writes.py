@@ -117,3 +117,13 @@ def test_gradients_flow_through_a_full_slice_and_its_copy():
     with tg.GradientTape() as tape:
         y = tnp.sum(v[:] * v[...].copy())
     np.testing.assert_array_equal(tape.gradient(y, v).numpy(), 2 * np.arange(4.0))
+
+
+def test_astype_without_a_copy_keeps_a_view_a_view():
+    x = tg.constant(np.zeros((2, 3)))
+    u = x[0].astype("float64", copy=False)
+    with pytest.raises(ArgumentTypeError, match="a view of x"):
+        u += 1.0
+    w = x[0].astype("float32", copy=False)  # a new dtype is a copy in NumPy too
+    w += 1.0
+    np.testing.assert_array_equal(w.numpy(), np.ones(3, np.float32))

@@ -81,3 +81,14 @@ def test_black_scholes_delta_is_the_normal_cdf_approximation_of_d1():
     # the call's delta is N(d1) for the exact normal CDF; with the polynomial N it is
     # N(d1) plus terms of the polynomial's error, which is below 1e-7
     np.testing.assert_allclose(delta, cnd_array(d1), atol=1e-6)
+
+
+def test_docs_programs_example_runs():
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "programs.md"
+    (block,) = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.DOTALL)
+    namespace = {}
+    exec(compile(block, str(doc), "exec"), namespace)  # noqa: S102 - the doc's example
+    assert namespace["dc"].shape == (3, 4)

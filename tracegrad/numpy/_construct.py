@@ -28,7 +28,7 @@ from tracegrad.numpy._core import (
     tracing,
 )
 from tracegrad.numpy._creation import asarray, astype, linspace, zeros, zeros_like
-from tracegrad.numpy._indexing import take, take_along_axis, unviewed
+from tracegrad.numpy._indexing import take, take_along_axis
 from tracegrad.numpy._matrix import diagonal
 from tracegrad.numpy._products import matmul
 from tracegrad.numpy._reductions import any as _any
@@ -60,6 +60,7 @@ from tracegrad.numpy._ufuncs import (
     true_divide,
     where,
 )
+from tracegrad.numpy._views import unviewed
 
 # -- creation -------------------------------------------------------------------------------
 

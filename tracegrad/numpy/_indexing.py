@@ -34,6 +34,7 @@ from tracegrad.numpy._core import (
     shape_of,
 )
 from tracegrad.numpy._core import reshape as _reshape
+from tracegrad.numpy._views import as_view, is_view
 
 
 def _const(value):
@@ -176,7 +177,7 @@ def getitem(x, key):
         if state.tapes:
             if (kind is int or kind is slice) and x._value.ndim:
                 out = _first_dim(x, key)
-                return _as_view(x, out, key) if kind is slice or x._value.ndim > 1 else out
+                return as_view(x, out, key) if kind is slice or x._value.ndim > 1 else out
         else:
             value = key if kind is slice or kind is int else _numpy_key(key)
             if value is not None:
@@ -188,59 +189,13 @@ def getitem(x, key):
                     if type(out) is not np.ndarray:
                         return EagerTensor(np.asarray(out))  # one element: a copy
                     out = EagerTensor(out)
-                    if kind is slice or kind is int or _is_view(key, out.ndim):
+                    if kind is slice or kind is int or is_view(key, out.ndim):
                         out._view = key
                     return out
     out = _getitem_general(x, key)
-    if isinstance(out, Tensor) and _is_view(key, out.ndim):
-        return _as_view(x, out, key)
+    if isinstance(out, Tensor) and is_view(key, out.ndim):
+        return as_view(x, out, key)
     return out
-
-
-def _is_view(key, ndim: int) -> bool:
-    """Whether NumPy's `x[key]` (of `ndim` dims) is a view of `x`: a basic index (ints,
-    slices, None, ...) other than one int per dim, which gives a scalar (a copy)."""
-    kind = type(key)
-    if kind is slice or key is None or key is Ellipsis:
-        return True
-    if kind is not tuple:
-        return (kind is int or isinstance(key, np.integer)) and ndim > 0
-    ints = 0
-    for k in key:
-        if type(k) is int or isinstance(k, np.integer):
-            ints += 1
-        elif not (type(k) is slice or k is None or k is Ellipsis):
-            return False
-    return ints < len(key) or ndim > 0
-
-
-def _as_view(x, out, key):
-    """`out` (= `x[key]`) marked as a view, a new tensor where it is `x` itself (`x[:]`)."""
-    if out is x:
-        out = _alias(x)
-        if out is None:
-            return x
-    out._view = key
-    return out
-
-
-def unviewed(x):
-    """`x`, or where `x` is a view (a result of basic indexing) a new tensor of its values
-    that is not one: what NumPy's copies (`copy`, `array`, `astype`) give."""
-    if getattr(x, "_view", None) is None:
-        return x
-    out = _alias(x)
-    return x if out is None else out
-
-
-def _alias(x):
-    """A new tensor equal to `x` (recorded, so that gradients flow), or None where the
-    dims are not all known."""
-    if type(x) is EagerTensor and state.graph is None and not state.tapes:
-        return EagerTensor(x._value)
-    if None in shape_of(x):
-        return None
-    return ops.reshape(x, new_sizes=shape_of(x))
 
 
 def _getitem_general(x, key):

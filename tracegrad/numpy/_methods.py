@@ -20,6 +20,7 @@ from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ArgumentTypeError, TracerBoolError
 from tracegrad.numpy._indexing import getitem
+from tracegrad.numpy._views import key_text
 
 _OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
 # The operands' usual exact types, tested before the isinstance chain.
@@ -69,24 +70,13 @@ def _setitem(self, key, value):
     view = getattr(self, "_view", None)
     if view is not None:
         raise ArgumentTypeError(
-            f"`u[...] = value` on u = x[{_key_text(view)}], a view of x: in NumPy it would "
+            f"`u[...] = value` on u = x[{key_text(view)}], a view of x: in NumPy it would "
             "write into x, but tracegrad tensors are immutable and x would keep its values; "
-            f"update x functionally: `x = tnp.at(x)[{_key_text(view)}].set(...)`")
+            f"update x functionally: `x = tnp.at(x)[{key_text(view)}].set(...)`")
     raise ArgumentTypeError(
         "tracegrad tensors are immutable: use `x = tnp.at(x)[idx].set(value)` (or `.add`) "
         "for a functional update"
     )
-
-
-def _key_text(key) -> str:
-    """`key` as written between brackets: `1:-1, None, ...`."""
-    def item(k):
-        if type(k) is slice:
-            text = ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step))
-            return text[:-1] if k.step is None else text
-        return "..." if k is Ellipsis else str(k)
-
-    return ", ".join(map(item, key)) if type(key) is tuple else item(key)
 
 
 def _in_place_operator(symbol: str, functional: str):
@@ -97,7 +87,7 @@ def _in_place_operator(symbol: str, functional: str):
         view = getattr(self, "_view", None)
         if view is None:
             return NotImplemented
-        key = _key_text(view)
+        key = key_text(view)
         raise ArgumentTypeError(
             f"`u {symbol}= ...` on u = x[{key}], a view of x: in NumPy it would change x too, "
             "but tracegrad tensors are immutable and x would keep its values; update x "
@@ -262,7 +252,8 @@ def _argsort(self, axis=-1, kind=None, order=None, *, stable=None):
 METHODS = {
     "reshape": _reshape,
     "transpose": _transpose,
-    "astype": lambda self, dtype: tnp.astype(self, dtype),
+    "astype": lambda self, dtype, order="K", casting="unsafe", subok=True, copy=True:
+        tnp.astype(self, dtype, copy=copy),
     "sum": lambda self, axis=None, dtype=None, keepdims=False: tnp.sum(
         self, axis, dtype, keepdims),
     "prod": lambda self, axis=None, dtype=None, keepdims=False: tnp.prod(

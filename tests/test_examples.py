@@ -160,3 +160,13 @@ def test_dask_logistic_regression_descends_with_the_numpy_gradient():
     assert losses[0] == pytest.approx(np.log(2), abs=1e-6)  # w = 0: every row log 2
     assert losses[-1] < 0.6 * losses[0]
     assert float(re.search(r"accuracy (\S+)", out).group(1)) > 0.8
+
+
+@pytest.mark.parametrize("name, programs", [("chebyshev_clenshaw.py", 2), ("black_scholes.py", 1),
+                                            ("logistic_descent.py", 1)])
+def test_programs_written_by_others_give_numpys_values_and_gradients(name, programs):
+    out = run(name, TRACEGRAD_BACKEND="numpy")  # the numba backend: tests/programs
+    found = re.findall(r"max \|tracegrad - NumPy\| = (\S+); gradient vs central differences: "
+                       r"max rel err (\S+)", out)
+    assert len(found) == programs
+    assert all(float(v) == 0.0 and float(g) < 1e-5 for v, g in found)

@@ -57,17 +57,18 @@ def test_values_equal_numpys_eagerly_and_on_numpy_input(name):
             np.testing.assert_array_equal(np.asarray(g), w)
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_gradients_equal_central_differences(name):
+@pytest.mark.parametrize("name, backend", [(name, "numpy") for name in PROGRAMS]
+                         + [("black_scholes", "numba")])
+def test_gradients_equal_central_differences(name, backend):
     program, reference, args, argnums, static = PROGRAMS[name]
 
     def total(*a):
         return sum(tnp.sum(o) for o in _tuple(program(*a)))
 
-    # the reference backend: the numba backend's values are checked above, and compiling
-    # gradients through unrolled loops takes it tens of seconds (docs/performance.md)
+    # the numba backend on one program: compiling gradients through unrolled loops takes
+    # it tens of seconds (docs/performance.md)
     grads = tg.function(tg.grad(total, argnums=argnums), static_argnums=static,
-                        backend="numpy")(*args)
+                        backend=backend)(*args)
     for k, g in zip(argnums, grads, strict=True):
         def along(v, k=k):
             return sum(np.sum(o) for o in _tuple(reference(*args[:k], v, *args[k + 1:])))

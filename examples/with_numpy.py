@@ -20,7 +20,11 @@ def with_numpy(func, namespace):
     """`func` (a Python function, or a Numba dispatcher's `py_func`) running with `numpy`
     replaced by `namespace` (`tracegrad.numpy`, `jax.numpy`, or `numpy` itself)."""
     func = getattr(func, "py_func", func)
-    return _Rebinder(namespace, func.__module__.split(".")[0]).function(func)
+    return _Rebinder(namespace, _package(func)).function(func)
+
+
+def _package(func) -> str:
+    return (func.__module__ or "").split(".")[0]
 
 
 def _code_names(code) -> set:
@@ -44,7 +48,7 @@ class _Rebinder:
             return self.module(value)
         func = getattr(value, "py_func", value)
         if isinstance(func, types.FunctionType):
-            if func.__module__ and func.__module__.split(".")[0] == self.package:
+            if _package(func) == self.package:
                 return self.function(func)
             return value
         name = getattr(value, "__name__", None)

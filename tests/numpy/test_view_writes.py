@@ -127,3 +127,33 @@ def test_astype_without_a_copy_keeps_a_view_a_view():
     w = x[0].astype("float32", copy=False)  # a new dtype is a copy in NumPy too
     w += 1.0
     np.testing.assert_array_equal(w.numpy(), np.ones(3, np.float32))
+
+
+def _one_array_results():
+    """(name, NumPy's result, tracegrad's eager result) of every tracegrad.numpy function
+    that NumPy has and that takes one 1-D or 2-D float array alone."""
+    import warnings
+
+    for name in sorted(tnp.__all__):
+        ours, theirs = getattr(tnp, name), getattr(np, name, None)
+        if theirs is None or not callable(ours) or isinstance(ours, type):
+            continue
+        for base in (np.arange(1.0, 13.0).reshape(3, 4), np.arange(1.0, 5.0)):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    want, got = theirs(base), ours(tg.constant(base.copy()))
+            except Exception:  # noqa: BLE001 - functions that need more arguments
+                continue
+            pairs = zip(want, got, strict=False) if isinstance(want, (tuple, list)) else \
+                [(want, got)]
+            for w, g in pairs:
+                yield name, base, w, g
+
+
+def test_only_results_that_numpy_gives_as_views_are_views():
+    results = list(_one_array_results())
+    assert len(results) > 150
+    wrong = [name for name, base, w, g in results if getattr(g, "_view", None) is not None
+             and not (isinstance(w, np.ndarray) and np.shares_memory(w, base))]
+    assert not wrong, f"views where NumPy copies (x += 1 on them would raise): {wrong}"

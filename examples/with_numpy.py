@@ -5,8 +5,8 @@ names it imported) rebound, as if its module had said `import tracegrad.numpy as
 The program's source is not copied: its code object is reused with new globals. Functions
 and modules of the program's own package that it reaches through its globals (helpers of
 the same module such as `cnd_array`, or `numpy.polynomial.polyutils` for `chebval2d`) are
-rebound the same way, recursively; anything else (Python's `math`, a `numba.njit`
-dispatcher's `py_func` is unwrapped) is left as it is.
+rebound the same way, recursively (a Numba dispatcher as its Python function, `py_func`);
+anything else (Python's `math`, other packages) is left as it is.
 """
 
 from __future__ import annotations

@@ -96,8 +96,12 @@ def test_a_view_of_a_variable_raises_and_the_variable_is_unchanged():
 def test_out_argument_on_a_view_raises():
     x = tg.constant(np.zeros(5))
     u = x[1:-1]
-    with pytest.raises(UnsupportedOpError, match="numpy.add with out="):
+    with pytest.raises(UnsupportedOpError, match=r"numpy.add with out=.*tensors are immutable: "
+                       r"use the result .*x = tnp\.at\(x\)\[idx\]\.add\(v\)"):
         np.add(u, 1, out=u)
+    a = np.zeros(3)
+    with pytest.raises(UnsupportedOpError, match="numpy.add with out="):
+        a[...] += u  # NumPy's in-place add of a tensor into an ndarray
 
 
 def test_the_functional_update_gives_numpys_in_place_result():

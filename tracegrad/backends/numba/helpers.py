@@ -561,24 +561,42 @@ def _expm64(a):
 """
 
 _TRISOLVE = """
+_TRI_BLOCK = 48
+
+
 @njit(cache=True, **_OPTS)
 def _trisolve(a, b, out, lower, trans, unit, tag):
-    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans)
-    n = a.shape[0]
+    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans), by
+    # blocks of rows: the rows solved so far enter a block's right-hand side through one
+    # matrix product (BLAS), the block itself by substitution, row by row
+    n, k = b.shape
     low = lower != trans
-    for c in range(b.shape[1]):
-        for step in range(n):
-            i = step if low else n - 1 - step
-            s = b[i, c]
-            lo, hi = (0, i) if low else (i + 1, n)
+    m = np.ascontiguousarray(a.T) if trans else np.ascontiguousarray(a)
+    x = np.empty((n, k), dtype=out.dtype)
+    x[:, :] = b
+    blocks = (n + _TRI_BLOCK - 1) // _TRI_BLOCK
+    for step in range(blocks):
+        blk = step if low else blocks - 1 - step
+        r0 = blk * _TRI_BLOCK
+        r1 = min(n, r0 + _TRI_BLOCK)
+        if low and r0 > 0:
+            x[r0:r1] -= m[r0:r1, :r0] @ x[:r0]
+        elif not low and r1 < n:
+            x[r0:r1] -= m[r0:r1, r1:] @ x[r1:]
+        for s in range(r1 - r0):
+            i = r0 + s if low else r1 - 1 - s
+            lo, hi = (r0, i) if low else (i + 1, r1)
             for j in range(lo, hi):
-                m = a[j, i] if trans else a[i, j]
-                s -= m * out[j, c]
+                mij = m[i, j]
+                for c in range(k):
+                    x[i, c] -= mij * x[j, c]
             if not unit:
-                if a[i, i] == 0:
+                d = m[i, i]
+                if d == 0:
                     raise ValueError(tag, i)
-                s = s / a[i, i]
-            out[i, c] = s
+                for c in range(k):
+                    x[i, c] = x[i, c] / d
+    out[:, :] = x
 """
 
 # template -> the dtypes it is instantiated for (None: once, no dtype)

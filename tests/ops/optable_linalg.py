@@ -399,3 +399,15 @@ for _scale, _shape, _dt in ((0.01, (4, 4), F64), (0.5, (4, 4), F64), (3.0, (2, 4
          scipy.linalg.expm, (_scale * rand(_shape, seed=94)).astype(_dt),
          grad_argnums=(0,) if _dt == F64 and _scale != 0.01 else (), grad_rtol=1e-5,
          primitive="expm" if _scale in (0.5, 40.0) or _dt == F32 else None)
+_F16 = (rand((3, 3), seed=95) + 3 * np.eye(3)).astype("float16")
+case("scipy.solve[f16]", tsl.solve, scipy.linalg.solve, _F16, rand((3,), "float16", seed=96),
+     why="float16 is solved in float32 as SciPy does; LAPACK's gesv and NumPy's differ in "
+     "the last bits", **ulps(scipy.linalg.solve, _F16.astype(F32), rand((3,), F32, seed=96),
+                            n=8))
+case("scipy.expm[f16]", tsl.expm, scipy.linalg.expm, _F16 / 4,
+     why="float16 in float32 (SciPy's), float64 rounded to float32 on the numba backend",
+     **ulps(scipy.linalg.expm, (_F16 / 4).astype(F32), n=8))
+case("scipy.det[f32]", tsl.det, scipy.linalg.det, rand((2, 3, 3), F32, seed=97),
+     why="float64 from float32 input here, SciPy factors in float32 and returns float64",
+     atol=8 * float(np.finfo(F32).eps) * float(np.max(np.abs(scipy.linalg.det(
+         rand((2, 3, 3), F32, seed=97))))))

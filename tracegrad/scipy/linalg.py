@@ -33,12 +33,20 @@ from tracegrad.numpy._reductions import argsort
 from tracegrad.numpy._shape import concatenate, swapaxes
 from tracegrad.numpy._ufuncs import add, divide, equal
 
+
+def _float(x):
+    """`x` read as SciPy's LAPACK wrappers take it: integers and bools as float64, float16
+    as float32."""
+    x = floating(x)
+    return cast(x, dtypes.float32) if dtype_of(x)[0] == dtypes.float16 else x
+
+
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
 
 
 def _with_rhs(op, a, b):
     """`(a, b as a batch of matrices, b was a vector)`, float and batch dims broadcast."""
-    (a, b), _ = promote(floating(a), floating(b))
+    (a, b), _ = promote(_float(a), _float(b))
     square_matrices(op, a)
     vector = ndim_of(b) == 1  # SciPy's rule: otherwise b is (..., n, k)
     if vector:
@@ -72,7 +80,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """`(c, lower)`: `c` holds the Cholesky factor of symmetric positive-definite `a` in
     its lower (`lower`) or upper triangle, read from that triangle of `a`; its other
     triangle is `a`'s, as SciPy leaves it."""
-    a = floating(a)
+    a = _float(a)
     square_matrices("cho_factor", a)
     if lower:
         return add(ops.cholesky(a), triu(a, 1)), lower
@@ -118,7 +126,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     """`(lu, piv)`: the LU factorization with partial pivoting of each (m x n) matrix in `a`,
     `L` (unit diagonal, not stored) below the diagonal of `lu` and `U` on and above it;
     `piv` (int32, min(m, n)) the 0-based row interchanges (row i swapped with piv[i])."""
-    a = floating(a)
+    a = _float(a)
     matrices("lu_factor", a)
     lu_, piv, _ = ops.lu(a)
     return lu_, piv
@@ -129,7 +137,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     (m, k) unit lower-trapezoidal, `u` (k, n) upper-trapezoidal, `p` the (m, m) permutation
     matrix, or with `p_indices` the int32 rows with `a == l[p] @ u`. With `permute_l`,
     `(p @ l, u)`."""
-    a = floating(a)
+    a = _float(a)
     matrices("lu", a)
     lu_, _, perm = ops.lu(a)
     m, n = shape_of(a)[-2:]
@@ -237,7 +245,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     """The inverse of each square matrix in `a`, read as `solve`'s `assume_a` says."""
     kind = _structure("inv", assume_a)
-    a = floating(a)
+    a = _float(a)
     square_matrices("inv", a)
     eye_ = broadcast_to_shape(cast(diagonal_mask(shape_of(a)[-2:], 0, ops.eq, (a,)),
                                    dtype_of(a)[0]), shape_of(a), (a,))
@@ -245,15 +253,17 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
 
 def det(a, overwrite_a=False, check_finite=True):
-    """The determinant of each square matrix in `a`."""
-    return _np_linalg.det(a)
+    """The determinant of each square matrix in `a`, float64 for every real dtype as
+    SciPy's (float32 and float16 matrices computed in float64: within float32 rounding of
+    SciPy's, which factors them in float32)."""
+    return _np_linalg.det(cast(read(a), dtypes.float64))
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """The Cholesky factor of each symmetric positive-definite matrix in `a`: upper `U` with
     `a == U.T @ U` read from `a`'s upper triangle, or (`lower`) lower `L` with
     `a == L @ L.T` read from its lower triangle."""
-    a = floating(a)
+    a = _float(a)
     square_matrices("cholesky", a)
     c = _cholesky_lower(a, bool(lower))
     return c if lower else swapaxes(c, -1, -2)
@@ -275,12 +285,12 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
                                  "eigenvalues; use subset_by_index or select from w")
     if type not in (1, 2, 3):
         raise InvalidArgumentError(f"eigh: unknown type {type!r}; expected 1, 2 or 3")
-    a = floating(a)
+    a = _float(a)
     square_matrices("eigh", a)
     lower = bool(lower)
     c = None
     if b is not None:
-        (a, b), _ = promote(a, floating(b))
+        (a, b), _ = promote(a, _float(b))
         square_matrices("eigh", b)
         c = _cholesky_lower(b, lower)
         a = _symmetric(a, lower)
@@ -309,6 +319,6 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
 def expm(A):
     """The matrix exponential of each square matrix in `A` (SciPy's Padé approximation with
     scaling and squaring); its gradient is the Fréchet derivative."""
-    A = floating(A)
+    A = _float(A)
     square_matrices("expm", A)
     return ops.expm(A)

@@ -72,6 +72,17 @@ def test_newton_converges_quadratically_to_the_numpy_solution():
     assert float(re.search(r"max \|w - w_numpy\| = (\S+),", out).group(1)) < 1e-12
 
 
+def test_gaussian_process_fits_its_hyperparameters_by_gradient():
+    out = run("gaussian_process.py", GP_POINTS="120")
+    assert float(re.search(r"max relative error (\S+)", out).group(1)) < 1e-6
+    before, after = map(float, re.search(r"likelihood (\S+) -> (\S+) in", out).groups())
+    assert after < before - 100
+    noise = re.search(r"noise +fitted (\S+) +true (\S+)", out).groups()
+    assert abs(float(noise[0]) / float(noise[1]) - 1) < 0.3
+    start, fitted = map(float, re.search(r"RMSE (\S+) \(start\) -> (\S+)", out).groups())
+    assert fitted < start
+
+
 @pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
 def test_other_examples_run(name):
     assert run(name)

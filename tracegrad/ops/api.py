@@ -101,6 +101,9 @@ from tracegrad.ops.decompositions import (
     qr_p,
     eigh_p,
     svd_p,
+    lu_p,
+    lu_pivots_to_permutation_p,
+    expm_p,
 )
 
 neg = neg_p.bind
@@ -192,6 +195,9 @@ slogdet = slogdet_p.bind
 qr = qr_p.bind
 eigh = eigh_p.bind
 svd = svd_p.bind
+lu = lu_p.bind
+lu_pivots_to_permutation = lu_pivots_to_permutation_p.bind
+expm = expm_p.bind
 
 __all__ = [
     "constant_p",
@@ -373,6 +379,12 @@ __all__ = [
     "eigh",
     "svd_p",
     "svd",
+    "lu_p",
+    "lu",
+    "lu_pivots_to_permutation_p",
+    "lu_pivots_to_permutation",
+    "expm_p",
+    "expm",
 ]
 
 

@@ -268,7 +268,8 @@ def _cholesky_grad(op, g):
     # symmetric perturbations is sym(S). Only a's lower triangle is read, so the gradient
     # is that triangle of 2 sym(S) with sym(S)'s diagonal: tril(S + S.T, -1) + diag(S).
     (L,) = op.outputs
-    p = _matmul(_mT(L), g)
+    nd, batch = L.ndim, tuple(range(L.ndim - 2))
+    p = dot_general_p.bind(L, g, dimension_numbers=(((nd - 2,), (nd - 2,)), (batch, batch)))
     rows, cols = _rows_cols(p)
     diagonal = ew.eq_p.bind(rows, cols)
     p = ew.select_p.bind(diagonal, ew.mul_p.bind(p, shape_ops.full_like(p, 0.5)),

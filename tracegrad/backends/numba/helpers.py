@@ -105,6 +105,37 @@ def _eigh_{S}(a, w, v, lower):
     v[:, :] = vv
 
 
+_getrf_{S} = _LAPACK_ROUTINES.numba_xxgetrf(from_dtype(np.dtype({T})))
+_GETRF_KIND_{S} = ord(get_blas_kind(from_dtype(np.dtype({T}))))
+
+
+@njit(cache=True, error_model="numpy")
+def _lu_{S}(a, lu, piv, perm, flag):
+    # LAPACK's getrf (through Numba's binding of SciPy's LAPACK) on a Fortran-ordered copy
+    m, n = a.shape
+    k = min(m, n)
+    f = np.empty((n, m), dtype={T})
+    for i in range(m):
+        for j in range(n):
+            f[j, i] = a[i, j]
+    ipiv = np.empty(max(k, 1), dtype=np.int32)
+    if k > 0:
+        _getrf_{S}(_GETRF_KIND_{S}, m, n, f.ctypes, m, ipiv.ctypes)
+    for i in range(m):
+        for j in range(n):
+            lu[i, j] = f[j, i]
+        perm[i] = i
+    for i in range(k):
+        p = ipiv[i] - 1
+        piv[i] = p
+        perm[i], perm[p] = perm[p], perm[i]
+
+
+@njit(cache=True, error_model="numpy")
+def _expm_{S}(a, out, flag):
+    out[:, :] = _expm64(a.astype(np.float64))
+
+
 @njit(cache=True, error_model="numpy")
 def _svd_{S}(a, u, s, vh, full):
     uu, ss, vv = np.linalg.svd(a.astype(np.float64), full_matrices=full)
@@ -446,25 +477,126 @@ def _cview(typingctx, a, shape):
     return ret(a, shape), codegen
 """
 
+_PIVOTS = """
+@njit(cache=True, **_OPTS)
+def _pivperm(pivots, out, tag):
+    m = out.shape[0]
+    for i in range(m):
+        out[i] = i
+    for i in range(pivots.shape[0]):
+        p = pivots[i]
+        if p < 0 or p >= m:
+            raise ValueError(tag, p)
+        out[i], out[p] = out[p], out[i]
+"""
+
+# expm by Higham's (2005) scaling and squaring with Padé approximants of degree 3 to 13
+_EXPM = """
+_PADE = (
+    (120.0, 60.0, 12.0, 1.0),
+    (30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0),
+    (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    (17643225600.0, 8821612800.0, 2075673600.0, 302702400.0, 30270240.0, 2162160.0,
+     110880.0, 3960.0, 90.0, 1.0),
+)
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+           1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+           33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA = (1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+          2.097847961257068)
+_THETA13 = 5.371920351148152
+
+
+@njit(cache=True, error_model="numpy")
+def _pade_low(a, b):
+    # (U, V) of the Padé approximant with coefficients b (degree 3, 5, 7 or 9)
+    n = a.shape[0]
+    eye = np.eye(n)
+    a2 = a @ a
+    power = eye
+    u = b[1] * eye
+    v = b[0] * eye
+    for j in range(1, (len(b) + 1) // 2):
+        power = power @ a2
+        u = u + b[2 * j + 1] * power
+        v = v + b[2 * j] * power
+    return a @ u, v
+
+
+@njit(cache=True, error_model="numpy")
+def _expm64(a):
+    n = a.shape[0]
+    if n == 0:
+        return a.copy()
+    if not np.isfinite(a).all():
+        return np.full((n, n), np.nan)
+    norm = np.abs(a).sum(axis=0).max()
+    s = 0
+    if norm <= _THETA[3]:
+        if norm <= _THETA[0]:
+            u, v = _pade_low(a, _PADE[0])
+        elif norm <= _THETA[1]:
+            u, v = _pade_low(a, _PADE[1])
+        elif norm <= _THETA[2]:
+            u, v = _pade_low(a, _PADE[2])
+        else:
+            u, v = _pade_low(a, _PADE[3])
+        return np.linalg.solve(v - u, v + u)
+    if norm > _THETA13:
+        s = int(np.ceil(np.log2(norm / _THETA13)))
+    a = a * 2.0 ** -s
+    b = _PADE13
+    eye = np.eye(n)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+             + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+    v = (a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2)
+         + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye)
+    r = np.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+"""
+
 _TRISOLVE = """
+_TRI_BLOCK = 48
+
+
 @njit(cache=True, **_OPTS)
 def _trisolve(a, b, out, lower, trans, unit, tag):
-    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans)
-    n = a.shape[0]
+    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans), by
+    # blocks of rows: the rows solved so far enter a block's right-hand side through one
+    # matrix product (BLAS), the block itself by substitution, row by row
+    n, k = b.shape
     low = lower != trans
-    for c in range(b.shape[1]):
-        for step in range(n):
-            i = step if low else n - 1 - step
-            s = b[i, c]
-            lo, hi = (0, i) if low else (i + 1, n)
+    m = np.ascontiguousarray(a.T) if trans else np.ascontiguousarray(a)
+    x = np.empty((n, k), dtype=out.dtype)
+    x[:, :] = b
+    blocks = (n + _TRI_BLOCK - 1) // _TRI_BLOCK
+    for step in range(blocks):
+        blk = step if low else blocks - 1 - step
+        r0 = blk * _TRI_BLOCK
+        r1 = min(n, r0 + _TRI_BLOCK)
+        if low and r0 > 0:
+            x[r0:r1] -= m[r0:r1, :r0] @ x[:r0]
+        elif not low and r1 < n:
+            x[r0:r1] -= m[r0:r1, r1:] @ x[r1:]
+        for s in range(r1 - r0):
+            i = r0 + s if low else r1 - 1 - s
+            lo, hi = (r0, i) if low else (i + 1, r1)
             for j in range(lo, hi):
-                m = a[j, i] if trans else a[i, j]
-                s -= m * out[j, c]
+                mij = m[i, j]
+                for c in range(k):
+                    x[i, c] -= mij * x[j, c]
             if not unit:
-                if a[i, i] == 0:
+                d = m[i, i]
+                if d == 0:
                     raise ValueError(tag, i)
-                s = s / a[i, i]
-            out[i, c] = s
+                for c in range(k):
+                    x[i, c] = x[i, c] / d
+    out[:, :] = x
 """
 
 # template -> the dtypes it is instantiated for (None: once, no dtype)
@@ -489,6 +621,9 @@ def _module_source() -> str:
         "import math",
         "import numpy as np",
         "from numba import njit, objmode",
+        "from numba.np.linalg import _LAPACK as _LapackRoutines, get_blas_kind",
+        "from numba.np.numpy_support import from_dtype",
+        "_LAPACK_ROUTINES = _LapackRoutines()",
         "",
         '_OPTS = dict(error_model="numpy", nogil=True)',
         '_REASSOC = {"reassoc", "contract"}  # sums that may be reordered (vectorized)',
@@ -497,6 +632,7 @@ def _module_source() -> str:
         *vecmath_trig.TEMPLATES.values(),
         _CVIEW,
         _LAPACK,
+        _EXPM,
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:
@@ -504,7 +640,7 @@ def _module_source() -> str:
         else:
             parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name)
                       for dt in dts]
-    parts.append(_TRISOLVE)
+    parts += [_TRISOLVE, _PIVOTS]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 

@@ -480,11 +480,12 @@ def _cython_special(name):
 
     for mangled in (name, "__pyx_fuse_0" + name, "__pyx_fuse_1" + name):
         capsule = cs.__pyx_capi__.get(mangled)
-        if capsule is not None and '"double (double' in repr(capsule):
+        signature = repr(capsule).split('"')[1] if capsule is not None else ""
+        if signature.startswith("double (double"):
             break
     else:
         raise AttributeError(name)
-    nargs = repr(capsule).split("(", 2)[2].count("double")
+    nargs = signature.split("(", 1)[1].count("double")
     symbol = "tg_cython_special_" + name
     llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", mangled))
     # the last C argument is Cython's skip-dispatch flag: kernels pass 0

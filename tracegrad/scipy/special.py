@@ -91,20 +91,24 @@ def multigammaln(a, d: int):
     return total
 
 
+def _x_times(x, y, log_y):
+    """`x * log_y`, 0 where `x == 0` and `log_y` is not finite (unless y is NaN); the
+    gradient in x is `log_y` wherever that is finite."""
+    zero = tnp.logical_and(tnp.equal(x, 0), tnp.logical_not(tnp.isnan(y)))
+    finite = tnp.logical_or(tnp.logical_not(zero), tnp.isfinite(log_y))
+    return tnp.multiply(x, tnp.where(finite, log_y, tnp.zeros_like(log_y)))
+
+
 def xlogy(x, y):
     """`x * log(y)`, 0 where `x == 0` (unless y is NaN)."""
     (x, y), _ = ufunc_operands(_sc.xlogy, "xlogy", x, y)
-    zero = tnp.logical_and(tnp.equal(x, 0), tnp.logical_not(tnp.isnan(y)))
-    safe = tnp.where(zero, tnp.ones_like(y), y)
-    return tnp.where(zero, tnp.zeros_like(x), tnp.multiply(x, ops.log(safe)))
+    return _x_times(x, y, ops.log(y))
 
 
 def xlog1py(x, y):
     """`x * log1p(y)`, 0 where `x == 0` (unless y is NaN)."""
     (x, y), _ = ufunc_operands(_sc.xlog1py, "xlog1py", x, y)
-    zero = tnp.logical_and(tnp.equal(x, 0), tnp.logical_not(tnp.isnan(y)))
-    safe = tnp.where(zero, tnp.zeros_like(y), y)
-    return tnp.where(zero, tnp.zeros_like(x), tnp.multiply(x, ops.log1p(safe)))
+    return _x_times(x, y, ops.log1p(y))
 
 
 def entr(x):

@@ -1,0 +1,94 @@
+"""tracegrad.scipy.special's compositions against SciPy (the primitives are op-table rows,
+tests/ops/optable_special.py): values on both backends, gradients vs central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+
+import tracegrad as tg
+import tracegrad.scipy.special as tsp
+from tests.finite_diff import central_difference
+from tracegrad.errors import InvalidArgumentError
+
+R = np.random.default_rng(0)
+X = R.uniform(0.3, 4.0, (3, 4))
+Y = R.uniform(-2.0, 2.0, (3, 4))
+B = R.uniform(-1.0, 2.0, (3, 4))
+
+# name: (function of the arrays, SciPy's, arrays, differentiated argument)
+CASES = {
+    "logsumexp": (lambda a: tsp.logsumexp(a, axis=1), lambda a: scipy.special.logsumexp(a, 1),
+                  (Y,), 0),
+    "logsumexp_b": (lambda a, b: tsp.logsumexp(a, axis=(0, 1), b=b, keepdims=True),
+                    lambda a, b: scipy.special.logsumexp(a, (0, 1), b=b, keepdims=True),
+                    (Y, np.abs(B)), 0),
+    "logsumexp_sign": (lambda a, b: tsp.logsumexp(a, axis=0, b=b, return_sign=True),
+                       lambda a, b: scipy.special.logsumexp(a, 0, b=b, return_sign=True),
+                       (Y, B), 0),
+    "softmax": (tsp.softmax, scipy.special.softmax, (Y,), 0),
+    "log_softmax": (lambda a: tsp.log_softmax(a, axis=0),
+                    lambda a: scipy.special.log_softmax(a, axis=0), (Y,), 0),
+    "polygamma": (tsp.polygamma, scipy.special.polygamma,
+                  (np.array([[0], [1], [3]]), X), 1),
+    "multigammaln": (lambda a: tsp.multigammaln(a, 3),
+                     lambda a: scipy.special.multigammaln(a, 3), (X + 1.5,), 0),
+    "xlogy": (tsp.xlogy, scipy.special.xlogy, (np.where(Y > 1, 0.0, Y), X), 1),
+    "xlog1py": (tsp.xlog1py, scipy.special.xlog1py, (np.where(Y > 1, 0.0, Y), X - 0.2), 0),
+    "xlogy_zeros": (tsp.xlogy, scipy.special.xlogy, (np.array([0.0, 0.0, 1.0, 0.0]),
+                                                    np.array([0.0, np.inf, 0.0, 2.0])), None),
+    "entr": (tsp.entr, scipy.special.entr, (X,), 0),
+    "riemann_zeta": (tsp.zeta, scipy.special.zeta, (X + 1.2,), None),
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("name", CASES)
+def test_values_match_scipy(name, backend):
+    fn, ref, args, _ = CASES[name]
+    got = tg.function(fn, backend=backend)(*args)
+    np.testing.assert_allclose(got, ref(*args), rtol=4e-15, atol=0,
+                               err_msg="SciPy sums and normalises in another order")
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c[3] is not None])
+def test_gradients_match_finite_differences(name):
+    fn, _, args, i = CASES[name]
+
+    def f(x):
+        out = fn(*args[:i], x, *args[i + 1:])
+        return out[0] if isinstance(out, tuple) else out
+
+    got = tg.grad(lambda x: tg.numpy.sum(f(x)))(args[i])
+    np.testing.assert_allclose(got, central_difference(f, args[i]), rtol=1e-6, atol=1e-8)
+
+
+def test_eager_values_are_scipy():
+    np.testing.assert_array_equal(tsp.gammaln(tg.constant(X)).numpy(), scipy.special.gammaln(X))
+    assert tsp.gammaln(X).dtype == scipy.special.gammaln(X).dtype
+    assert tsp.ndtri(np.float32(0.3)).dtype == np.float32
+    assert tsp.gammaln(np.arange(1, 4)).dtype == np.float64
+
+
+def test_gradient_of_i1e_at_zero_is_one_half():
+    assert tg.grad(tsp.i1e)(0.0) == 0.5
+    assert tg.grad(tsp.i1)(0.0) == 0.5
+
+
+def test_vmap_of_logsumexp_matches_a_loop():
+    got = tg.vmap(lambda a: tsp.logsumexp(a, b=np.abs(B[0])))(Y)
+    np.testing.assert_allclose(got, [scipy.special.logsumexp(y, b=np.abs(B[0])) for y in Y],
+                               rtol=4e-16)
+
+
+def test_jvp_of_log_ndtr_is_the_normal_density_over_its_cdf():
+    x = np.linspace(-20, 4, 7)
+    _, tangent = tg.jvp(tsp.log_ndtr, (x,), (np.ones_like(x),))
+    density = np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(tangent, density / scipy.special.ndtr(x), rtol=1e-13)
+
+
+def test_multigammaln_rejects_a_non_integer_dimension():
+    with pytest.raises(InvalidArgumentError, match="multigammaln"):
+        tsp.multigammaln(X, 1.5)

@@ -147,8 +147,18 @@ def _gamma_sf(x, a, loc=0, scale=1):
     return sp.gammaincc(a, tnp.maximum(y, 0.0))
 
 
+def _log_of_complement(f, complement):
+    """`log f`, as `log1p(-complement)` where `complement = 1 - f` is below 1/2."""
+    def log_f(*args, **kw):
+        c = complement(*args, **kw)
+        return tnp.where(tnp.less(c, 0.5), tnp.log1p(tnp.negative(c)),
+                         tnp.log(f(*args, **kw)))
+    return log_f
+
+
 gamma = _namespace("gamma", logpdf=_gamma_logpdf, pdf=_exp_of(_gamma_logpdf), cdf=_gamma_cdf,
-                   logcdf=_log_of(_gamma_cdf), sf=_gamma_sf, logsf=_log_of(_gamma_sf))
+                   logcdf=_log_of_complement(_gamma_cdf, _gamma_sf), sf=_gamma_sf,
+                   logsf=_log_of_complement(_gamma_sf, _gamma_cdf))
 
 
 def _beta_logpdf(x, a, b, loc=0, scale=1):
@@ -318,15 +328,19 @@ def _truncnorm_logpdf(x, a, b, loc=0, scale=1):
 def _truncnorm_cdf(x, a, b, loc=0, scale=1):
     y, _ = _standard(x, loc, scale)
     a, b = _f(a, b)
-    y = tnp.clip(y, a, b)
-    return tnp.exp(tnp.subtract(_truncnorm_logdelta(a, y), _truncnorm_logdelta(a, b)))
+    below, above = tnp.less_equal(y, a), tnp.greater_equal(y, b)
+    inside = tnp.where(tnp.logical_or(below, above), b, y)  # a finite log where masked
+    out = tnp.exp(tnp.subtract(_truncnorm_logdelta(a, inside), _truncnorm_logdelta(a, b)))
+    return tnp.where(below, tnp.zeros_like(out), tnp.where(above, tnp.ones_like(out), out))
 
 
 def _truncnorm_sf(x, a, b, loc=0, scale=1):
     y, _ = _standard(x, loc, scale)
     a, b = _f(a, b)
-    y = tnp.clip(y, a, b)
-    return tnp.exp(tnp.subtract(_truncnorm_logdelta(y, b), _truncnorm_logdelta(a, b)))
+    below, above = tnp.less_equal(y, a), tnp.greater_equal(y, b)
+    inside = tnp.where(tnp.logical_or(below, above), a, y)
+    out = tnp.exp(tnp.subtract(_truncnorm_logdelta(inside, b), _truncnorm_logdelta(a, b)))
+    return tnp.where(below, tnp.ones_like(out), tnp.where(above, tnp.zeros_like(out), out))
 
 
 truncnorm = _namespace("truncnorm", logpdf=_truncnorm_logpdf, pdf=_exp_of(_truncnorm_logpdf),

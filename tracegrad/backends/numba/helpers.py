@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tracegrad.backends.numba import vecmath, vecmath_trig
+from tracegrad.backends.numba import vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
 
 # Numba has no float16 on the CPU: kernels hold float16 values in float32 (each exactly a
@@ -562,6 +562,7 @@ def _module_source() -> str:
         f"SUM_BLOCK = {SUM_BLOCK}",
         *vecmath.TEMPLATES.values(),
         *vecmath_trig.TEMPLATES.values(),
+        *vecmath_special.TEMPLATES.values(),
         _CVIEW,
         _LAPACK,
         _CYTHON_SPECIAL,
@@ -589,7 +590,7 @@ def {name}c({args}):
 
 
 # `(name, arguments)` of each forced-inline `_<f>_v` function, in the module's order
-_INLINED = vecmath.INLINED + vecmath_trig.INLINED
+_INLINED = vecmath.INLINED + vecmath_trig.INLINED + vecmath_special.INLINED
 SOURCE = _module_source()
 CALLED = {name: name + "c" for name, _ in _INLINED}  # a helper -> its called twin
 FAST = vecmath_trig.FAST  # a sin/cos/tan helper -> its twin with the fast range reduction

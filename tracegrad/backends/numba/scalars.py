@@ -253,12 +253,15 @@ def _cython_special(name: str):
 
 for _prim, _name in ((sp.lgamma_p, "gammaln"), (sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
                      (sp.erfinv_p, "erfinv"), (sp.ndtri_p, "ndtri"),
-                     (sp.log_ndtr_p, "log_ndtr"), (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
+                     (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
                      (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
                      (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"), (sp.ndtr_p, "ndtr"),
                      (sp.logit_p, "logit"), (sp.i0_p, "i0"), (sp.i1_p, "i1"),
                      (sp.betaln_p, "betaln"), (sp.beta_p, "beta")):
     _elementwise(_prim, _cython_special(_name), cost=COSTLY)
+
+
+_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")  # vecmath_special.py
 
 
 def _zeta(args, x, out, attrs, helpers):

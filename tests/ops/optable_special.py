@@ -59,3 +59,12 @@ case("zeta[f64,poles]", tsp.zeta, scipy.special.zeta, np.array([2.0, 2.0, 1.0, 0
      np.array([-0.5, -1.0, 2.0, 1.0, 1e10, 0.0]), primitive="zeta")
 case("igamma[f64,edges]", tsp.gammainc, scipy.special.gammainc,
      np.array([1.0, 2.0, 0.5, 30.0]), np.array([0.0, np.inf, 1e-8, 31.0]), primitive="igamma")
+
+for _prim in ("betainc", "betaincc"):
+    for _dt in (F64, F32):
+        case(f"{_prim}[{_dt},3x4]", getattr(tsp, _prim), getattr(scipy.special, _prim),
+             rand((3, 4), _dt, 0.3, 5, seed=3), rand((3, 4), _dt, 0.3, 5, seed=4),
+             rand((3, 4), _dt, 0.02, 0.98, seed=5), grad_argnums=(2,) if _dt == F64 else (),
+             primitive=_prim)
+case("betainc[f64,edges]", tsp.betainc, scipy.special.betainc, np.array([1.0, 2.0, 0.5, 3.0]),
+     np.array([1.0, 0.5, 2.0, 3.0]), np.array([0.0, 1.0, 1e-12, 0.5]), primitive="betainc")

@@ -387,6 +387,8 @@ __all__ += ["assign", "assign_p"]
 
 from tracegrad.ops.special import (  # noqa: E402
     beta_p,
+    betainc_p,
+    betaincc_p,
     betaln_p,
     digamma_p,
     erfc_p,
@@ -426,8 +428,11 @@ i0 = i0_p.bind
 i1 = i1_p.bind
 betaln = betaln_p.bind
 beta = beta_p.bind
+betainc = betainc_p.bind
+betaincc = betaincc_p.bind
 __all__ += ["lgamma_p", "lgamma", "digamma_p", "digamma", "erfc_p", "erfc", "erfinv_p",
             "erfinv", "ndtri_p", "ndtri", "log_ndtr_p", "log_ndtr", "i0e_p", "i0e", "i1e_p",
             "i1e", "igamma_p", "igamma", "igammac_p", "igammac", "zeta_p", "zeta", "gamma_p",
             "gamma", "erfcinv_p", "erfcinv", "ndtr_p", "ndtr", "logit_p", "logit", "i0_p",
-            "i0", "i1_p", "i1", "betaln_p", "betaln", "beta_p", "beta"]
+            "i0", "i1_p", "i1", "betaln_p", "betaln", "beta_p", "beta", "betainc_p", "betainc",
+            "betaincc_p", "betaincc"]

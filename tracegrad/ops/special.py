@@ -1,6 +1,6 @@
 """Special-function primitives (SciPy's `scipy.special` ufuncs): lgamma, gamma, digamma,
-erfc, erfinv, erfcinv, ndtr, ndtri, log_ndtr, logit, i0, i0e, i1, i1e, and the two-operand
-igamma, igammac, zeta, beta and betaln.
+erfc, erfinv, erfcinv, ndtr, ndtri, log_ndtr, logit, i0, i0e, i1, i1e, the two-operand
+igamma, igammac, zeta, beta and betaln, and the three-operand betainc and betaincc.
 
 Each is a primitive because a composition of the elementary primitives would lose SciPy's
 accuracy (series, continued fractions and asymptotic expansions chosen per range). The
@@ -15,18 +15,33 @@ import math
 
 import numpy as np
 
-from tracegrad.ops._families import binary, needs, unary
+from tracegrad.core.op import Primitive
+from tracegrad.core.types import TensorType
+from tracegrad.ops._batching import batch_elementwise
+from tracegrad.ops._families import (
+    binary,
+    check_kind,
+    elementwise,
+    needs,
+    same_dtype,
+    same_shape,
+    unary,
+)
 from tracegrad.ops.elementwise import (
     _c,
     _sq,
     abs_p,
     add_p,
+    and_p,
     defderiv,
     defrecip,
     div_p,
     eq_p,
     exp_p,
+    gt_p,
+    log1p_p,
     log_p,
+    lt_p,
     mul_p,
     neg_p,
     select_p,
@@ -167,3 +182,42 @@ def _beta_grads(op, g, scale):
 
 betaln_p.def_grad(lambda op, g: _beta_grads(op, g, None))
 beta_p.def_grad(lambda op, g: _beta_grads(op, g, True))
+
+
+def _ternary(name: str, scipy_name: str) -> Primitive:
+    """An elementwise special function of three float operands of equal shapes and dtypes."""
+    prim = Primitive(name)
+
+    @prim.def_abstract_eval
+    def abstract_eval(a, b, x):
+        check_kind(name, a, "float")
+        return TensorType(same_shape(name, a, b, x), same_dtype(name, a, b, x))
+
+    prim.def_impl(_scipy(scipy_name))
+    elementwise(prim)
+    batch_elementwise(prim)
+    return prim
+
+
+betainc_p = _ternary("betainc", "betainc")
+"""`betainc(a, b, x)`: the regularized incomplete beta function I_x(a, b)."""
+betaincc_p = _ternary("betaincc", "betaincc")
+"""`betaincc(a, b, x) = 1 - I_x(a, b)`, accurate where I_x(a, b) is near 1."""
+
+
+def _beta_density(a, b, x):
+    """`x^(a-1) (1-x)^(b-1) / B(a, b)`, the derivative of I_x(a, b) in x (0 outside (0, 1))."""
+    inside = and_p.bind(gt_p.bind(x, _c(x, 0)), lt_p.bind(x, _c(x, 1)))
+    safe = select_p.bind(inside, x, _c(x, 0.5))
+    logd = sub_p.bind(add_p.bind(mul_p.bind(sub_p.bind(a, _c(a, 1)), log_p.bind(safe)),
+                                 mul_p.bind(sub_p.bind(b, _c(b, 1)),
+                                            log1p_p.bind(neg_p.bind(safe)))),
+                      betaln_p.bind(a, b))
+    return select_p.bind(inside, exp_p.bind(logd), _c(x, 0))
+
+
+# The gradients in a and b are not defined (None): only the gradient in x (docs/scipy.md).
+betainc_p.def_grad(lambda op, g: [
+    None, None, mul_p.bind(g, _beta_density(*op.inputs)) if needs(op, 2) else None])
+betaincc_p.def_grad(lambda op, g: [
+    None, None, neg_p.bind(mul_p.bind(g, _beta_density(*op.inputs))) if needs(op, 2) else None])

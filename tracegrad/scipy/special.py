@@ -22,7 +22,7 @@ from tracegrad.numpy._core import ufunc_operands
 from tracegrad.numpy._eager import ufunc_function
 
 __all__ = [
-    "beta", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit",
+    "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit",
     "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr",
     "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi",
     "sinc", "softmax", "xlog1py", "xlogy", "zeta",
@@ -67,6 +67,16 @@ def zeta(x, q=None):
     in `q`."""
     (x, q), _ = ufunc_operands(_sc._ufuncs._zeta, "zeta", x, 1.0 if q is None else q)
     return ops.zeta(x, q)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function `I_x(a, b)`; differentiable in `x`."""
+    return ops.betainc(*ufunc_operands(_sc.betainc, "betainc", a, b, x)[0])
+
+
+def betaincc(a, b, x):
+    """`1 - I_x(a, b)`, accurate where `I_x(a, b)` is near 1; differentiable in `x`."""
+    return ops.betaincc(*ufunc_operands(_sc.betaincc, "betaincc", a, b, x)[0])
 
 
 def polygamma(n, x):

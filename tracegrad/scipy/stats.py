@@ -1,8 +1,8 @@
 """`tracegrad.scipy.stats`: the densities, distribution functions and quantiles of SciPy's
 distributions, with SciPy's (JAX's) signatures, as compositions over
 `tracegrad.scipy.special`: differentiable in every float parameter except where a special
-function's gradient is not defined (the shape `a` of `gamma.cdf` and `poisson`'s integer
-`k`, through `gammainc`'s first operand).
+function's gradient is not defined (the shapes of `gamma.cdf` and `beta.cdf` and their
+relatives, through `gammainc`'s and `betainc`'s first operands).
 
 Each distribution is a namespace of functions (`norm.logpdf(x, loc=0, scale=1)`); values
 outside the support are those of SciPy (`-inf` log densities, 0 or 1 probabilities).
@@ -170,7 +170,19 @@ def _beta_logpdf(x, a, b, loc=0, scale=1):
     return _outside(tnp.logical_or(tnp.less(y, 0), tnp.greater(y, 1)), out, -np.inf)
 
 
-beta = _namespace("beta", logpdf=_beta_logpdf, pdf=_exp_of(_beta_logpdf))
+def _beta_cdf(x, a, b, loc=0, scale=1):
+    y, _ = _standard(x, loc, scale)
+    return sp.betainc(a, b, tnp.clip(y, 0.0, 1.0))
+
+
+def _beta_sf(x, a, b, loc=0, scale=1):
+    y, _ = _standard(x, loc, scale)
+    return sp.betaincc(a, b, tnp.clip(y, 0.0, 1.0))
+
+
+beta = _namespace("beta", logpdf=_beta_logpdf, pdf=_exp_of(_beta_logpdf), cdf=_beta_cdf,
+                  logcdf=_log_of_complement(_beta_cdf, _beta_sf), sf=_beta_sf,
+                  logsf=_log_of_complement(_beta_sf, _beta_cdf))
 
 
 def _dirichlet_logpdf(x, alpha):

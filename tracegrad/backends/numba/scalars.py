@@ -257,7 +257,8 @@ for _prim, _name in ((sp.lgamma_p, "gammaln"), (sp.digamma_p, "psi"), (sp.erfc_p
                      (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
                      (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"), (sp.ndtr_p, "ndtr"),
                      (sp.logit_p, "logit"), (sp.i0_p, "i0"), (sp.i1_p, "i1"),
-                     (sp.betaln_p, "betaln"), (sp.beta_p, "beta")):
+                     (sp.betaln_p, "betaln"), (sp.beta_p, "beta"),
+                     (sp.betainc_p, "betainc"), (sp.betaincc_p, "betaincc")):
     _elementwise(_prim, _cython_special(_name), cost=COSTLY)
 
 

@@ -22,7 +22,8 @@ from tracegrad.numpy._core import ufunc_operands
 from tracegrad.numpy._eager import ufunc_function
 
 __all__ = [
-    "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit",
+    "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv",
+    "erfinv", "expit",
     "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr",
     "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi",
     "sinc", "softmax", "xlog1py", "xlogy", "zeta",

@@ -251,7 +251,7 @@ def _cython_special(name: str):
     return scalar
 
 
-for _prim, _name in ((sp.lgamma_p, "gammaln"), (sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
+for _prim, _name in ((sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
                      (sp.erfinv_p, "erfinv"), (sp.ndtri_p, "ndtri"),
                      (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
                      (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
@@ -263,6 +263,7 @@ for _prim, _name in ((sp.lgamma_p, "gammaln"), (sp.digamma_p, "psi"), (sp.erfc_p
 
 
 _elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")  # vecmath_special.py
+_elementwise(sp.lgamma_p, cost=COSTLY, vector_math="lgamma")
 
 
 def _zeta(args, x, out, attrs, helpers):

@@ -15,10 +15,9 @@ rounds x/sqrt(2) before erfc: up to 2 x^2 ulp) dominates the difference.
 from __future__ import annotations
 
 import math
-
 from fractions import Fraction
 
-from tracegrad.backends.numba.vecmath import PI, _ERF_P, _ERFC_Q, horner, nearest
+from tracegrad.backends.numba.vecmath import _ERF_P, _ERFC_Q, PI, horner, nearest
 
 _DEPTH = 16
 # its convergents A_n / B_n by the forward recurrence (one division, not one per level), on

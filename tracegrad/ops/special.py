@@ -5,8 +5,8 @@ igamma, igammac, zeta, beta and betaln, and the three-operand betainc and betain
 Each is a primitive because a composition of the elementary primitives would lose SciPy's
 accuracy (series, continued fractions and asymptotic expansions chosen per range). The
 value is SciPy's ufunc; the numba backend calls SciPy's compiled `cython_special` function
-of the same name from the fused loop (zeta, which `cython_special` does not export, is a
-helper of the backend's own).
+of the same name from the fused loop, except for the hot log_ndtr and lgamma (vector-math
+helpers) and zeta (which `cython_special` does not export): docs/scipy.md.
 """
 
 from __future__ import annotations

@@ -43,6 +43,11 @@ CASES = {
 }
 
 
+def _reference(fn):
+    """`fn` on the numpy backend (the derivative checks need no kernel compiles)."""
+    return tg.function(fn, backend="numpy")
+
+
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("name", CASES)
 def test_values_match_scipy(name, backend):
@@ -60,7 +65,7 @@ def test_gradients_match_finite_differences(name):
         out = fn(*args[:i], x, *args[i + 1:])
         return out[0] if isinstance(out, tuple) else out
 
-    got = tg.grad(lambda x: tg.numpy.sum(f(x)))(args[i])
+    got = tg.grad(_reference(lambda x: tg.numpy.sum(f(x))))(args[i])
     np.testing.assert_allclose(got, central_difference(f, args[i]), rtol=1e-6, atol=1e-8)
 
 
@@ -72,19 +77,19 @@ def test_eager_values_are_scipy():
 
 
 def test_gradient_of_i1e_at_zero_is_one_half():
-    assert tg.grad(tsp.i1e)(0.0) == 0.5
-    assert tg.grad(tsp.i1)(0.0) == 0.5
+    assert tg.grad(_reference(tsp.i1e))(0.0) == 0.5
+    assert tg.grad(_reference(tsp.i1))(0.0) == 0.5
 
 
 def test_vmap_of_logsumexp_matches_a_loop():
-    got = tg.vmap(lambda a: tsp.logsumexp(a, b=np.abs(B[0])))(Y)
+    got = tg.vmap(_reference(lambda a: tsp.logsumexp(a, b=np.abs(B[0]))))(Y)
     np.testing.assert_allclose(got, [scipy.special.logsumexp(y, b=np.abs(B[0])) for y in Y],
                                rtol=4e-16)
 
 
 def test_jvp_of_log_ndtr_is_the_normal_density_over_its_cdf():
     x = np.linspace(-20, 4, 7)
-    _, tangent = tg.jvp(tsp.log_ndtr, (x,), (np.ones_like(x),))
+    _, tangent = tg.jvp(_reference(tsp.log_ndtr), (x,), (np.ones_like(x),))
     density = np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
     np.testing.assert_allclose(tangent, density / scipy.special.ndtr(x), rtol=1e-13)
 

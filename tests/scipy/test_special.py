@@ -3,6 +3,10 @@ tests/ops/optable_special.py): values on both backends, gradients vs central dif
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.special
@@ -135,3 +139,19 @@ def test_gammaln_vector_helper_is_within_its_documented_ulps_of_scipy():
     ulp = np.abs(got - want)[finite] / np.spacing(scale[finite])
     positive = x[finite] > 0
     assert ulp[positive].max() <= 8 and ulp[~positive].max() <= 32
+
+
+def test_a_kernel_calling_scipy_compiled_functions_loads_from_the_disk_cache(tmp_path):
+    # the external functions are bound (llvmlite's add_symbol) before the kernel is loaded
+    script = (
+        "import numpy as np, scipy.special as ss, tracegrad as tg\n"
+        "from tracegrad.scipy import special as sp\n"
+        "from tracegrad.backends.numba import cache\n"
+        "f = tg.function(lambda a, x: sp.gammainc(a, x) + sp.digamma(x), backend='numba')\n"
+        "a, x = np.array([1.5, 2.0]), np.array([0.5, 3.0])\n"
+        "assert np.array_equal(f(a, x), ss.gammainc(a, x) + ss.psi(x))\n"
+        "print(cache.STATS['compiled'], cache.STATS['disk_hits'])\n")
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path), TRACEGRAD_BACKGROUND_COMPILE="0")
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert runs == [["1", "0"], ["0", "1"]]

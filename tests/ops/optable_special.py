@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.special
+import scipy.stats
 
 import tracegrad.scipy.special as tsp
+import tracegrad.scipy.stats as tstats
 from tests.ops.optable import F32, F64, case, rand, shape_id
 
 # primitive: (tracegrad.scipy.special name, low, high): SciPy's function of the same name
@@ -68,3 +70,34 @@ for _prim in ("betainc", "betaincc"):
              primitive=_prim)
 case("betainc[f64,edges]", tsp.betainc, scipy.special.betainc, np.array([1.0, 2.0, 0.5, 3.0]),
      np.array([1.0, 0.5, 2.0, 3.0]), np.array([0.0, 1.0, 1e-12, 0.5]), primitive="betainc")
+
+# -- compositions: tracegrad.scipy.special and tracegrad.scipy.stats ---------------------------
+
+_X = rand((3, 4), F64, -2, 2, seed=6)
+_P = rand((3, 4), F64, 0.3, 4, seed=7)
+_ORDER = "SciPy composes the same formula in another order"
+case("scipy.special.logsumexp[b,axis=1]", lambda a, b: tsp.logsumexp(a, axis=1, b=b),
+     lambda a, b: scipy.special.logsumexp(a, axis=1, b=b), _X, _P, grad_argnums=(0, 1),
+     rtol=4e-16, why=_ORDER)
+case("scipy.special.softmax[axis=None]", tsp.softmax, scipy.special.softmax, _X,
+     grad_argnums=(0,), rtol=4e-16, why=_ORDER)
+case("scipy.special.xlogy", tsp.xlogy, scipy.special.xlogy, np.where(_X > 1, 0.0, _X), _P,
+     grad_argnums=(0, 1))
+case("scipy.special.polygamma", tsp.polygamma, scipy.special.polygamma,
+     np.array([[0], [1], [2]]), _P, grad_argnums=(1,))
+case("scipy.special.multigammaln[d=3]", lambda a: tsp.multigammaln(a, 3),
+     lambda a: scipy.special.multigammaln(a, 3), _P + 1.5, grad_argnums=(0,), rtol=4e-16,
+     why=_ORDER)
+for _name, _fn, _args in (
+        ("norm.logpdf", "norm.logpdf", (_X, 0.3, _P)),
+        ("gamma.logpdf", "gamma.logpdf", (_P, 2.5, 0.1, 1.5)),
+        ("t.logpdf", "t.logpdf", (_X, _P, 0.2, 1.3)),
+        ("truncnorm.cdf", "truncnorm.cdf", (_X, -1.0, 1.5, 0.1, 1.2)),
+        ("binom.logpmf", "binom.logpmf", (np.array([0.0, 1, 3, 4]), 4.0, rand((4,), F64, 0.1,
+                                                                               0.9, seed=8)))):
+    _d, _m = _fn.split(".")
+    case(f"scipy.stats.{_name}", getattr(getattr(tstats, _d), _m),
+         getattr(getattr(scipy.stats, _d), _m), *_args,
+         grad_argnums=tuple(i for i, a in enumerate(_args) if isinstance(a, np.ndarray)
+                            and (_d != "binom" or i == 2)),
+         rtol=2e-14, why=_ORDER)

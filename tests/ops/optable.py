@@ -24,7 +24,7 @@ elementwise functions, reductions and creation: dtypes, weak scalars, broadcasti
 empty arrays), `optable_dtypes.py` (the narrower integers and float16) and
 `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
-`optable_datadep.py` and `optable_sets.py`.
+`optable_datadep.py` and `optable_sets.py`; the special functions in `optable_special.py`.
 """
 
 from __future__ import annotations
@@ -149,4 +149,5 @@ from tests.ops import (  # noqa: F401
     optable_primitives,
     optable_sequences,
     optable_sets,
+    optable_special,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tracegrad.backends.numba import vecmath, vecmath_trig
+from tracegrad.backends.numba import vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
 
 # Numba has no float16 on the CPU: kernels hold float16 values in float32 (each exactly a
@@ -599,6 +599,73 @@ def _trisolve(a, b, out, lower, trans, unit, tag):
     out[:, :] = x
 """
 
+# SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
+# Numba external functions of doubles: `from <this module> import _cs_gammaln` binds one on
+# first use (SciPy is imported then, not with this module). Cython's fused functions are
+# exported under mangled names; the double one is picked by its C signature.
+_CYTHON_SPECIAL = """
+def _cython_special(name):
+    import llvmlite.binding as llvm
+    import scipy.special.cython_special as cs
+    from numba import types
+    from numba.extending import get_cython_function_address
+
+    for mangled in (name, "__pyx_fuse_0" + name, "__pyx_fuse_1" + name):
+        capsule = cs.__pyx_capi__.get(mangled)
+        signature = repr(capsule).split('"')[1] if capsule is not None else ""
+        if signature.startswith("double (double"):
+            break
+    else:
+        raise AttributeError(name)
+    nargs = signature.split("(", 1)[1].count("double")
+    symbol = "tg_cython_special_" + name
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", mangled))
+    # the last C argument is Cython's skip-dispatch flag: kernels pass 0
+    return types.ExternalFunction(symbol, types.float64(*[types.float64] * nargs, types.intc))
+
+
+def __getattr__(attr):
+    if not attr.startswith("_cs_"):
+        raise AttributeError(attr)
+    fn = globals()[attr] = _cython_special(attr[4:])
+    return fn
+"""
+
+# The Hurwitz zeta function zeta(s, q) = sum_k (q + k)^-s (cython_special does not export
+# it): the terms below q + k = 16 summed, the rest by the Euler-Maclaurin formula with the
+# Bernoulli numbers B_2 .. B_24 (remainder below 1e-17 relative for s < 40). For s < 1 the
+# series diverges (NaN), at s == 1 and non-positive integer q it is infinite, as SciPy's.
+_ZETA = """
+_ZETA_B = np.array([1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6,
+                    -3617 / 510, 43867 / 798, -174611 / 330, 854513 / 138,
+                    -236364091 / 2730])
+
+
+@njit(cache=True, **_OPTS)
+def _zeta(s, q):
+    if s != s or q != q or s < 1.0:
+        return np.nan
+    if s == 1.0 or (q <= 0.0 and q == np.floor(q)):
+        return np.inf
+    total = 0.0
+    while q < 16.0:
+        total += q ** -s
+        q += 1.0
+    total += q ** (1.0 - s) / (s - 1.0) + 0.5 * q ** -s
+    # term j: B_2j / (2j)! s (s + 1) ... (s + 2j - 2) q^(-s - 2j + 1)
+    factor = s * q ** (-s - 1.0)
+    inv_q2 = 1.0 / (q * q)
+    fact = 2.0
+    for j in range(1, 13):
+        term = _ZETA_B[j - 1] / fact * factor
+        total += term
+        if abs(term) < 1e-17 * abs(total):
+            break
+        factor *= (s + 2 * j - 1) * (s + 2 * j) * inv_q2
+        fact *= (2 * j + 1) * (2 * j + 2)
+    return total
+"""
+
 # template -> the dtypes it is instantiated for (None: once, no dtype)
 _FLOATS = (dtypes.float64, dtypes.float32, dtypes.float16)
 _INTS = tuple(dtypes.SIGNED + dtypes.UNSIGNED)
@@ -630,9 +697,12 @@ def _module_source() -> str:
         f"SUM_BLOCK = {SUM_BLOCK}",
         *vecmath.TEMPLATES.values(),
         *vecmath_trig.TEMPLATES.values(),
+        *vecmath_special.TEMPLATES.values(),
         _CVIEW,
         _LAPACK,
         _EXPM,
+        _CYTHON_SPECIAL,
+        _ZETA,
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:
@@ -656,7 +726,7 @@ def {name}c({args}):
 
 
 # `(name, arguments)` of each forced-inline `_<f>_v` function, in the module's order
-_INLINED = vecmath.INLINED + vecmath_trig.INLINED
+_INLINED = vecmath.INLINED + vecmath_trig.INLINED + vecmath_special.INLINED
 SOURCE = _module_source()
 CALLED = {name: name + "c" for name, _ in _INLINED}  # a helper -> its called twin
 FAST = vecmath_trig.FAST  # a sin/cos/tan helper -> its twin with the fast range reduction

@@ -148,9 +148,9 @@ def chain(steps):
 def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
     monkeypatch.setattr(fusion, "MAX_FUSED_OPS", 16)
     x = np.linspace(-2.0, 2.0, 37)
-    source = source_of(chain(20), x)  # about 100 ops
+    source = source_of(chain(20), x)  # 80 ops, and broadcasts of scalars (which count none)
     assert source.count("@njit(") == 1
-    assert outer_loops(source) >= 100 // 16
+    assert outer_loops(source) >= 80 // 16
     assert all(line.count("# %") <= 16 for line in source.split("    for ")[1:]), source
     both_backends(chain(20), x)
 
@@ -368,7 +368,7 @@ def test_a_long_sin_chain_assigns_each_name_once_and_its_rerun_calls_the_helpers
     twice = {n: c for n, c in _assigned(source).items() if c > 1}
     assert not twice, twice
     reruns = redone_blocks(source)
-    assert len(reruns) >= 3
+    assert len(reruns) >= (2 if outline else 3)  # outlined nests of equal code are one
     for rerun in reruns:  # outlined (a large kernel): the helpers are called, not inlined
         called = "_sin_vc(" in rerun and "_tanh_vc(" in rerun
         inlined = "_sin_v(" in rerun and "_tanh_v(" in rerun

@@ -384,3 +384,7 @@ from tracegrad.ops.control_flow import cond_p, while_p  # noqa: E402,F401
 from tracegrad.ops.effects import assign, assign_p  # noqa: E402
 
 __all__ += ["assign", "assign_p"]
+from tracegrad.ops.random_bits import threefry2x32_p  # noqa: E402
+
+threefry2x32 = threefry2x32_p.bind
+__all__ += ["threefry2x32", "threefry2x32_p"]

@@ -26,6 +26,7 @@ from tracegrad.backends.numba.records import slot
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
+from tracegrad.ops.random_bits import threefry2x32_p
 
 _WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_))
 
@@ -235,3 +236,11 @@ _elementwise(ew.pow_p, _int_pow, cost=COSTLY, vector_math="pow",
              guard=lambda args, x: None if dtypes.is_float(x) else f"{args[1]} < 0",
              error=_pow_error)
 _elementwise(ew.atan2_p, cost=COSTLY, vector_math="atan2")
+
+
+def _threefry(args, x, out, attrs, helpers):
+    helpers["_threefry2x32"] = None
+    return f"_threefry2x32({', '.join(args)})"
+
+
+_elementwise(threefry2x32_p, _threefry, cost=COSTLY)

@@ -19,10 +19,11 @@ import numpy as np
 import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad.core import dtypes
+from tracegrad.core.ir import EagerTensor
 from tracegrad.core.shapes import normalize_axis
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.numpy import linalg
-from tracegrad.numpy._core import dtype_arg, dtype_of, read, shape_of
+from tracegrad.numpy._core import as_eager, dtype_arg, dtype_of, read, shape_of
 from tracegrad.transforms.control_flow import while_loop
 from tracegrad.transforms.custom_rules import custom_jvp
 
@@ -69,6 +70,11 @@ def _key(k, op: str):
             f"{op}: a key is a uint32 array of shape (2,) (from tracegrad.random.key), not "
             f"{dt.name}{list(shape_of(k))}; vmap a function over an array of keys")
     return k
+
+
+def _like_key(x, k):
+    """An array argument `x` as an eager tensor when the key is one (so the result is one)."""
+    return as_eager(x) if isinstance(k, EagerTensor) else x
 
 
 def _shape(shape, op: str) -> tuple:
@@ -340,8 +346,9 @@ def categorical(key, logits, axis: int = -1, shape=None):
 
 
 def randint(key, shape, minval, maxval, dtype=np.int64):
-    """Uniform integers in [minval, maxval) of `dtype` (`minval` where `maxval <= minval`):
-    a 64-bit block modulo the range's size (bias below size / 2**64).
+    """Uniform integers in [minval, maxval) of `dtype` (`minval` where `maxval <= minval`;
+    bounds clipped to the dtype's range, so `maxval` past its maximum includes it): a
+    64-bit block modulo the range's size (bias below size / 2**64).
 
     >>> tracegrad.random.randint(k, (5,), 0, 10)
     """
@@ -351,8 +358,9 @@ def randint(key, shape, minval, maxval, dtype=np.int64):
         raise DTypeError(f"randint: dtype must be an integer dtype, not {dt.name}")
     shape = _shape(shape, "randint")
     info = np.iinfo(dt)
-    lo, hi = (tnp.clip(tnp.asarray(read(v), dtype=np.int64), info.min, min(info.max, 2**63 - 1))
-              for v in (minval, maxval))
+    top = min(info.max, 2**63 - 2)
+    lo = tnp.clip(tnp.asarray(read(minval), dtype=np.int64), info.min, top)
+    hi = tnp.clip(tnp.asarray(read(maxval), dtype=np.int64), info.min, top + 1)
     lo, hi = tnp.broadcast_to(lo, shape), tnp.broadcast_to(hi, shape)
     lo64, hi64 = tnp.astype(lo, np.uint64), tnp.astype(hi, np.uint64)
     span = tnp.where(tnp.greater(hi, lo), tnp.subtract(hi64, lo64), np.uint64(1))
@@ -375,6 +383,7 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     if nd == 0:
         raise ShapeError("permutation: x must be an int or an array of at least one dim")
     axis = normalize_axis(axis, nd, "permutation")
+    x = _like_key(x, k)
     if independent:
         order = tnp.argsort(_blocks(k, tuple(shape_of(x))), axis=axis, stable=True)
         return tnp.take_along_axis(x, order, axis=axis)
@@ -420,7 +429,7 @@ def choice(key, a, shape=(), replace: bool = True, p=None, axis: int = 0):
             order = tnp.argsort(tnp.negative(tnp.add(_gumbel(k, (n,)), tnp.log(p))),
                                 stable=True)
         idx = tnp.reshape(order[:m], shape)
-    return idx if values is None else tnp.take(values, idx, axis=axis)
+    return idx if values is None else tnp.take(_like_key(values, k), idx, axis=axis)
 
 
 def truncated_normal(key, lower, upper, shape=None, dtype=None):

@@ -12,6 +12,7 @@ docs/random.md says how each sampler is computed.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -491,8 +492,12 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "c
 # -- gamma, beta, dirichlet: Marsaglia and Tsang's method, implicit reparameterization -------------
 
 _ATTEMPTS = 8  # Marsaglia-Tsang candidates per sample; each is accepted w.p. > 0.95
-# Gauss-Laguerre nodes and weights for the upper-tail integral of `_gamma_dx_da`
-_LAGUERRE = np.polynomial.laguerre.laggauss(32)
+
+
+@functools.cache
+def _laguerre():
+    """Gauss-Laguerre nodes and weights for the upper-tail integral of `_gamma_dx_da`."""
+    return np.polynomial.laguerre.laggauss(32)
 
 
 def _digamma(a):
@@ -541,7 +546,7 @@ def _gamma_dx_da(a, x):
     xu = tnp.expand_dims(tnp.where(upper, x, split_at), -1)
     a1 = tnp.expand_dims(tnp.subtract(a, 1.0), -1)
     lam = tnp.subtract(1.0, tnp.divide(a1, xu))
-    nodes, weights = _LAGUERRE
+    nodes, weights = _laguerre()
     t = tnp.divide(nodes, lam)
     r = tnp.divide(t, xu)
     g = tnp.multiply(tnp.subtract(tnp.log(tnp.add(xu, t)), tnp.expand_dims(psi, -1)),

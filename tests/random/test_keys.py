@@ -1,6 +1,9 @@
 """Keys and bits of tracegrad.random: Threefry-2x32 against Random123's known answers, JAX's
 key/split/fold_in/bits/uniform values, errors, and the warning for np.random in a trace."""
 
+import ast
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -11,6 +14,9 @@ import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad import random as tr
 from tracegrad.errors import DTypeError, FrozenRandomWarning, InvalidArgumentError, ShapeError
+
+# Functions run on the numpy backend unless a test names the numba backend.
+pytestmark = pytest.mark.usefixtures("numpy_backend")
 
 U32 = np.uint32
 
@@ -137,3 +143,11 @@ def test_numpy_random_is_numpys_own_outside_traces():
     tg.function(lambda x: tnp.sin(x))(np.zeros(2))
     assert np.random.normal is before
     assert getattr(np.random.normal, "__self__", None) is not None  # RandomState's method
+
+
+def test_another_process_draws_the_same_numbers():
+    code = ("import numpy as np; from tracegrad import random as tr; "
+            "print(repr(tr.normal(tr.fold_in(tr.key(3), 9), (4,)).tolist()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert ast.literal_eval(out.strip()) == tr.normal(tr.fold_in(tr.key(3), 9), (4,)).tolist()

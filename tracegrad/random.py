@@ -40,8 +40,9 @@ _MASK32 = 0xFFFFFFFF
 
 
 def key(seed) -> np.ndarray:
-    """A key from an integer seed: uint32 `[seed >> 32, seed & 0xFFFFFFFF]` of the seed as a
-    64-bit two's complement integer (JAX's `PRNGKey` with 64-bit seeds).
+    """A key from an integer seed: uint32 `[seed >> 32, seed & 0xFFFFFFFF]` of a Python int as
+    a 64-bit two's complement integer, of an integer scalar in its own width (JAX's
+    `PRNGKey`).
 
     >>> tracegrad.random.key(42)  # array([ 0, 42], dtype=uint32)
     """
@@ -54,6 +55,8 @@ def key(seed) -> np.ndarray:
     if shape_of(seed) != () or not (dtypes.is_int(dt) or dt == dtypes.bool_):
         raise DTypeError(f"key: the seed must be an integer scalar, not {dt.name}"
                          f"{list(shape_of(seed))}")
+    if dtypes.bits(dt) < 64:  # a narrower seed's high word is 0, as JAX's
+        seed = tnp.astype(seed, np.dtype(f"uint{dtypes.bits(dt)}"))
     seed = tnp.astype(seed, np.uint64)
     return tnp.stack([tnp.astype(tnp.right_shift(seed, np.uint64(32)), np.uint32),
                       tnp.astype(seed, np.uint32)])
@@ -167,15 +170,18 @@ def _float_dtype(dtype, op: str) -> np.dtype:
 
 
 def _unit(k, shape, dt):
-    """Uniform floats of `dt` in [0, 1): the top mantissa-width bits of each block (52 for
-    float64, 23 for float32 and float16, from JAX's 32 bits), times 2**-width."""
+    """Uniform floats of `dt` in [0, 1), JAX's: the top mantissa-width bits (52 of the 64
+    for float64, 23 of the 32 for float32, 10 of the 16 for float16) times 2**-width."""
     b = _blocks(k, shape)
     if dt == dtypes.float64:
         return tnp.multiply(tnp.astype(tnp.right_shift(b, np.uint64(12)), dt), 2.0**-52)
     hi, lo = _words(b)
-    m = tnp.right_shift(tnp.bitwise_xor(hi, lo), np.uint32(9))
-    u = tnp.multiply(tnp.astype(m, np.float32), np.float32(2.0**-23))
-    return tnp.astype(u, dt)
+    word = tnp.bitwise_xor(hi, lo)
+    if dt == dtypes.float16:  # JAX's 16 bits: the word's low half, 10 mantissa bits
+        m = tnp.right_shift(tnp.astype(word, np.uint16), np.uint16(6))
+        return tnp.multiply(tnp.astype(m, dt), np.float16(2.0**-10))
+    m = tnp.right_shift(word, np.uint32(9))
+    return tnp.multiply(tnp.astype(m, dt), np.float32(2.0**-23))
 
 
 def _open_unit(k, shape):

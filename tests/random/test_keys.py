@@ -44,6 +44,7 @@ def test_keys_and_bits_are_jaxs():
     k = tr.key(42)
     assert np.array_equal(k, [0, 42]) and k.dtype == U32
     assert np.array_equal(tr.PRNGKey(-3), [4294967295, 4294967293])
+    assert np.array_equal(tr.key(np.int32(-3)), [0, 4294967293])  # its own width
     assert np.array_equal(tr.split(k, 3), [[1832780943, 270669613], [64467757, 2916123636],
                                            [2465931498, 255383827]])
     assert np.array_equal(tr.fold_in(k, 7), [2547012911, 1371500959])
@@ -67,8 +68,12 @@ def test_jax_agrees_where_installed():
     assert np.array_equal(tr.split(k, 5), np.asarray(jax.random.split(jk, 5)))
     assert np.array_equal(tr.bits(k, (3, 4, 5)),
                           np.asarray(jax.random.bits(jk, (3, 4, 5), "uint32")))
-    assert np.array_equal(tr.uniform(k, (7, 3)),
-                          np.asarray(jax.random.uniform(jk, (7, 3), "float64")))
+    for dt in ("float64", "float32", "float16"):
+        assert np.array_equal(tr.uniform(k, (7, 3), dt),
+                              np.asarray(jax.random.uniform(jk, (7, 3), dt)))
+    for dt in ("uint8", "uint16", "uint64"):
+        assert np.array_equal(tr.bits(k, (9,), dt), np.asarray(jax.random.bits(jk, (9,), dt)))
+    assert np.array_equal(tr.fold_in(k, 2**31 + 5), np.asarray(jax.random.fold_in(jk, 2**31 + 5)))
 
 
 def test_a_traced_seed_makes_the_same_key():

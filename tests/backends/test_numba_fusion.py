@@ -155,6 +155,21 @@ def test_long_elementwise_chain_is_split_into_loops_of_capped_size(monkeypatch):
     both_backends(chain(20), x)
 
 
+def test_broadcasts_of_scalars_do_not_count_towards_the_cap(monkeypatch):
+    """12 ops, each with a scalar of its own broadcast to x's shape: one loop under a cap of
+    16 (a broadcast of a scalar emits no code)."""
+    monkeypatch.setattr(fusion, "MAX_FUSED_OPS", 16)
+    x = np.linspace(-1.0, 1.0, 9)
+
+    def f(x):
+        for k in range(6):
+            x = x * (1.0 + k / 10) + k / 7
+        return x
+    source = source_of(f, x)
+    assert outer_loops(source) == 1, source
+    both_backends(f, x)
+
+
 @pytest.mark.parametrize("cap", [None, 64, 128])
 def test_a_huge_chain_generates_one_module(cap, monkeypatch):
     if cap is not None:

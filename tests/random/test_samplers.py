@@ -85,7 +85,7 @@ def test_randint_range_and_moments():
 
 
 def test_permutation_and_choice():
-    perms = tg.vmap(lambda k: tr.permutation(k, 5))(tr.split(K, 20000))
+    perms = tg.vmap(lambda k: tr.permutation(k, 5))(tr.split(K, N))
     assert (np.sort(perms, axis=1) == np.arange(5)).all()
     assert_moments(np.eye(5)[perms[:, 0]], np.full(5, 0.2), np.full(5, 0.16))
     x = np.arange(12.0).reshape(3, 4)
@@ -97,7 +97,7 @@ def test_permutation_and_choice():
     assert_moments(np.eye(4)[(c / 10).astype(int)], p, p * (1 - p))
     c = tr.choice(K, 7, (N,))
     assert_moments(c, 3.0, 4.0)
-    without = tg.vmap(lambda k: tr.choice(k, 4, (2,), replace=False, p=p))(tr.split(K, 20000))
+    without = tg.vmap(lambda k: tr.choice(k, 4, (2,), replace=False, p=p))(tr.split(K, N))
     assert (without[:, 0] != without[:, 1]).all()
     assert_moments(np.eye(4)[without[:, 0]], p, p * (1 - p))  # the first draw: p
     assert len(set(tr.choice(K, 10, (10,), replace=False).tolist())) == 10

@@ -502,7 +502,7 @@ _ATTEMPTS = 8  # Marsaglia-Tsang candidates per sample; each is accepted w.p. > 
 
 @functools.cache
 def _laguerre():
-    """Gauss-Laguerre nodes and weights for the upper-tail integral of `_gamma_dx_da`."""
+    """Gauss-Laguerre nodes and weights for the upper-tail integral of `_gamma_dlogx_da`."""
     return np.polynomial.laguerre.laggauss(32)
 
 
@@ -519,21 +519,23 @@ def _digamma(a):
     return tnp.subtract(psi, shift)
 
 
-def _gamma_dx_da(a, x):
-    """d x / d a of a Gamma(a, 1) sample `x` at a fixed value of its CDF P(a, x): the
-    implicit reparameterization gradient -(dP/da) / p(x; a). Below a + 2 sqrt(a) + 3 the
-    series of dP/da (summed until its terms are negligible), above it dQ/da / p as the
-    integral of (log(x + s) - digamma(a)) (1 + s/x)^(a-1) e^-s over s > 0 (Gauss-Laguerre,
-    scaled to the integrand's decay)."""
+def _gamma_dlogx_da(a, log_x):
+    """d log x / d a of a Gamma(a, 1) sample `x` (given by its log) at a fixed value of its
+    CDF P(a, x): the implicit reparameterization gradient -(dP/da) / (x p(x; a)). Below
+    a + 2 sqrt(a) + 3 the series of dP/da over x p (summed until its terms are negligible;
+    its limit as x underflows to 0 is its first term), above it dQ/da / (x p) as the
+    integral of (log(x + s) - digamma(a)) (1 + s/x)^(a-1) e^-s over s > 0, over x
+    (Gauss-Laguerre, scaled to the integrand's decay)."""
     psi = _digamma(a)
+    x = tnp.exp(log_x)
     split_at = tnp.add(tnp.multiply(2.0, tnp.sqrt(a)), tnp.add(a, 3.0))
     upper = tnp.greater_equal(x, split_at)
 
-    xl = tnp.where(upper, a, x)  # the series: sum_n w_n (log x - digamma(a + n + 1))
-    log_x = tnp.log(xl)
-    w = tnp.divide(xl, a)
+    # the series: sum_n w_n (log x - digamma(a + n + 1)), w_n = x^n / (a (a+1) ... (a+n))
+    xl, lxl = tnp.where(upper, a, x), tnp.where(upper, tnp.log(a), log_x)
+    w = tnp.divide(1.0, a)
     s = tnp.divide(1.0, a)
-    term = tnp.multiply(w, tnp.subtract(tnp.subtract(log_x, psi), s))
+    term = tnp.multiply(w, tnp.subtract(tnp.subtract(lxl, psi), s))
 
     def more(n, w, s, term, total):
         big = tnp.greater(tnp.abs(term), tnp.multiply(1e-17, tnp.abs(total)))
@@ -544,7 +546,7 @@ def _gamma_dx_da(a, x):
         an = tnp.add(a, n)
         w = tnp.multiply(w, tnp.divide(xl, an))
         s = tnp.add(s, tnp.divide(1.0, an))
-        term = tnp.multiply(w, tnp.subtract(tnp.subtract(log_x, psi), s))
+        term = tnp.multiply(w, tnp.subtract(tnp.subtract(lxl, psi), s))
         return n, w, s, term, tnp.add(total, term)
 
     series = while_loop(more, step, (np.float64(0.0), w, s, term, term))[4]
@@ -557,7 +559,7 @@ def _gamma_dx_da(a, x):
     r = tnp.divide(t, xu)
     g = tnp.multiply(tnp.subtract(tnp.log(tnp.add(xu, t)), tnp.expand_dims(psi, -1)),
                      tnp.exp(tnp.multiply(a1, tnp.subtract(tnp.log1p(r), r))))
-    integral = tnp.sum(tnp.divide(tnp.multiply(weights, g), lam), axis=-1)
+    integral = tnp.sum(tnp.divide(tnp.multiply(weights, g), tnp.multiply(lam, xu)), axis=-1)
     return tnp.where(upper, integral, tnp.negative(series))
 
 
@@ -589,8 +591,7 @@ def _log_gamma_draw(k, a):
 def _log_gamma_rule(k, primals, tangents):
     (a,), (ta,) = primals, tangents
     log_x = _log_gamma(k, a)
-    x = tnp.exp(log_x)
-    return log_x, tnp.multiply(ta, tnp.divide(_gamma_dx_da(a, x), x))
+    return log_x, tnp.multiply(ta, _gamma_dlogx_da(a, log_x))
 
 
 _log_gamma = custom_jvp(_log_gamma_draw, nondiff_argnums=(0,))

@@ -147,6 +147,7 @@ from tests.ops import (  # noqa: F401
     optable_linalg,
     optable_numpy,
     optable_primitives,
+    optable_random,
     optable_sequences,
     optable_sets,
     optable_special,

@@ -448,3 +448,8 @@ __all__ += ["lgamma_p", "lgamma", "digamma_p", "digamma", "erfc_p", "erfc", "erf
             "gamma", "erfcinv_p", "erfcinv", "ndtr_p", "ndtr", "logit_p", "logit", "i0_p",
             "i0", "i1_p", "i1", "betaln_p", "betaln", "beta_p", "beta", "betainc_p", "betainc",
             "betaincc_p", "betaincc"]
+
+from tracegrad.ops.random_bits import threefry2x32_p  # noqa: E402
+
+threefry2x32 = threefry2x32_p.bind
+__all__ += ["threefry2x32", "threefry2x32_p"]

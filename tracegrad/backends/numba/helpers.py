@@ -16,6 +16,7 @@ import hashlib
 
 from tracegrad.backends.numba import vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
+from tracegrad.ops import random_bits
 
 # Numba has no float16 on the CPU: kernels hold float16 values in float32 (each exactly a
 # float16 value, every result rounded by `_f16`), and the call path converts at the boundary.
@@ -666,6 +667,31 @@ def _zeta(s, q):
     return total
 """
 
+
+
+def _threefry_source() -> str:
+    """`_threefry2x32(k0, k1, x0, x1)`: ops/random_bits.py's block, its rounds unrolled, in
+    uint32 (each sum truncated: Numba widens uint32 arithmetic), packed into a uint64."""
+    ks = ("k0", "k1", "k2")
+    lines = ["@njit(cache=True, forceinline=True, **_OPTS)",
+             "def _threefry2x32(k0, k1, x0, x1):",
+             f"    k2 = k0 ^ k1 ^ np.uint32({random_bits.PARITY:#x})",
+             "    x0 = np.uint32(x0 + k0)",
+             "    x1 = np.uint32(x1 + k1)"]
+    for r in range(random_bits.ROUNDS):
+        d = random_bits.ROTATIONS[r % 8]
+        lines += ["    x0 = np.uint32(x0 + x1)",
+                  f"    x1 = np.uint32((x1 << np.uint32({d})) | (x1 >> np.uint32({32 - d}))) ^ x0"]
+        if r % 4 == 3:  # key injection s
+            s = r // 4 + 1
+            lines += [f"    x0 = np.uint32(x0 + {ks[s % 3]})",
+                      f"    x1 = np.uint32(x1 + np.uint32({ks[(s + 1) % 3]} + np.uint32({s})))"]
+    lines.append("    return (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+_HELPERS["threefry"] = _threefry_source()
+
 # template -> the dtypes it is instantiated for (None: once, no dtype)
 _FLOATS = (dtypes.float64, dtypes.float32, dtypes.float16)
 _INTS = tuple(dtypes.SIGNED + dtypes.UNSIGNED)
@@ -678,7 +704,7 @@ _INSTANCES = {
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
     "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
-    "linalg": _FLOATS,
+    "linalg": _FLOATS, "threefry": None,
 }
 
 

@@ -27,6 +27,7 @@ from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import special as sp
+from tracegrad.ops.random_bits import threefry2x32_p
 
 _WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_))
 
@@ -272,3 +273,10 @@ def _zeta(args, x, out, attrs, helpers):
 
 
 _elementwise(sp.zeta_p, _zeta, cost=COSTLY)
+
+def _threefry(args, x, out, attrs, helpers):
+    helpers["_threefry2x32"] = None
+    return f"_threefry2x32({', '.join(args)})"
+
+
+_elementwise(threefry2x32_p, _threefry, cost=COSTLY)

@@ -24,3 +24,17 @@ def central_jacobian(f, x, h=1e-6):
         step[i] = h
         jac[(...,) + i] = (np.asarray(f(x + step)) - np.asarray(f(x - step))) / (2 * h)
     return jac
+
+
+def complex_gradient(loss, z, h=1e-6):
+    """dL/dx + i dL/dy of a real `loss` at complex array `z` (z = x + iy), by central
+    differences in the real and imaginary directions."""
+    z = np.array(z, dtype=np.complex128)
+    grad = np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        step = np.zeros_like(z)
+        step[i] = h
+        dx = (loss(z + step) - loss(z - step)) / (2 * h)
+        dy = (loss(z + 1j * step) - loss(z - 1j * step)) / (2 * h)
+        grad[i] = dx + 1j * dy
+    return grad

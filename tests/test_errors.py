@@ -163,9 +163,9 @@ def test_unsupported_dtype_names_it_and_the_line():
 
     def fn(x):
         where.append(here(1))
-        return tnp.astype(x, "complex128")
+        return tnp.astype(x, "clongdouble")
 
-    with pytest.raises(DTypeError, match="complex128") as info:
+    with pytest.raises(DTypeError, match="clongdouble") as info:
         tg.function(fn)(np.ones(3))
     assert where[0] in str(info.value)
 
@@ -174,8 +174,8 @@ def test_unsupported_argument_dtype_names_the_function():
     def half_input(x):
         return x
 
-    with pytest.raises(DTypeError, match="half_input.*complex64"):
-        tg.function(half_input)(np.ones(2, np.complex64))
+    with pytest.raises(DTypeError, match=f"half_input.*{np.dtype(np.clongdouble).name}"):
+        tg.function(half_input)(np.ones(2, np.clongdouble))
 
 
 def test_run_time_mismatch_of_unknown_dims_names_the_op_and_its_line():
@@ -270,7 +270,7 @@ BAD_CALLS = {
     "split": (ShapeError, lambda x: tnp.split(x, 2, axis=1)),
     "einsum": (ShapeError, lambda x: tnp.einsum("ij,jk->ik", x, tnp.ones((2, 2)))),
     "cholesky": (ShapeError, lambda x: tnp.linalg.cholesky(x)),
-    "astype": (DTypeError, lambda x: x.astype("complex128")),
+    "astype": (DTypeError, lambda x: x.astype("clongdouble")),
     "bool minus bool": (DTypeError, lambda x: (x > 0) - (x > 1)),
     "one_hot": (DTypeError, lambda x: tg.nn.one_hot(x, 3)),
     "index out of range": (IndexError, lambda x: x[5]),

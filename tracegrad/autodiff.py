@@ -52,7 +52,7 @@ def _check_static(fn, argnums, what):
         raise InvalidArgumentError(f"{what}: argnums {argnums!r} names a static argument of {fn!r}")
 
 
-def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
+def grad(fn: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Function:
     """The gradient of scalar-valued `fn` with respect to the arguments at `argnums`.
 
     The gradient mirrors its argument (a structure of arrays gives the same structure); a
@@ -60,18 +60,26 @@ def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
     `(value, aux)` and the result is `(grads, aux)`. A non-scalar output raises
     `ShapeError`, an integer or bool argument `DTypeError`.
 
+    Complex arguments get TensorFlow's gradient `dL/dx + i dL/dy` of a real output
+    (docs/autodiff.md); a complex output needs `holomorphic=True`, which gives the complex
+    derivative `df/dz` of a holomorphic `fn` (complex arguments).
+
     >>> tg.grad(lambda x: tnp.sum(tnp.sin(x) * x))(np.array([0.0, 1.0]))
     array([0.        , 1.38177329])
+    >>> tg.grad(lambda z: tnp.abs(z) ** 2)(3 + 4j)
+    np.complex128(6+8j)
     """
     _check_static(fn, argnums, "grad")
 
     def grad_fn(*args, **kwargs):
-        return ad.grad_inline(fn, args, kwargs, argnums, has_aux)
+        return ad.grad_inline(fn, args, kwargs, argnums, has_aux, holomorphic)
 
-    return _staged(grad_fn, fn, "grad", (grad, fn, {"argnums": argnums, "has_aux": has_aux}))
+    return _staged(grad_fn, fn, "grad", (grad, fn, {"argnums": argnums, "has_aux": has_aux,
+                                                   "holomorphic": holomorphic}))
 
 
-def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
+def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Function:
     """Like `grad`, returning `(value, grads)` (`((value, aux), grads)` with has_aux).
 
     >>> tg.value_and_grad(lambda x: x ** 2)(3.0)
@@ -80,23 +88,25 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Function:
     _check_static(fn, argnums, "value_and_grad")
 
     def value_and_grad_fn(*args, **kwargs):
-        return ad.value_and_grad_inline(fn, args, kwargs, argnums, has_aux)
+        return ad.value_and_grad_inline(fn, args, kwargs, argnums, has_aux,
+                                        holomorphic=holomorphic)
 
     return _staged(value_and_grad_fn, fn, "value_and_grad",
-                   (value_and_grad, fn, {"argnums": argnums, "has_aux": has_aux}))
+                   (value_and_grad, fn, {"argnums": argnums, "has_aux": has_aux,
+                                         "holomorphic": holomorphic}))
 
 
 def _check_primals(what: str, primals) -> None:
     leaves, _ = tree.flatten([p for p in primals if not ad.is_static_value(p)])
     for i, leaf in enumerate(leaves):
-        if isinstance(leaf, (bool, int, float)):
+        if isinstance(leaf, (bool, int, float, complex)):
             dtype = dtypes.python_scalar_dtype(leaf)
         else:
             dtype = getattr(leaf, "dtype", None)
         if dtype is not None and not dtypes.is_differentiable(dtypes.canonicalize(dtype)):
             raise DTypeError(
-                f"{what}: primal leaf {i} has dtype {dtype}; only float arrays can be "
-                f"differentiated (convert it with .astype(float))"
+                f"{what}: primal leaf {i} has dtype {dtype}; only float and complex arrays "
+                f"can be differentiated (convert it with .astype(float))"
             )
 
 
@@ -166,7 +176,7 @@ def jvp(fn: Callable, primals, tangents) -> tuple:
 
 
 def jacobian(fn: Callable, argnums=0, *, use_pfor: bool = True, parallel_iterations=None,
-             mode=None) -> Function:
+             mode=None, holomorphic: bool = False) -> Function:
     """The Jacobian of `fn` w.r.t. the arguments at `argnums`: for an output `y` and an
     argument `x`, a `y.shape + x.shape` array (structures mirror the outputs, then the
     arguments; a tuple `argnums` gives tuples).
@@ -178,6 +188,10 @@ def jacobian(fn: Callable, argnums=0, *, use_pfor: bool = True, parallel_iterati
     `use_pfor=False` computes the rows one after the other (same results);
     `parallel_iterations=k` vectorizes k rows at a time to bound memory.
 
+    Complex values (docs/autodiff.md): `holomorphic=True` gives the complex derivative
+    dy/dz of a holomorphic function; otherwise complex outputs need real arguments (forward
+    mode) and complex arguments real outputs (reverse mode: rows are gradients).
+
     >>> tg.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 4.]])
@@ -186,10 +200,12 @@ def jacobian(fn: Callable, argnums=0, *, use_pfor: bool = True, parallel_iterati
 
     def jacobian_fn(*args, **kwargs):
         return jac.jacobian_inline(fn, args, kwargs, argnums, use_pfor=use_pfor,
-                                   parallel_iterations=parallel_iterations, mode=mode)
+                                   parallel_iterations=parallel_iterations, mode=mode,
+                                   holomorphic=holomorphic)
 
     options = {"argnums": argnums, "use_pfor": use_pfor,
-               "parallel_iterations": parallel_iterations, "mode": mode}
+               "parallel_iterations": parallel_iterations, "mode": mode,
+               "holomorphic": holomorphic}
     return _staged(jacobian_fn, fn, "jacobian", (jacobian, fn, options))
 
 

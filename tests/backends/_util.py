@@ -12,6 +12,13 @@ from tracegrad.transforms.evaluate import Interpreter
 ULP_F32 = 4
 
 
+def parts(a) -> np.ndarray:
+    """A complex array as its real and imaginary parts (a last axis of 2): comparisons of
+    complex values are comparisons of pairs of reals."""
+    a = np.asarray(a)
+    return np.stack([a.real, a.imag], axis=-1)
+
+
 def graph_of(fn, *arrays, name="g"):
     """The graph of `fn(*inputs)` for inputs typed like `arrays`; fn returns a tensor or list."""
     g = FuncGraph(name)
@@ -39,6 +46,8 @@ def assert_same(got, want, *, rtol=0.0, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind == "c":
+        got, want = parts(got), parts(want)
     if want.dtype.kind != "f":
         np.testing.assert_array_equal(got, want, err_msg=what)
         return
@@ -68,6 +77,8 @@ def assert_close_backends(got, want, graph=None):
         g, w = np.asarray(g), np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: {g.dtype}{g.shape} vs " \
                                                           f"{w.dtype}{w.shape}"
+        if w.dtype.kind == "c":
+            g, w = parts(g), parts(w)
         if w.dtype.kind != "f":
             np.testing.assert_array_equal(g, w, err_msg=what)
             continue

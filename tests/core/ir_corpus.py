@@ -32,6 +32,7 @@ def lit(values, dtype) -> Literal:
 
 
 F64, F32, I64, I32, BOOL = (np.dtype(n) for n in ("float64", "float32", "int64", "int32", "bool"))
+C64, C128 = np.dtype("complex64"), np.dtype("complex128")
 
 _UNARY_FLOAT = [
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "asin",
@@ -46,13 +47,17 @@ _COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
     **{name: [(("f64[3]",), {}), (("f32[?,2]",), {})] for name in _UNARY_FLOAT},
     "neg": [(("i32[4]",), {}), (("~f64[]",), {})],
-    "sign": [(("f64[2]",), {})],
-    "abs": [(("i64[2,2]",), {})],
+    "sign": [(("f64[2]",), {}), (("c64[2]",), {})],
+    "abs": [(("i64[2,2]",), {}), (("c128[3]",), {})],
+    "real": [(("c128[3]",), {}), (("~c128[]",), {})],
+    "imag": [(("c64[?,2]",), {})],
+    "conj": [(("c128[2]",), {})],
+    "complex": [(("f32[3]", "f32[3]"), {}), (("f64[]", "f64[]"), {})],
     "not": [(("bool[3]",), {}), (("i64[3]",), {})],
     "integer_pow": [(("f64[3]",), {"y": 3}), (("f32[]",), {"y": -2})],
     **{name: [(("f64[3]", "f64[3]"), {}), (("f32[?]", "f32[4]"), {})]
        for name in _BINARY_NUMERIC if name not in ("div", "atan2")},
-    "div": [(("f64[2,3]", "f64[2,3]"), {})],
+    "div": [(("f64[2,3]", "f64[2,3]"), {}), (("c64[2]", "c64[2]"), {})],
     "atan2": [(("f32[5]", "f32[5]"), {})],
     **{name: [(("f64[3]", "f64[3]"), {}), (("f32[?]", "f32[4]"), {})]
        for name in ("igamma", "igammac", "zeta", "beta", "betaln")},
@@ -66,6 +71,8 @@ EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
         (("f64[3]",), {"new_dtype": F32}),
         (("i64[]",), {"new_dtype": F64, "weak": True}),
         (("bool[2]",), {"new_dtype": I32}),
+        (("c128[2]",), {"new_dtype": F64}),
+        (("f32[2]",), {"new_dtype": C64}),
     ],
     "stop_gradient": [(("f64[3]",), {})],
     "broadcast_in_dim": [
@@ -126,6 +133,10 @@ EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
         ((), {"value": lit(np.zeros((0, 3)), F64)}),
         ((), {"value": lit([-7, 2**31 - 1], I32)}),
         ((), {"value": lit(np.arange(32.0).reshape(4, 8) / 7, F64)}),  # the print limit
+        ((), {"value": lit([1 - 2j, complex(np.nan, -np.inf), -0.0 - 0.0j, 1e-300 + 3e300j],
+                           C128)}),
+        ((), {"value": lit([0.1 + 1e-30j, -2.5e-7 - 1e38j], C64)}),
+        ((), {"value": lit(1j, C128), "weak": True}),
     ],
 }
 

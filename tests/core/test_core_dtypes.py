@@ -56,10 +56,11 @@ def test_canonicalize_accepts_names_types_and_dtypes(spec, expected):
     assert dtypes.canonicalize(spec) == np.dtype(expected)
 
 
-@pytest.mark.parametrize("spec", ["complex128", np.longdouble, "f65", object, "S3", "M8[s]"])
+@pytest.mark.parametrize("spec", ["clongdouble", np.longdouble, "f65", object, "S3", "M8[s]"])
 def test_canonicalize_refuses_unsupported_dtypes_naming_the_op(spec):
     with pytest.raises(DTypeError, match=r"^myop: dtype .* is not supported; tracegrad "
-                                         r"supports bool, int8, .* float16, float32 and float64"):
+                                         r"supports bool, int8, .* float16, float32, float64, complex64 and "
+                                         r"complex128"):
         dtypes.canonicalize(spec, op="myop")
 
 
@@ -67,20 +68,27 @@ def test_short_names_round_trip():
     for dt in ALL:
         assert dtypes.from_short_name(dtypes.short_name(dt)) == dt
     assert [dtypes.short_name(d) for d in ALL] == [
-        "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64"]
+        "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+        "c64", "c128"]
     with pytest.raises(DTypeError, match="unknown dtype name 'f128'"):
         dtypes.from_short_name("f128")
 
 
 def test_kind_predicates_and_python_scalar_dtypes():
-    assert [dtypes.is_float(d) for d in ALL] == [False] * 9 + [True] * 3
-    assert [dtypes.is_int(d) for d in ALL] == [False] + [True] * 8 + [False] * 3
-    assert [dtypes.is_unsigned(d) for d in ALL] == [False] * 5 + [True] * 4 + [False] * 3
-    assert [dtypes.is_bool(d) for d in ALL] == [True] + [False] * 11
+    assert [dtypes.is_float(d) for d in ALL] == [False] * 9 + [True] * 3 + [False] * 2
+    assert [dtypes.is_complex(d) for d in ALL] == [False] * 12 + [True] * 2
+    assert [dtypes.is_inexact(d) for d in ALL] == [False] * 9 + [True] * 5
+    assert [dtypes.is_int(d) for d in ALL] == [False] + [True] * 8 + [False] * 5
+    assert [dtypes.is_unsigned(d) for d in ALL] == [False] * 5 + [True] * 4 + [False] * 5
+    assert [dtypes.is_bool(d) for d in ALL] == [True] + [False] * 13
     assert dtypes.is_differentiable(np.dtype("float16"))
     assert dtypes.is_differentiable(np.dtype("float32"))
+    assert dtypes.is_differentiable(np.dtype("complex64"))
     assert not dtypes.is_differentiable(np.dtype("int64"))
-    assert [dtypes.python_scalar_dtype(v) for v in (True, 1, 1.0)] == [
-        dtypes.bool_, dtypes.int64, dtypes.float64]
-    with pytest.raises(DTypeError, match="complex scalars are not supported"):
-        dtypes.python_scalar_dtype(1j)
+    assert [dtypes.python_scalar_dtype(v) for v in (True, 1, 1.0, 1j)] == [
+        dtypes.bool_, dtypes.int64, dtypes.float64, dtypes.complex128]
+    assert dtypes.real_dtype(np.dtype("complex64")) == np.float32
+    assert dtypes.complex_dtype(np.dtype("float16")) == np.complex64
+    assert dtypes.complex_dtype(np.dtype("int8")) == np.complex128
+    with pytest.raises(DTypeError, match="str scalars are not supported"):
+        dtypes.python_scalar_dtype("1")

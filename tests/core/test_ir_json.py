@@ -176,8 +176,8 @@ def _edit(doc, fn):
     (lambda d: d["graph"]["operations"][0].update(attrs={"x": [1]}), "a bare list"),
     (lambda d: d["graph"]["operations"][0].update(attrs={"x": {"set": [1]}}),
      "unknown attribute tag 'set'"),
-    (lambda d: d["graph"]["operations"][0].update(attrs={"x": {"dtype": "complex128"}}),
-     "dtype 'complex128' is not supported"),
+    (lambda d: d["graph"]["operations"][0].update(attrs={"x": {"dtype": "clongdouble"}}),
+     "dtype 'clongdouble' is not supported"),
     (lambda d: d["graph"]["inputs"].append("x"), "graph.inputs[2]: expected an object"),
     (lambda d: d["graph"].update(name=3), "graph.name: expected str, got int"),
 ])

@@ -25,7 +25,7 @@ def test_constant_dtypes_and_shapes():
     with pytest.raises(DTypeError):
         tg.constant(np.ones(2, np.longdouble))
     with pytest.raises(DTypeError):
-        tg.constant([1], dtype="complex64")
+        tg.constant([1], dtype="clongdouble")
 
 
 def test_constant_copies_its_value():

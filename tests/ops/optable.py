@@ -21,7 +21,8 @@ A `Case`:
 The rows live in `optable_primitives.py` (each primitive through `tracegrad.ops` or the
 thinnest `tracegrad.numpy` function over it), `optable_numpy.py` (tracegrad.numpy's
 elementwise functions, reductions and creation: dtypes, weak scalars, broadcasting, axes,
-empty arrays), `optable_dtypes.py` (the narrower integers and float16) and
+empty arrays), `optable_dtypes.py` (the narrower integers and float16), `optable_complex.py`
+(complex64 and complex128) and
 `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
 `optable_datadep.py` and `optable_sets.py`; the special functions in `optable_special.py`.
@@ -77,12 +78,16 @@ def rand(shape, dtype="float64", low=-2.0, high=2.0, seed=0):
     r = np.random.default_rng(zlib.crc32(repr((tuple(shape), str(dtype), low, high, seed)).encode()))
     if np.dtype(dtype).kind == "f":
         return r.uniform(low, high, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":  # real and imaginary parts in [low, high)
+        parts = r.uniform(low, high, size=(2, *shape))
+        return (parts[0] + 1j * parts[1]).astype(dtype)
     if np.dtype(dtype).kind == "b":
         return r.random(size=shape) < 0.5
     return r.integers(int(low), int(high) + 1, size=shape).astype(dtype)
 
 
 F64, F32, I64, I32, BOOL = "float64", "float32", "int64", "int32", "bool"
+C128, C64 = "complex128", "complex64"
 
 
 class Recorder:
@@ -140,6 +145,7 @@ def sample_rows(cases) -> list:
 
 from tests.ops import (  # noqa: F401
     optable_arrays,
+    optable_complex,
     optable_composites,
     optable_datadep,
     optable_dtypes,

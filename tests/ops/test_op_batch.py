@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tests.backends._util import assert_close_backends, check_rows_in_groups
+from tests.backends._util import assert_close_backends, check_rows_in_groups, parts
 from tests.ops.optable import CASES, rand, sample_rows
 from tracegrad import ops
 from tracegrad.backends import numba as nb
@@ -83,7 +83,7 @@ def _agree(case, got, want) -> bool:
         if g.shape != w.shape or g.dtype != w.dtype:
             return False
         if case.rtol == 0 and case.atol == 0:
-            if not np.array_equal(g, w, equal_nan=g.dtype.kind == "f"):
+            if not np.array_equal(g, w, equal_nan=g.dtype.kind in "fc"):
                 return False
         elif not np.allclose(g, w, rtol=case.rtol, atol=case.atol, equal_nan=True):
             return False
@@ -98,7 +98,7 @@ def _valid(case, args, base) -> bool:
     want = _results(case.reference, args)
     if want is None or len(want) != len(base) or any(
             w.shape != b.shape or w.dtype != b.dtype
-            or w.dtype.kind == "f" and np.isfinite(w).sum() != np.isfinite(b).sum()
+            or w.dtype.kind in "fc" and np.isfinite(w).sum() != np.isfinite(b).sum()
             for w, b in zip(want, base, strict=True)):
         return False
     got = _results(_traced(case), args)
@@ -112,7 +112,7 @@ def _rolled(a, k):
 
 def _scaled(a, k):
     a = np.asarray(a)
-    return (a * SCALES[k]).astype(a.dtype) if a.dtype.kind == "f" else None
+    return (a * SCALES[k]).astype(a.dtype) if a.dtype.kind in "fc" else None
 
 
 _EXAMPLES: dict[int, list] = {}
@@ -152,6 +152,8 @@ def _assert_close(case, got, want, how):
         what = f"{case.name} {how}: result {k}"
         assert g.shape == w.shape, f"{what}: shape {g.shape}, the loop's {w.shape}"
         assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, the loop's {w.dtype}"
+        if w.dtype.kind == "c":  # as pairs of reals
+            g, w = parts(g), parts(w)
         if w.dtype.kind != "f":
             np.testing.assert_array_equal(g, w, err_msg=what)
             continue

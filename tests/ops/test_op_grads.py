@@ -32,10 +32,28 @@ NO_FD_ROW = {
 
 STEP = 1e-4  # central differences with one Richardson step: error O(STEP^4)
 
+# Complex values are pairs of reals: inner products are real ones, <u, v> = Re(sum(conj(u) v)),
+# and a complex argument or result gets complex directions and cotangents. The gradient of
+# sum(<cotangent, f(x)>) in this sense is the seeds' dL/dx + i dL/dy.
+
+
+def inner(u, v) -> float:
+    """The real inner product of two arrays (complex ones as pairs of reals)."""
+    return float(np.sum(np.real(np.conj(u) * v)))
+
+
+def random_like(x, rng):
+    """Standard normal values of `x`'s shape, complex for a complex `x`."""
+    shape = np.shape(x)
+    if np.asarray(x).dtype.kind == "c":
+        return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    return rng.standard_normal(shape)
+
 
 def _float_leaves(out):
     leaves, _ = tree.flatten(out)
-    return [np.asarray(x, dtype=np.float64) for x in leaves]
+    return [np.asarray(x, dtype=np.complex128 if np.asarray(x).dtype.kind == "c"
+                       else np.float64) for x in leaves]
 
 
 def _directional(reference, args, argnums, direction, cotangents):
@@ -44,9 +62,10 @@ def _directional(reference, args, argnums, direction, cotangents):
     def at(t):
         moved = list(args)
         for i, v in zip(argnums, direction, strict=True):
-            moved[i] = args[i].astype(np.float64) + t * v
+            a = np.asarray(args[i])
+            moved[i] = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) + t * v
         outs = _float_leaves(reference(*moved))
-        return sum(float(np.sum(o * u)) for o, u in zip(outs, cotangents, strict=True))
+        return sum(inner(u, o) for o, u in zip(outs, cotangents, strict=True))
 
     def central(h):
         return (at(h) - at(-h)) / (2 * h)
@@ -56,7 +75,7 @@ def _directional(reference, args, argnums, direction, cotangents):
 
 def _random_cotangents(out, rng):
     leaves, _ = tree.flatten(out)
-    return [rng.standard_normal(np.shape(x)) if np.asarray(x).dtype.kind == "f"
+    return [random_like(x, rng) if np.asarray(x).dtype.kind in "fc"
             else np.zeros(np.shape(x)) for x in leaves]
 
 
@@ -102,9 +121,10 @@ def _vjp_eager(case, cotangents):
     finally:
         state.tapes.remove(recorder)
     leaves, _ = tree.flatten(out)
-    ys = [y for y in leaves if np.asarray(y).dtype.kind == "f"]
+    ys = [y for y in leaves if np.asarray(y).dtype.kind in "fc"]
     cts = [EagerTensor(ct.astype(np.asarray(y).dtype))
-           for y, ct in zip(leaves, cotangents, strict=True) if np.asarray(y).dtype.kind == "f"]
+           for y, ct in zip(leaves, cotangents, strict=True)
+           if np.asarray(y).dtype.kind in "fc"]
     grads = backprop(recorder.records, ys, xs, cts, unconnected_gradients="zero")
     return [np.asarray(g) for g in grads]
 
@@ -115,12 +135,12 @@ def _check(case, how, seed=0):
     for _ in range(3):
         cotangents = _random_cotangents(out, rng)
         grads = how(case, cotangents)
-        direction = [rng.standard_normal(np.shape(case.args[i])) for i in case.grad_argnums]
+        direction = [random_like(case.args[i], rng) for i in case.grad_argnums]
         for g, i in zip(grads, case.grad_argnums, strict=True):
             assert g.shape == np.shape(case.args[i]), f"gradient shape for arg {i}"
             assert g.dtype == np.asarray(case.args[i]).dtype, f"gradient dtype for arg {i}"
             assert np.all(np.isfinite(g)), f"non-finite gradient for arg {i}: {g}"
-        analytic = sum(float(np.sum(g * v)) for g, v in zip(grads, direction, strict=True))
+        analytic = sum(inner(g, v) for g, v in zip(grads, direction, strict=True))
         numeric = _directional(case.reference, case.args, case.grad_argnums, direction,
                                cotangents)
         bound = sum(float(np.linalg.norm(g) * np.linalg.norm(v))

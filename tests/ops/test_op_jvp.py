@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tests.ops.test_op_grads import GRAD_CASES, _directional, _random_cotangents, _vjp_traced
+from tests.ops.test_op_grads import (
+    GRAD_CASES, _directional, _random_cotangents, _vjp_traced, inner, random_like,
+)
 from tracegrad.core import tree
 
 # <J t, c> and <t, J^T c> are the same sums of products taken in another order: they agree
@@ -55,15 +57,15 @@ def _jvp(case, tangents) -> tuple[list, list]:
 
 
 def _tangents(case, rng) -> list:
-    return [rng.standard_normal(np.shape(case.args[i])) for i in case.grad_argnums]
+    return [random_like(case.args[i], rng) for i in case.grad_argnums]
 
 
 def _inner(xs, ys) -> float:
-    return sum(float(np.sum(np.asarray(x, np.float64) * y)) for x, y in zip(xs, ys, strict=True))
+    return sum(inner(np.asarray(x), y) for x, y in zip(xs, ys, strict=True))
 
 
 def _bound(xs, ys) -> float:
-    return sum(float(np.linalg.norm(np.asarray(x, np.float64)) * np.linalg.norm(y))
+    return sum(float(np.linalg.norm(np.asarray(x).ravel()) * np.linalg.norm(np.ravel(y)))
                for x, y in zip(xs, ys, strict=True))
 
 
@@ -72,7 +74,7 @@ def _check_types(case, out, tangent_out):
     for k, (y, t) in enumerate(zip(out, tangent_out, strict=True)):
         assert t.shape == y.shape, f"tangent {k}: shape {t.shape}, the result's {y.shape}"
         assert t.dtype == y.dtype, f"tangent {k}: dtype {t.dtype}, the result's {y.dtype}"
-        if y.dtype.kind == "f":
+        if y.dtype.kind in "fc":
             assert np.all(np.isfinite(t)), f"tangent {k} is not finite: {t}"
         else:
             assert not np.any(t), f"tangent {k} of an integer or bool result is not zero"

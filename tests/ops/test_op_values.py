@@ -31,7 +31,7 @@ def _assert_same(case, got, expected, how):
         assert g.shape == e.shape, f"{how}: shape {g.shape}, NumPy {e.shape}"
         assert g.dtype == e.dtype, f"{how}: dtype {g.dtype}, NumPy {e.dtype}"
         if case.rtol == 0 and case.atol == 0:
-            equal = np.array_equal(g, e, equal_nan=g.dtype.kind == "f")
+            equal = np.array_equal(g, e, equal_nan=g.dtype.kind in "fc")
             assert equal, f"{how}: not exactly NumPy's values\n got {g!r}\n expected {e!r}"
         else:
             np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True,

@@ -219,7 +219,7 @@ class Literal:
             type(other) is Literal
             and self.value.dtype == other.value.dtype
             and self.value.shape == other.value.shape
-            and np.array_equal(self.value, other.value, equal_nan=self.value.dtype.kind == "f")
+            and np.array_equal(self.value, other.value, equal_nan=self.value.dtype.kind in "fc")
         )
 
     def __repr__(self):
@@ -357,7 +357,7 @@ class FuncGraph:
             return self.constant(value._value)
         if isinstance(value, Variable):
             return value._read_in_graph(self)
-        if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        if isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic):
             dtype = dtypes.python_scalar_dtype(value)
             return self.constant(np.asarray(value, dtype), weak=True)
         arr = np.asarray(value)

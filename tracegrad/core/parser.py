@@ -27,6 +27,8 @@ _TOKEN = re.compile(
   | (?P<comment>\#[^\n]*)
   | (?P<arrow>->)
   | (?P<ellipsis>\.\.\.)
+  | (?P<complex>-?(?:inf|nan|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+                [+-](?:inf|nan|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)j)
   | (?P<number>-?(?:inf|nan)\b|-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
   | (?P<value>%[\w]+)
   | (?P<graph>@(?:"(?:[^"\\\n]|\\.)*"|[A-Za-z_<>][\w.<>]*))
@@ -376,7 +378,7 @@ class _Parser:
             self.fail(t, f"attribute value {t.text} is a Python object the text form cannot "
                          "hold (serialize graphs with such attributes with to_json, or "
                          "rebuild them in Python)")
-        if t.kind == "number" or (t.kind == "punct" and t.text == "["):
+        if t.kind in ("number", "complex") or (t.kind == "punct" and t.text == "["):
             return self.number_or_literal()
         if t.kind == "punct" and t.text == "~":
             return self.tensor_type()
@@ -429,7 +431,7 @@ class _Parser:
 
     def nested_numbers(self):
         t = self.next()
-        if t.kind == "number" or (t.kind == "name" and t.text in ("True", "False")):
+        if t.kind in ("number", "complex") or (t.kind == "name" and t.text in ("True", "False")):
             return t
         if t.kind == "ellipsis":
             return ...
@@ -456,6 +458,11 @@ def _number(t: _Token):
     if t.kind == "name":
         return t.text == "True"
     text = t.text
+    if t.kind == "complex":
+        split = max(text.rfind("+"), text.rfind("-"))
+        while text[split - 1] in "eE":  # the sign of an exponent of the real part
+            split = max(text.rfind("+", 0, split), text.rfind("-", 0, split))
+        return complex(float(text[:split]), float(text[split:-1]))
     if re.fullmatch(r"-?\d+", text):
         return int(text)
     return float(text)
@@ -468,13 +475,14 @@ def _has_ellipsis(values) -> bool:
 
 
 def _literal_array(values, type_: TensorType) -> np.ndarray:
-    kind = type_.dtype.kind  # "f", "i" or "b"
+    kind = type_.dtype.kind  # "c", "f", "i", "u" or "b"
 
     def convert(v):
         if isinstance(v, list):
             return [convert(x) for x in v]
         x = _number(v)
-        if (kind == "b") != isinstance(x, bool) or (kind == "i" and not isinstance(x, int)):
+        if ((kind == "b") != isinstance(x, bool) or (kind in "iu" and not isinstance(x, int))
+                or (kind != "c" and isinstance(x, complex))):
             raise ValueError(f"{v.text} is not a {type_.dtype.name} value")
         return x
 

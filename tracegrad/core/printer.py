@@ -39,13 +39,18 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_<>][\w.<>]*\Z")
 
 
 def format_scalar(x) -> str:
-    """A Python or NumPy scalar as the text form writes it (`2.0`, `inf`, `-3`, `True`)."""
+    """A Python or NumPy scalar as the text form writes it (`2.0`, `inf`, `-3`, `True`,
+    `1.5-2.0j`, `nan+infj`)."""
     if isinstance(x, (bool, np.bool_)):
         return "True" if x else "False"
     if isinstance(x, (int, np.integer)):
         return str(int(x))
     if type(x) is float:
         return repr(x)
+    if isinstance(x, (complex, np.complexfloating)):
+        re, im = (x.real, x.imag) if isinstance(x, np.generic) else (x.real, x.imag)
+        sign = "-" if np.signbit(im) and not np.isnan(im) else "+"
+        return f"{format_scalar(re)}{sign}{format_scalar(abs(im))}j"
     return str(x)  # a NumPy float: the shortest string that reads back to its dtype
 
 

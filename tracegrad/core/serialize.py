@@ -110,6 +110,8 @@ class _Writer:
         if isinstance(v, (float, np.floating)):
             v = float(v)
             return v if math.isfinite(v) else {"float": repr(v)}
+        if isinstance(v, (complex, np.complexfloating)):
+            return {"complex": [self.attr(float(v.real), where), self.attr(float(v.imag), where)]}
         if isinstance(v, np.bool_):
             return bool(v)
         if isinstance(v, tuple):
@@ -271,6 +273,10 @@ class _Reader:
             return tuple(self.attr(x, graph, f"{path}[{i}]") for i, x in enumerate(body))
         if tag == "float" and body in ("inf", "-inf", "nan"):
             return float(body)
+        if tag == "complex" and isinstance(body, list) and len(body) == 2:
+            re, im = (self.attr(x, graph, f"{path}[{i}]") for i, x in enumerate(body))
+            if isinstance(re, float) and isinstance(im, float):
+                return complex(re, im)
         if tag == "dtype" and isinstance(body, str):
             try:
                 return dtypes.canonicalize(body)

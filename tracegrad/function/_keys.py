@@ -29,7 +29,7 @@ from tracegrad.errors import (
 
 _ndarray = np.ndarray
 # Python numbers traced as weak scalars; a Python bool is static (a flag for `if`).
-_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64}
+_PY_SCALARS = {float: dtypes.float64, int: dtypes.int64, complex: dtypes.complex128}
 _WEAK_ENTRIES = {t: ((), d, True) for t, d in _PY_SCALARS.items()}
 # What a TensorSpec of an input_signature accepts in place of an array.
 _SPEC_SCALARS = {**_PY_SCALARS, bool: dtypes.bool_}

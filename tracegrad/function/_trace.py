@@ -55,7 +55,8 @@ def _trace_into(graph, fn, treedef, entries, statics, names, name):
         out_leaves, out_treedef = tree.flatten(out)
         outputs = []
         for x in out_leaves:
-            if not isinstance(x, (Tensor, Variable, np.ndarray, np.generic, bool, int, float)):
+            if not isinstance(x, (Tensor, Variable, np.ndarray, np.generic, bool, int, float,
+                                  complex)):
                 raise TracegradError(
                     f"{name} returned a {type(x).__name__}; a traced function returns "
                     "tensors, arrays, Python numbers and structures (tuple, list, dict, "

@@ -292,10 +292,10 @@ def select(condlist, choicelist, default=0):
             raise InvalidArgumentError(f"select: invalid entry {i} in condlist: should be "
                                        "boolean ndarray")
     # as NumPy's: Python ints and floats stay weak in the promotion, the rest are arrays
-    choices = [c if type(c) in (int, float) else read(c) if is_tensor(c) else asarray(c)
+    choices = [c if type(c) in (int, float, complex) else read(c) if is_tensor(c) else asarray(c)
                for c in (*choicelist, default)]
-    dt = np.result_type(*(c if type(c) in (int, float) else dtype_of(c)[0] for c in choices))
-    choices = [np.asarray(c, dt) if type(c) in (int, float) else astype(c, dt)
+    dt = np.result_type(*(c if type(c) in (int, float, complex) else dtype_of(c)[0] for c in choices))
+    choices = [np.asarray(c, dt) if type(c) in (int, float, complex) else astype(c, dt)
                for c in choices]
     out = choices[-1]
     for c, v in zip(reversed(conds), reversed(choices[:-1])):

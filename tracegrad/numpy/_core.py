@@ -17,7 +17,7 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops.shape_ops import broadcast_array
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 
 
 def is_tensor(x) -> bool:
@@ -75,8 +75,8 @@ def dtype_of(x) -> tuple[np.dtype, bool]:
 
 
 def has_float_dtype(x) -> bool:
-    """Whether an operand's dtype is a float one."""
-    return dtypes.is_float(dtype_of(x)[0])
+    """Whether an operand's dtype is a float or complex one (one that has NaN)."""
+    return dtypes.is_inexact(dtype_of(x)[0])
 
 
 def shape_of(x) -> tuple:
@@ -123,6 +123,8 @@ def cast(x, dtype: np.dtype, weak: bool = False):
     if x.dtype == dtype:
         return x
     if isinstance(x, np.ndarray) and state.graph is None:
+        if x.dtype.kind == "c" and dtype.kind != "c" and dtype != dtypes.bool_:
+            x = x.real  # NumPy's cast, without its ComplexWarning
         return x.astype(dtype)
     return ops.convert_element_type(x, new_dtype=dtype)
 
@@ -155,8 +157,9 @@ def operand(x, dtype: np.dtype, weak: bool):
 
 # -- NumPy's own loop selection ---------------------------------------------------------------
 
-_WEAK_KEY = {dtypes.bool_: dtypes.bool_, dtypes.int64: int, dtypes.float64: float}
-_DEFAULT_OF_WEAK = {int: dtypes.int64, float: dtypes.float64}
+_WEAK_KEY = {dtypes.bool_: dtypes.bool_, dtypes.int64: int, dtypes.float64: float,
+             dtypes.complex128: complex}
+_DEFAULT_OF_WEAK = {int: dtypes.int64, float: dtypes.float64, complex: dtypes.complex128}
 _LOOPS: dict = {}
 
 
@@ -167,7 +170,7 @@ def loop_dtypes(ufunc, keys, name: str) -> tuple:
     if found is not None:
         return found
     resolve = keys
-    if all(k is int or k is float for k in keys):
+    if all(k in _DEFAULT_OF_WEAK for k in keys):
         # Only weak operands: NumPy's own loop for Python scalars alone would be `object`
         # (`greater(int, int)`); a weak int is an int64 there, as `np.greater(3, 2)` computes.
         resolve = tuple(_DEFAULT_OF_WEAK[k] for k in keys)

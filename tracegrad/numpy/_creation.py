@@ -66,8 +66,8 @@ def asarray(a, dtype=None):
     a = read(a)
     if dt is None:
         return np.asarray(a, dtype=dtypes.canonicalize(np.asarray(a).dtype, op="asarray")) \
-            if type(a) in (bool, int, float) else a
-    if type(a) in (bool, int, float):
+            if type(a) in (bool, int, float, complex) else a
+    if type(a) in (bool, int, float, complex):
         return np.asarray(a, dtype=dt)
     return cast(a, dt)
 
@@ -93,7 +93,7 @@ def _full(shape, fill_value, dtype, op):
     fill = read(fill_value)
     if dt is not None:
         fill = cast(fill, dt)
-    elif type(fill) in (bool, int, float):
+    elif type(fill) in (bool, int, float, complex):
         fill = np.asarray(fill, dtype=dtype_of(fill)[0])
     return broadcast_to_shape(_constant_or(fill), shape)
 

@@ -36,7 +36,7 @@ def floating(x):
     """`x` read, integer and bool arrays as float64 (linalg computes in a float dtype)."""
     x = read(x)
     dtype, weak = dtype_of(x)
-    return x if dtypes.is_float(dtype) else cast(x, dtypes.float64, weak)
+    return x if dtypes.is_inexact(dtype) else cast(x, dtypes.float64, weak)
 
 
 def matrices(op, a):

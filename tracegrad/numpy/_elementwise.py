@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes
-from tracegrad.errors import ShapeError
+from tracegrad.errors import DTypeError, ShapeError
 from tracegrad.numpy._core import (
     dtype_of,
     has_float_dtype,
@@ -29,7 +30,6 @@ from tracegrad.numpy._reductions import any as _any
 from tracegrad.numpy._shape import ravel
 from tracegrad.numpy._ufuncs import (
     abs,
-    arctan2,
     ceil,
     exp2,
     floor,
@@ -221,44 +221,11 @@ def sinc(x):
     return true_divide(sin(y), y)
 
 
-def angle(z, deg=False):
-    """The angle of `z` in the complex plane: for real input `arctan2(0, z)` (pi for
-    negative numbers and -0.0, else 0); in degrees with `deg=True`."""
-    z = read(z)
-    a = arctan2(zeros_like(z), z)
-    return multiply(a, 180.0 / np.pi) if deg else a
-
-
-def real(val):
-    """The real part of `val`: `val` itself (tracegrad has no complex dtypes)."""
-    return read(val)
-
-
-def imag(val):
-    """The imaginary part of `val`: zeros of its shape and dtype (no complex dtypes)."""
-    return zeros_like(val)
-
-
-def conjugate(x):
-    """The complex conjugate of `x`: `x` itself (no complex dtypes)."""
-    return read(x)
-
-
-conj = conjugate
-
-
-def iscomplex(x):
-    """Elementwise whether `x` has a non-zero imaginary part: all False."""
-    return full_like(x, False, dtype=dtypes.bool_)
-
-
-def isreal(x):
-    """Elementwise whether `x` has a zero imaginary part: all True."""
-    return full_like(x, True, dtype=dtypes.bool_)
-
-
 def _is_infinity(x, value):
     x = read(x)
+    if dtypes.is_complex(dtype_of(x)[0]):
+        raise DTypeError(f"{'isposinf' if value > 0 else 'isneginf'}: not defined for complex "
+                         "input (ambiguous, as in NumPy): test the real and imaginary parts")
     return _equal(x, value) if has_float_dtype(x) else full_like(x, False, dtype=dtypes.bool_)
 
 
@@ -274,9 +241,13 @@ def isneginf(x):
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """`x` with NaN replaced by `nan`, infinities by `posinf` / `neginf` (default: the
-    largest finite numbers of the dtype). Integers and bools are returned unchanged."""
+    largest finite numbers of the dtype). Integers and bools are returned unchanged;
+    complex numbers have each part replaced."""
     x = read(x)
     dt = dtype_of(x)[0]
+    if dtypes.is_complex(dt):
+        parts = [nan_to_num(p, copy, nan, posinf, neginf) for p in (ops.real(x), ops.imag(x))]
+        return ops.complex_(*parts)
     if not dtypes.is_float(dt):
         return x
     info = np.finfo(dt)

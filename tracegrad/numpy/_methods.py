@@ -22,9 +22,9 @@ from tracegrad.errors import ArgumentTypeError, TracerBoolError
 from tracegrad.numpy._indexing import getitem
 from tracegrad.numpy._views import key_text
 
-_OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, list, tuple)
+_OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, complex, list, tuple)
 # The operands' usual exact types, tested before the isinstance chain.
-_COMMON = frozenset((EagerTensor, GraphTensor, np.ndarray, float, int, bool))
+_COMMON = frozenset((EagerTensor, GraphTensor, np.ndarray, float, int, bool, complex))
 
 
 def _binary(fn, reflected=False):
@@ -307,6 +307,8 @@ METHODS = {
 }
 
 PROPERTIES = {
+    "real": lambda self: tnp.real(self),
+    "imag": lambda self: tnp.imag(self),
     "T": lambda self: tnp.transpose(self),
     "mT": lambda self: tnp.swapaxes(self, -1, -2),
     "flat": lambda self: tnp.ravel(self),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 
 from tracegrad import ops
+from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.errors import ShapeError
 from tracegrad.numpy._core import (
@@ -65,8 +66,10 @@ def matmul(a, b):
 
 
 def vdot(a, b):
-    """The dot product of `a` and `b` flattened (equal sizes)."""
-    (a, b), _ = promote(a, b)
+    """The dot product of `a` and `b` flattened (equal sizes), `a` conjugated when complex."""
+    (a, b), dtype = promote(a, b)
+    if dtypes.is_complex(dtype):
+        a = ops.conj(a)
     return _contract(ravel(a), ravel(b), (0,), (0,))
 
 

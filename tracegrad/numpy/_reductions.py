@@ -105,7 +105,7 @@ def _float_accumulator(a, dtype, op: str) -> np.dtype:
     if dt is not None:
         return dt
     src = dtype_of(a)[0]
-    return src if dtypes.is_float(src) else dtypes.float64
+    return src if dtypes.is_inexact(src) else dtypes.float64
 
 
 def mean(a, axis=None, dtype=None, keepdims=False):
@@ -118,21 +118,28 @@ def mean(a, axis=None, dtype=None, keepdims=False):
     if dt == dtypes.float16 and dtype is None:
         return cast(mean(_as(a, dtypes.float32), axis, None, keepdims), dt)
     total = ops.reduce_sum(_as(a, dt), axes=axes, keepdims=bool(keepdims))
-    if not dtypes.is_float(dt):
+    if not dtypes.is_inexact(dt):
         # An integer dtype= sums in it and truncates the quotient, as NumPy does.
         return cast(true_divide(total, count(a, axes, dtypes.float64)), dt)
     return true_divide(total, count(a, axes, dt))
 
 
 def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
-    """Variance over `axis`: `sum(|a - mean|**2) / (n - ddof)`, computed as NumPy does."""
+    """Variance over `axis`: `sum(|a - mean|**2) / (n - ddof)`, computed as NumPy does
+    (real for complex `a`)."""
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "var")
     dt = _float_accumulator(a, dtype, "var")
     n = count(a, axes, dt)
     mu = true_divide(ops.reduce_sum(_as(a, dt), axes=axes, keepdims=True), n)
     x = subtract(a, mu)
-    x = multiply(x, x)
+    if dtypes.is_complex(dtype_of(x)[0]):
+        re, im = ops.real(x), ops.imag(x)
+        x = ops.add(ops.mul(re, re), ops.mul(im, im))
+        dt = dtypes.real_dtype(dt)
+        n = cast(n, dt) if isinstance(n, np.ndarray) else n
+    else:
+        x = multiply(x, x)
     total = ops.reduce_sum(_as(x, dt), axes=axes, keepdims=bool(keepdims))
     if isinstance(n, np.ndarray):
         denom = np.maximum(n.astype(np.float64) - ddof, 0.0)

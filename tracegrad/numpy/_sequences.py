@@ -126,7 +126,7 @@ def polyval(p, x):
     if ndim_of(p) != 1:
         raise ShapeError("polyval: p must be 1-D")
     n = static_dim(p, 0, "polyval", "a static number of coefficients")
-    y = np.zeros_like(asarray(x)) if type(x) in (bool, int, float) else full_like(x, 0)
+    y = np.zeros_like(asarray(x)) if type(x) in (bool, int, float, complex) else full_like(x, 0)
     for i in range(n):
         y = add(multiply(y, x), take(p, i))
     return y

@@ -74,7 +74,7 @@ def power(x1, x2):
     if type(x2) is int:
         x = read(x1)
         loop = loop_dtypes(np.power, (loop_key(x), int), "power")
-        if x2 < 0 and not dtypes.is_float(loop[0]):
+        if x2 < 0 and not dtypes.is_inexact(loop[0]):
             raise InvalidArgumentError("power: integers to negative integer powers are not allowed")
         return ops.integer_pow(cast(x, loop[0], dtype_of(x)[1]), y=x2)
     return apply_ufunc(np.power, ops.pow_p, "power", x1, x2)
@@ -119,7 +119,7 @@ def reciprocal(x):
     """Elementwise `1 / x`; for integers NumPy's truncating `1 // x` in C (0 unless |x| is 1,
     and 0 for x == 0, where NumPy's result is undefined)."""
     (x,), out = ufunc_operands(np.reciprocal, "reciprocal", x)
-    if dtypes.is_float(out):
+    if dtypes.is_inexact(out):
         return ops.div(_full_like(x, 1, out), x)
     one = ops.eq(ops.abs_(x), _full_like(x, 1, out))
     return ops.select(one, x, _full_like(x, 0, out))
@@ -220,7 +220,7 @@ def _nan_ignoring(ufunc, prim, name):
     def fn(x1, x2):
         (x, y), out = ufunc_operands(ufunc, name, x1, x2)
         m = prim.bind(x, y)
-        if not dtypes.is_float(out):
+        if not dtypes.is_inexact(out):
             return m
         return ops.select(ops.is_nan(y), x, ops.select(ops.is_nan(x), y, m))
 
@@ -414,7 +414,7 @@ def _float_test(ufunc, prim, name, other):
     def fn(x):
         x = read(x)
         loop_dtypes(ufunc, (loop_key(x),), name)
-        if dtypes.is_float(dtype_of(x)[0]):
+        if dtypes.is_inexact(dtype_of(x)[0]):
             return prim.bind(x)
         return _full_like(x, other, dtypes.bool_)
 

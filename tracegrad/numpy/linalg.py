@@ -113,7 +113,11 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if axis is None:
         if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
             flat = ravel(x)
-            out = sqrt(dot(flat, flat))
+            if dtypes.is_complex(dtype_of(flat)[0]):
+                re, im = ops.real(flat), ops.imag(flat)
+                out = sqrt(add(dot(re, re), dot(im, im)))
+            else:
+                out = sqrt(dot(flat, flat))
             return _reshape(out, (1,) * nd, "norm") if keepdims else out
         axis = tuple(range(nd))
     elif not isinstance(axis, tuple):
@@ -126,6 +130,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ShapeError("norm: improper number of dimensions to norm")
 
 
+def _abs2(x):
+    """`|x|^2`, real for complex `x`."""
+    if dtypes.is_complex(dtype_of(x)[0]):
+        re, im = ops.real(x), ops.imag(x)
+        return add(multiply(re, re), multiply(im, im))
+    return multiply(x, x)
+
+
 def _vector_norm(x, ord, axis, keepdims):
     if ord == np.inf:
         return _max(absolute(x), axis, keepdims)
@@ -136,7 +148,7 @@ def _vector_norm(x, ord, axis, keepdims):
     if ord == 1:
         return _sum(absolute(x), axis, keepdims=keepdims)
     if ord is None or ord == 2:
-        return sqrt(_sum(multiply(x, x), axis, keepdims=keepdims))
+        return sqrt(_sum(_abs2(x), axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for vectors")  # noqa: TRY004
     total = _sum(_scalar_power(absolute(x), ord), axis, keepdims=keepdims)
@@ -158,7 +170,7 @@ def _matrix_norm(x, ord, axis, keepdims):
         reduce = _max if ord == np.inf else _min
         out = reduce(_sum(absolute(x), col), row - 1 if row > col else row)
     elif ord in (None, "fro", "f"):
-        out = sqrt(_sum(multiply(x, x), axis))
+        out = sqrt(_sum(_abs2(x), axis))
     else:
         raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for matrices")
     if keepdims:

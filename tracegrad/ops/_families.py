@@ -30,9 +30,12 @@ NONDIFFERENTIABLE: set[Primitive] = set()  # results are integer/bool or piecewi
 
 # Which dtypes an op accepts.
 KINDS = {
-    "float": dtypes.FLOATS,
+    "float": dtypes.FLOATS,  # real floats
+    "inexact": dtypes.INEXACT,  # real and complex floats
+    "complex": dtypes.COMPLEX,
     "int": dtypes.INTS,
-    "numeric": dtypes.FLOATS | dtypes.INTS,
+    "real": dtypes.FLOATS | dtypes.INTS,
+    "numeric": dtypes.INEXACT | dtypes.INTS,
     "intbool": dtypes.INTS | {dtypes.bool_},
     "any": frozenset(dtypes.SUPPORTED),
 }
@@ -115,12 +118,15 @@ def same_dtype(op: str, *types: TensorType) -> np.dtype:
 
 
 def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Primitive:
-    """An elementwise primitive of one operand; the result has its type (or `out_dtype`)."""
+    """An elementwise primitive of one operand; the result has its type, or `out_dtype` (a
+    dtype, or a function of the operand's dtype, keeping its weakness)."""
     prim = Primitive(name)
 
     @prim.def_abstract_eval
     def abstract_eval(x):
         check_kind(name, x, kind)
+        if callable(out_dtype):
+            return TensorType(x.shape, out_dtype(x.dtype), x.weak)
         if out_dtype is not None:
             return TensorType(x.shape, out_dtype)
         return x
@@ -134,7 +140,8 @@ def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Pri
 
 def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool = False,
            out_dtype=None) -> Primitive:
-    """An elementwise primitive of two operands with equal shapes and dtypes."""
+    """An elementwise primitive of two operands with equal shapes and dtypes; the result has
+    their dtype, or `out_dtype` (a dtype, or a function of theirs)."""
     prim = Primitive(name)
 
     @prim.def_abstract_eval
@@ -142,6 +149,8 @@ def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool =
         shape = same_shape(name, x, y)
         dtype = same_dtype(name, x, y)
         check_kind(name, x, kind)
+        if callable(out_dtype):
+            return TensorType(shape, out_dtype(dtype), x.weak and y.weak)
         if out_dtype is not None:
             return TensorType(shape, out_dtype)
         return TensorType(shape, dtype, x.weak and y.weak)

@@ -46,6 +46,10 @@ from tracegrad.ops.elementwise import (
     max_p,
     min_p,
     atan2_p,
+    real_p,
+    imag_p,
+    conj_p,
+    complex_p,
     and_p,
     or_p,
     xor_p,
@@ -150,6 +154,10 @@ pow_ = pow_p.bind
 max_ = max_p.bind
 min_ = min_p.bind
 atan2 = atan2_p.bind
+real = real_p.bind
+imag = imag_p.bind
+conj = conj_p.bind
+complex_ = complex_p.bind
 and_ = and_p.bind
 or_ = or_p.bind
 xor = xor_p.bind
@@ -289,6 +297,14 @@ __all__ = [
     "min_",
     "atan2_p",
     "atan2",
+    "real_p",
+    "real",
+    "imag_p",
+    "imag",
+    "conj_p",
+    "conj",
+    "complex_p",
+    "complex_",
     "and_p",
     "and_",
     "or_p",

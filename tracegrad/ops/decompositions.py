@@ -163,6 +163,7 @@ from its lower triangle (`lower`) or its upper one."""
 
 @eigh_p.def_abstract_eval
 def _eigh_abstract_eval(a, *, lower=True):
+    check_kind("eigh", a, "float")
     _check_square("eigh", a)
     n = a.shape[-1] if a.shape[-1] is not None else a.shape[-2]
     return [TensorType(a.shape[:-2] + (n,), a.dtype), a]
@@ -413,6 +414,7 @@ squaring, as SciPy's `expm`)."""
 
 @expm_p.def_abstract_eval
 def _expm_abstract_eval(a):
+    check_kind("expm", a, "float")
     _check_square("expm", a)
     return a
 

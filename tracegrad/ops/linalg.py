@@ -104,9 +104,9 @@ def _dot_general_grad(op, g):
     lhs, rhs = op.inputs
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
     return [
-        _dot_operand_grad(g, rhs, lhs.ndim, lc, lb, rc, rb, lhs_side=True)
+        _dot_operand_grad(g, ew.conj(rhs), lhs.ndim, lc, lb, rc, rb, lhs_side=True)
         if needs(op, 0) else None,
-        _dot_operand_grad(g, lhs, rhs.ndim, rc, rb, lc, lb, lhs_side=False)
+        _dot_operand_grad(g, ew.conj(lhs), rhs.ndim, rc, rb, lc, lb, lhs_side=False)
         if needs(op, 1) else None,
     ]
 
@@ -176,7 +176,7 @@ def _dot_operand_grad(g, other, ndim, contract, batch, other_contract, other_bat
 
 
 def _check_square(op, a):
-    check_kind(op, a, "float")
+    check_kind(op, a, "inexact")
     if a.ndim < 2 or (
         a.shape[-1] is not None and a.shape[-2] is not None and a.shape[-1] != a.shape[-2]
     ):
@@ -187,6 +187,12 @@ def _mT(a):
     """The matrices of `a` transposed (its last two dims swapped)."""
     nd = a.ndim
     return shape_ops.transpose_p.bind(a, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _mH(a):
+    """The matrices of `a` conjugate-transposed (transposed when real): the gradients of
+    complex matrix functions are those of real ones with every transpose an adjoint."""
+    return ew.conj(_mT(a))
 
 
 def _matmul(a, b):
@@ -212,11 +218,12 @@ def _triangle(a, lower, strict=False):
     return ew.select_p.bind(compare.bind(rows, cols), a, shape_ops.zeros_like(a))
 
 
-def _inverse_transpose(a):
-    """`inv(a).T` of (batches of) square matrices, by a solve against the identity."""
+def _inverse_adjoint(a):
+    """`inv(a).T` of (batches of) square matrices (`inv(a)^H` when complex), by a solve
+    against the identity."""
     rows, cols = _rows_cols(a)
     eye = ew.convert_element_type_p.bind(ew.eq_p.bind(rows, cols), new_dtype=a.dtype)
-    return solve_p.bind(_mT(a), eye)
+    return solve_p.bind(_mH(a), eye)
 
 
 def _check_rhs(op, a, b, left_side=True):
@@ -267,17 +274,27 @@ def _cholesky_grad(op, g):
     # With P = tril(L.T @ g) with its diagonal halved and S = L^-T P L^-1, the gradient for
     # symmetric perturbations is sym(S). Only a's lower triangle is read, so the gradient
     # is that triangle of 2 sym(S) with sym(S)'s diagonal: tril(S + S.T, -1) + diag(S).
+    # Complex (Hermitian) a: transposes become adjoints, and the diagonal, of which only the
+    # real part is read, takes the real part.
     (L,) = op.outputs
     nd, batch = L.ndim, tuple(range(L.ndim - 2))
-    p = dot_general_p.bind(L, g, dimension_numbers=(((nd - 2,), (nd - 2,)), (batch, batch)))
+    p = dot_general_p.bind(ew.conj(L), g,
+                           dimension_numbers=(((nd - 2,), (nd - 2,)), (batch, batch)))
     rows, cols = _rows_cols(p)
     diagonal = ew.eq_p.bind(rows, cols)
-    p = ew.select_p.bind(diagonal, ew.mul_p.bind(p, shape_ops.full_like(p, 0.5)),
+    half_diag = p
+    if dtypes.is_complex(p.dtype):
+        half_diag = ew.to_complex(ew.real_p.bind(p), p.dtype)
+    p = ew.select_p.bind(diagonal, ew.mul_p.bind(half_diag, shape_ops.full_like(p, 0.5)),
                          _triangle(p, lower=True, strict=True))
     x = triangular_solve_p.bind(L, p, left_side=False, lower=True)
-    s = triangular_solve_p.bind(L, x, left_side=True, lower=True, transpose_a=True)
-    return [ew.select_p.bind(diagonal, s, _triangle(ew.add_p.bind(s, _mT(s)), lower=True,
-                                                    strict=True))]
+    s = triangular_solve_p.bind(ew.conj(L), x, left_side=True, lower=True, transpose_a=True)
+    if dtypes.is_complex(s.dtype):
+        s_diag = ew.to_complex(ew.real_p.bind(s), s.dtype)
+    else:
+        s_diag = s
+    return [ew.select_p.bind(diagonal, s_diag, _triangle(ew.add_p.bind(s, _mH(s)), lower=True,
+                                                         strict=True))]
 
 
 triangular_solve_p = Primitive("triangular_solve")
@@ -338,15 +355,16 @@ def _triangular_solve_grad(op, g):
     # With M = op(a): left, x = M^-1 b, so g_b = M^-T g and g_M = -g_b x^T; right,
     # x = b M^-1, so g_b = g M^-T and g_M = -x^T g_b. a's gradient is g_M (transposed back
     # when transpose_a) on the triangle the solve reads.
+    # (Complex: M^-H for M^-T, x^H for x^T, and g_M conjugated back when transpose_a.)
     (a, _), (x,) = op.inputs, op.outputs
     left, lower = op.attrs.get("left_side", True), op.attrs.get("lower", True)
     transpose_a = op.attrs.get("transpose_a", False)
     unit = op.attrs.get("unit_diagonal", False)
-    g_b = triangular_solve_p.bind(a, g, left_side=left, lower=lower,
+    g_b = triangular_solve_p.bind(ew.conj(a), g, left_side=left, lower=lower,
                                   transpose_a=not transpose_a, unit_diagonal=unit)
     g_a = None
     if needs(op, 0):
-        g_m = _matmul(g_b, _mT(x)) if left else _matmul(_mT(x), g_b)
+        g_m = _matmul(g_b, _mH(x)) if left else _matmul(_mH(x), g_b)
         g_a = ew.neg_p.bind(_triangle(_mT(g_m) if transpose_a else g_m, lower, strict=unit))
     return [g_a, g_b]
 
@@ -369,10 +387,10 @@ solve_p.def_dims(_solve_dims)
 
 @solve_p.def_grad
 def _solve_grad(op, g):
-    # x = a^-1 b: g_b = a^-T g, g_a = -g_b x^T
+    # x = a^-1 b: g_b = a^-T g, g_a = -g_b x^T (adjoints for complex a)
     (a, _), (x,) = op.inputs, op.outputs
-    g_b = solve_p.bind(_mT(a), g)
-    return [ew.neg_p.bind(_matmul(g_b, _mT(x))) if needs(op, 0) else None, g_b]
+    g_b = solve_p.bind(_mH(a), g)
+    return [ew.neg_p.bind(_matmul(g_b, _mH(x))) if needs(op, 0) else None, g_b]
 
 
 det_p = Primitive("det")
@@ -402,21 +420,22 @@ def _det_dims(op):
 
 @det_p.def_grad
 def _det_grad(op, g):
-    # d det(a) = det(a) tr(a^-1 da): g_a = g det(a) a^-T (a must be invertible)
+    # d det(a) = det(a) tr(a^-1 da): g_a = g conj(det(a)) a^-H (a must be invertible)
     (a,), (d,) = op.inputs, op.outputs
-    scale = shape_ops.broadcast_like(ew.mul_p.bind(g, d), a, range(a.ndim - 2))
-    return [ew.mul_p.bind(scale, _inverse_transpose(a))]
+    scale = shape_ops.broadcast_like(ew.mul_p.bind(g, ew.conj(d)), a, range(a.ndim - 2))
+    return [ew.mul_p.bind(scale, _inverse_adjoint(a))]
 
 
 slogdet_p = Primitive("slogdet", multiple_results=True)
-"""`(sign, log|det|)` of a (batch of) square matrices."""
+"""`(sign, log|det|)` of a (batch of) square matrices (a complex matrix has a complex sign
+of modulus 1 and a real log|det|)."""
 
 
 @slogdet_p.def_abstract_eval
 def _slogdet_abstract_eval(a):
     _check_square("slogdet", a)
-    t = TensorType(a.shape[:-2], a.dtype)
-    return [t, t]
+    return [TensorType(a.shape[:-2], a.dtype),
+            TensorType(a.shape[:-2], dtypes.real_dtype(a.dtype))]
 
 
 @slogdet_p.def_impl
@@ -431,9 +450,16 @@ slogdet_p.def_dims(_det_dims)
 
 @slogdet_p.def_grad
 def _slogdet_grad(op, g_sign, g_logdet):
-    # The sign is piecewise constant; d log|det(a)| = tr(a^-1 da): g_a = g a^-T
-    (a,) = op.inputs
-    scale = shape_ops.broadcast_like(g_logdet, a, range(a.ndim - 2))
-    return [ew.mul_p.bind(scale, _inverse_transpose(a))]
+    # d log|det(a)| = Re tr(a^-1 da): g_a = g a^-H. A real sign is piecewise constant; a
+    # complex one moves, d sign = i Im(tr(a^-1 da)) sign, which adds -i Im(conj(g_s) sign)
+    # to the scale of a^-H.
+    (a,), (sign, logdet) = op.inputs, op.outputs
+    scale = shape_ops.zeros_like(logdet) if g_logdet is None else g_logdet
+    if dtypes.is_complex(a.dtype) and g_sign is not None:
+        turn = ew.imag_p.bind(ew.mul_p.bind(ew.conj(g_sign), sign))
+        scale = ew.complex_p.bind(scale, ew.neg_p.bind(turn))
+    scale = shape_ops.broadcast_like(ew.to_complex(scale, a.dtype) if scale.dtype != a.dtype
+                                     else scale, a, range(a.ndim - 2))
+    return [ew.mul_p.bind(scale, _inverse_adjoint(a))]
 
 

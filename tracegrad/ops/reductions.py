@@ -92,7 +92,7 @@ def _reduce_prod_grad(op, g):
     # sides, exact where x has zeros (no division by x).
     (x,), axes = op.inputs, op.attrs["axes"]
     g = shape_ops.broadcast_like(g, x, _kept_dims(op))
-    return [ew.mul_p.bind(g, _products_of_others(x, axes)) if axes else g]
+    return [ew.mul_p.bind(g, ew.conj(_products_of_others(x, axes))) if axes else g]
 
 
 def _products_of_others(x, axes):
@@ -215,8 +215,8 @@ def _cumprod_grad(op, g):
         levels.append((y, shifted, d))
         y, d = ew.mul_p.bind(y, shifted), 2 * d
     for y, shifted, d in reversed(levels):
-        g = ew.add_p.bind(ew.mul_p.bind(g, shifted),
-                          shape_ops.shift(ew.mul_p.bind(g, y), axis, -d, 0))
+        g = ew.add_p.bind(ew.mul_p.bind(g, ew.conj(shifted)),
+                          shape_ops.shift(ew.mul_p.bind(g, ew.conj(y)), axis, -d, 0))
     return [shape_ops.rev_p.bind(g, dimensions=(axis,)) if reverse else g]
 
 

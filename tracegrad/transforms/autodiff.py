@@ -398,8 +398,8 @@ def split_aux(what: str, result):
 def _check_differentiable(what: str, t, argnum: int) -> None:
     if not dtypes.is_differentiable(t.dtype):
         raise DTypeError(
-            f"{what}: argument {argnum} has a leaf of dtype {t.dtype.name}; only float "
-            "arguments can be differentiated (convert it with .astype(float), or leave it out "
+            f"{what}: argument {argnum} has a leaf of dtype {t.dtype.name}; only float and "
+            "complex arguments can be differentiated (convert it with .astype(float), or leave it out "
             f"of argnums)"
         )
 
@@ -422,8 +422,8 @@ def normalize_argnums(argnums, nargs: int, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _scalar_output(what: str, lin: Linearization, out):
-    if not isinstance(out, (Tensor, Variable, np.ndarray, np.generic, float, int)):
+def _scalar_output(what: str, lin: Linearization, out, holomorphic: bool = False):
+    if not isinstance(out, (Tensor, Variable, np.ndarray, np.generic, float, int, complex)):
         raise ArgumentTypeError(
             f"{what}: the function must return a scalar, got {type(out).__name__}"
         )
@@ -437,6 +437,16 @@ def _scalar_output(what: str, lin: Linearization, out):
         raise DTypeError(
             f"{what}: the function must return a float scalar, got {out.dtype.name}"
         )
+    if holomorphic:
+        wrong = [t.dtype.name for t in [out, *lin.inputs] if not dtypes.is_complex(t.dtype)]
+        if wrong:
+            raise DTypeError(f"{what} with holomorphic=True needs complex arguments and a "
+                             f"complex output; got {', '.join(sorted(set(wrong)))}")
+    elif dtypes.is_complex(out.dtype):
+        raise DTypeError(
+            f"{what}: the function returns a complex scalar; a gradient needs a real one "
+            "(take tnp.real, tnp.abs ... of it), or pass holomorphic=True for the complex "
+            "derivative of a holomorphic function")
     return out
 
 
@@ -451,14 +461,16 @@ def _split_grads(lin: Linearization, grads: list, single: bool):
 
 
 def value_and_grad_inline(fn, args, kwargs, argnums, has_aux, what="value_and_grad",
-                          want_value=True):
+                          want_value=True, holomorphic=False):
     """`(value, grads)` (`((value, aux), grads)` with has_aux) of `fn(*args, **kwargs)`,
     emitted into the current graph."""
     nums = normalize_argnums(argnums, len(args), what)
     lin = Linearization(fn, args, kwargs, nums, what)
     out, aux = lin.split_aux() if has_aux else (lin.result, None)
-    out = _scalar_output(what, lin, out)
+    out = _scalar_output(what, lin, out, holomorphic)
     grads = lin.pullback([out])
+    if holomorphic:  # the gradient of the real part is conj(df/dz)
+        grads = [None if g is None else lin.then(lambda g=g: ops.conj(g)) for g in grads]
     aux_leaves, aux_def = tree.flatten(aux)
     wanted = ([out] if want_value else []) + aux_leaves + grads
     emitted = lin.emit(wanted)
@@ -470,9 +482,10 @@ def value_and_grad_inline(fn, args, kwargs, argnums, has_aux, what="value_and_gr
     return (g, aux) if has_aux else g
 
 
-def grad_inline(fn, args, kwargs, argnums, has_aux):
+def grad_inline(fn, args, kwargs, argnums, has_aux, holomorphic=False):
     """The gradient of scalar `fn` (`(grads, aux)` with has_aux), emitted inline."""
-    return value_and_grad_inline(fn, args, kwargs, argnums, has_aux, "grad", want_value=False)
+    return value_and_grad_inline(fn, args, kwargs, argnums, has_aux, "grad", want_value=False,
+                                 holomorphic=holomorphic)
 
 
 def is_static_value(x) -> bool:
@@ -485,7 +498,7 @@ def is_static_value(x) -> bool:
         for leaf in leaves)
 
 
-_NUMERIC = (Tensor, Variable, np.ndarray, np.generic, int, float)
+_NUMERIC = (Tensor, Variable, np.ndarray, np.generic, int, float, complex)
 
 
 def differentiated_positions(primals: tuple) -> tuple[int, ...]:

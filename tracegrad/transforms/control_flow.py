@@ -280,7 +280,7 @@ def _traced_while(cond_fn, body_fn, loop_vars, maximum_iterations, keep_history=
 
 
 def _concrete_weak(x) -> bool:
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def _bool_result(value):

@@ -86,11 +86,11 @@ def _check_mode(what: str, mode):
 
 
 def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfor=True,
-                    parallel_iterations=None, mode=None, what="jacobian"):
+                    parallel_iterations=None, mode=None, what="jacobian", holomorphic=False):
     """The Jacobian of `fn(*args)` w.r.t. the arguments at `argnums`, emitted inline: for
     each output leaf `y` and argument leaf `x`, a `y.shape + x.shape` tensor; results mirror
     the output structure, each leaf holding the arguments' structure (a tuple for a tuple
-    `argnums`)."""
+    `argnums`). Complex values: see `complex_mode`."""
     _check_mode(what, mode)
     nums = normalize_argnums(argnums, len(args), what)
     lin = Linearization(fn, args, kwargs, nums, what)
@@ -103,10 +103,13 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
     xs = lin.inputs
     n_out = sum(_size(what, y.shape, "output") for y in ys)
     n_in = sum(_size(what, x.shape, "argument") for x in xs)
+    mode = complex_mode(what, xs, ys, mode, holomorphic)
     if mode is None:
         mode = "fwd" if n_in < n_out and not _has_reverse_only_rule(lin.graph) else "rev"
     if mode == "rev":
         blocks = [_reverse_block(what, lin, y, use_pfor, parallel_iterations) for y in ys]
+        if holomorphic:  # the rows are gradients of the real parts, conj(dy/dz)
+            blocks = [[ops.conj(b) for b in row] for row in blocks]
     else:
         blocks = _forward_blocks(what, fn, args, kwargs, nums, lin, ys, use_pfor,
                                  parallel_iterations)
@@ -120,6 +123,34 @@ def jacobian_inline(fn: Callable, args: tuple, kwargs: dict, argnums, *, use_pfo
             k += count
         per_output.append(grouped[0] if single else tuple(grouped))
     return tree.unflatten(out_def, per_output)
+
+
+def complex_mode(what: str, xs, ys, mode, holomorphic: bool):
+    """The mode a Jacobian with complex arguments or outputs takes (None: either).
+
+    With `holomorphic=True` (every argument and output complex) it is the complex
+    derivative dy/dz. Otherwise, as JAX's: complex outputs of real arguments need forward
+    mode (columns dy/dx), complex arguments of real outputs reverse mode (rows: gradients in
+    the dL/dx + i dL/dy convention), and complex arguments with complex outputs have no
+    complex Jacobian unless the function is holomorphic (DTypeError)."""
+    cin = [x for x in xs if dtypes.is_complex(x.dtype)]
+    cout = [y for y in ys if dtypes.is_complex(y.dtype)]
+    if holomorphic:
+        if len(cin) < len(xs) or len(cout) < len(ys):
+            raise DTypeError(f"{what} with holomorphic=True needs complex arguments and "
+                             "outputs; got " + ", ".join(sorted({t.dtype.name for t in xs + ys})))
+        return mode
+    if cin and cout:
+        raise DTypeError(
+            f"{what}: the function has complex arguments and complex outputs, which have no "
+            "complex Jacobian unless it is holomorphic: pass holomorphic=True for dy/dz, or "
+            "differentiate tnp.real and tnp.imag of the outputs")
+    need = "fwd" if cout else "rev" if cin else None
+    if need is not None and mode not in (None, need):
+        kind = "outputs of real arguments" if cout else "arguments of real outputs"
+        raise DTypeError(f"{what}: complex {kind} need mode={need!r} (mode={mode!r} loses "
+                         "the imaginary parts)")
+    return need or mode
 
 
 def _has_reverse_only_rule(graph) -> bool:

@@ -210,7 +210,7 @@ def vmap_inline(fn: Callable, args: tuple, kwargs: dict, in_axes, out_axes, what
     for k, (leaf, a) in enumerate(zip(leaves, axes, strict=True)):
         if a is None:
             continue
-        if not _is_array(leaf) and not isinstance(leaf, (bool, int, float)):
+        if not _is_array(leaf) and not isinstance(leaf, (bool, int, float, complex)):
             raise ArgumentTypeError(f"{what}: argument leaf {k} ({type(leaf).__name__}) is not "
                                     f"an array; give it in_axes None")
         t = outer.to_tensor(leaf)

@@ -55,7 +55,7 @@ def _dot_general(cg, op):
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
     lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
     rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
-    blas = dtypes.is_float(t.dtype) and lhs.ndim and rhs.ndim and t.ndim
+    blas = dtypes.is_inexact(t.dtype) and lhs.ndim and rhs.ndim and t.ndim
     if not blas:
         _dot_loops(cg, op, lf, rf)
         return

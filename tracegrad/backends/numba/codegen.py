@@ -445,6 +445,9 @@ class CodeGen:
             self.uses_F = True
             # a float16 constant is a float32 value (exact: helpers.STORAGE)
             return f"{{F}}[{k}]" if dt == dtypes.float64 else f"{NB_TYPE[dt]}({{F}}[{k}])"
+        if which == "C":
+            self.uses_F = True
+            return f"{NB_TYPE[dt]}(complex({{F}}[{k}], {{F}}[{k + 1}]))"
         self.uses_I = True
         if dt == dtypes.bool_:
             return f"({{I}}[{k}] != 0)"

@@ -54,7 +54,7 @@ def _det_{S}(a):
 def _slogdet_{S}(a):
     if np.isfinite(a).all():
         return np.linalg.slogdet(a)
-    with objmode(sign="{N}", logdet="{N}"):
+    with objmode(sign="{N}", logdet="{RN}"):
         sign, logdet = _lapack("slogdet", a)
     return sign, logdet
 
@@ -66,7 +66,9 @@ def _solve_{S}(a, b):
     with objmode(r="{N}[:, :]"):
         r = _lapack("solve", a, b)
     return r
+"""
 
+_DECOMPOSITIONS = """
 
 # qr, eigh and svd compute in float64, as NumPy does for float32 input
 
@@ -149,6 +151,7 @@ def _svd_{S}(a, u, s, vh, full):
 
 _HELPERS = {
     "linalg": _LINALG,
+    "decompositions": _DECOMPOSITIONS,
     "max_f": """
 @njit(cache=True, forceinline=True, **_OPTS)
 def _max_{S}(a, b):
@@ -692,9 +695,164 @@ def _threefry_source() -> str:
 
 _HELPERS["threefry"] = _threefry_source()
 
+# Complex numbers in NumPy's lexicographic order: the real parts decide unless equal (and an
+# imaginary NaN makes a real-part decision false); max/min keep a NaN of the first operand.
+_ORDER = """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _{K}_{S}(a, b):
+    return (a.real {STRICT} b.real and a.imag == a.imag and b.imag == b.imag) or (
+        a.real == b.real and a.imag {OP} b.imag)
+"""
+_COMPLEX = {
+    kind + "_c": _ORDER.replace("{K}", kind).replace("{STRICT}", op[0]).replace("{OP}", op)
+    for kind, op in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))
+}
+_EXTREMUM = """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _{K}_{S}(a, b):
+    if a.real != a.real or a.imag != a.imag or _{ORDER}_{S}(a, b):
+        return a
+    return b
+"""
+_COMPLEX.update({
+    kind + "_c": _EXTREMUM.replace("{K}", kind).replace("{ORDER}", order)
+    for kind, order in (("max", "ge"), ("min", "le"))
+})
+_COMPLEX.update({
+    # NumPy's complex division (Smith's algorithm in the operands' precision); a zero divisor
+    # gives infinities or NaN, where Numba's `/` raises ZeroDivisionError.
+    "div_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _div_{S}(a, b):
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    abr, abi = abs(br), abs(bi)
+    if abr >= abi:
+        if abr == 0 and abi == 0:
+            return {T}(complex(ar / abr, ai / abr))
+        rat = bi / br
+        scl = {R}(1.0) / (br + bi * rat)
+        return {T}(complex((ar + ai * rat) * scl, (ai - ar * rat) * scl))
+    rat = br / bi
+    scl = {R}(1.0) / (bi + br * rat)
+    return {T}(complex((ar * rat + ai) * scl, (ai * rat - ar) * scl))
+""",
+    # |z| (NumPy's hypot) as sqrt(x^2 + y^2), which vectorizes (libm's hypot is a call per
+    # element, ten times slower), within 2 ulp of it; rescaled where x^2 + y^2 would overflow
+    # or lose bits to underflow; inf if either part is infinite, else NaN if either is NaN.
+    "abs_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _abs_{S}(z):
+    x, y = abs(z.real), abs(z.imag)
+    s = x * x + y * y
+    r = math.sqrt(s)
+    if not (s < 1e300 and s > 1e-300):
+        m, n = (x, y) if x > y else (y, x)
+        q = n / m
+        r = m * math.sqrt(1.0 + q * q)
+        if m == 0.0:
+            r = 0.0
+        if x != x or y != y:
+            r = np.nan
+        if x == np.inf or y == np.inf:
+            r = np.inf
+    return r
+""",
+    # exp(x + iy) = e^x (cos y + i sin y) from the vector math's exp and sin/cos (one range
+    # reduction, the fast one below its limit), with NumPy's values where a part is zero,
+    # infinite or NaN, and e^(x/2) squared past e^x's overflow (a small cos y can keep the
+    # product finite).
+    "exp_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _exp_{S}(z):
+    x, y = z.real, z.imag
+    if abs(y) < 823549.0:
+        s, c = _sin_cos_fast_v(y)
+    else:
+        s, c = _sin_cos_v(y)
+    e = _exp_v(x)
+    re, im = e * c, e * s
+    if x > 709.0:
+        h = _exp_v(0.5 * x)
+        re, im = (h * c) * h, (h * s) * h
+    if y == 0.0:
+        re, im = e, y
+    elif y - y != 0.0:
+        if x == np.inf:
+            re, im = x, np.nan
+        elif x == -np.inf:
+            re, im = 0.0, math.copysign(0.0, y)
+    return complex(re, im)
+""",
+    # NumPy's complex expm1: exact near 0, where exp(z) - 1 cancels.
+    "expm1_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _expm1_{S}(z):
+    h = math.sin(z.imag / 2)
+    return complex(math.expm1(z.real) * math.cos(z.imag) - 2 * h * h,
+                   math.exp(z.real) * math.sin(z.imag))
+""",
+    # tanh(x + iy) = (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y); past |x| = 20 the
+    # real part rounds to +-1 and the imaginary part is 4 sin y cos y e^-2|x| (no overflow).
+    "tanh_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _tanh_{S}(z):
+    x, y = z.real, z.imag
+    s, c = math.sin(y), math.cos(y)
+    if abs(x) > 20.0:
+        return complex(math.copysign(1.0, x), 4.0 * s * c * math.exp(-2.0 * abs(x)))
+    sh = math.sinh(x)
+    d = sh * sh + c * c
+    return complex(sh * math.cosh(x) / d, s * c / d)
+""",
+    # NumPy's complex power: 1 for a zero exponent, 0 for a zero base and an exponent of
+    # positive real part (NaN for the others), repeated squaring for integer exponents below 100, exp(b log a) otherwise.
+    "ipow_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _ipow_{S}(a, n):
+    if n == 0:
+        return complex(1.0, 0.0)
+    if n == 1:
+        return a
+    if n == 2:
+        return a * a
+    if n == 3:
+        return a * a * a
+    m = -n if n < 0 else n
+    r = complex(1.0, 0.0)
+    p = a
+    while True:
+        if m & 1:
+            r = r * p
+        m >>= 1
+        if m == 0:
+            break
+        p = p * p
+    if n < 0:
+        return _div_c128(complex(1.0, 0.0), r)
+    return r
+""",
+    "pow_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _pow_{S}(a, b):
+    if b.real == 0.0 and b.imag == 0.0:
+        return complex(1.0, 0.0)
+    if a.real == 0.0 and a.imag == 0.0:
+        if b.real > 0.0:
+            return complex(0.0, 0.0)
+        return complex(np.nan, np.nan)
+    if b.imag == 0.0 and b.real == math.floor(b.real) and abs(b.real) < 100.0:
+        return _ipow_{S}(a, int(b.real))
+    return np.exp(b * np.log(a))
+""",
+})
+_HELPERS.update(_COMPLEX)
+
 # template -> the dtypes it is instantiated for (None: once, no dtype)
 _FLOATS = (dtypes.float64, dtypes.float32, dtypes.float16)
 _INTS = tuple(dtypes.SIGNED + dtypes.UNSIGNED)
+_CPLX = (dtypes.complex128, dtypes.complex64)
+_C128 = (dtypes.complex128,)
+_INEXACT = _FLOATS + _CPLX
 _INSTANCES = {
     "max_f": _FLOATS, "min_f": _FLOATS, "sign_f": _FLOATS, "logistic": _FLOATS,
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "bsum": _FLOATS,
@@ -702,9 +860,12 @@ _INSTANCES = {
     "rowmin": _FLOATS,
     "floordiv_i": _INTS, "mod_i": _INTS, "f16": None,
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
-    "dot": _FLOATS, "mv": _FLOATS, "vm": _FLOATS,
-    "bdot_nn": _FLOATS, "bdot_nt": _FLOATS, "bdot_tn": _FLOATS, "bdot_tt": _FLOATS,
-    "linalg": _FLOATS, "threefry": None,
+    "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,
+    "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
+    "linalg": _INEXACT, "decompositions": _FLOATS, "threefry": None,
+    "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
+    "min_c": _CPLX, "div_c": _CPLX, "abs_c": _C128, "exp_c": _C128, "expm1_c": _C128,
+    "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
 }
 
 
@@ -734,7 +895,9 @@ def _module_source() -> str:
         if dts is None:
             parts.append(_HELPERS[kind])
         else:
-            parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name)
+            parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name,
+                                            R=NB_TYPE[dtypes.real_dtype(dt)],
+                                            RN=dtypes.real_dtype(dt).name)
                       for dt in dts]
     parts += [_TRISOLVE, _PIVOTS]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
@@ -763,7 +926,7 @@ MODULE = "tg_helpers_" + hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
 def helper(helpers: dict, kind: str, dtype) -> str:
     """The name of helper `kind` for `dtype`, recorded in `helpers` (names to import)."""
     s = SUFFIX[dtype]
-    if kind.endswith(("_f", "_i")):
+    if kind.endswith(("_f", "_i", "_c")):
         name = "_" + kind.rsplit("_", 1)[0] + "_" + s
     else:
         name = f"_{kind}_{s}"

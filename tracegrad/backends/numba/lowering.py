@@ -46,6 +46,8 @@ class Lowering:
       expression of its operand expressions `args` (`dtype`: the first operand's).
     - `vector_math`: the name `f` of the vecmath.py helper `_f_v` a float elementwise op
       calls (float32 computed in float64); `scalar` covers the other dtypes.
+    - `complex(args, dtype, out_dtype, attrs, helpers) -> str`: the scalar expression for
+      complex operands, where `scalar` and `vector_math` are real only.
     - `fast_trig`: the helper has a fast-reduction twin `_f_fast_v`, right for arguments up
       to vecmath_trig.TRIG_FAST_LIMIT (a nest counts the others and redoes their block).
     - `sin_cos`: the position of its value in `_sin_cos_v`'s pair (sin 0, cos 1): sin and
@@ -68,6 +70,7 @@ class Lowering:
     cost: str = CHEAP
     scalar: Callable | None = None
     vector_math: str | None = None
+    complex: Callable | None = None
     fast_trig: bool = False
     sin_cos: int | None = None
     guard: Callable | None = None

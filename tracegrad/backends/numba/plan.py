@@ -158,10 +158,15 @@ class Plan:
         return len(self.int_slots) - 1
 
     def const_slot(self, value) -> tuple[str, int]:
-        """(`"I"` or `"F"`, index) of a scalar constant's slot."""
+        """(`"I"`, `"F"` or `"C"`, index) of a scalar constant's slot (a complex one takes
+        two slots of `F`: its real and imaginary parts)."""
         if dtypes.is_float(value.dtype):
             self.float_values.append(float(value))
             return "F", len(self.float_values) - 1
+        if dtypes.is_complex(value.dtype):
+            z = complex(value)
+            self.float_values.extend((z.real, z.imag))
+            return "C", len(self.float_values) - 2
         # a uint64 past the int64 range keeps its bits (read back as np.uint64)
         return "I", self.int_slot(_Fixed(int(np.asarray(value).astype(np.int64))))
 

@@ -29,7 +29,7 @@ from tracegrad.ops import elementwise as ew
 from tracegrad.ops import special as sp
 from tracegrad.ops.random_bits import threefry2x32_p
 
-_WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_))
+_WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_, dtypes.complex128))
 
 
 def typed(expr: str, dtype) -> str:
@@ -70,6 +70,8 @@ def scalar_expr(prim, args: list, in_dtypes: list, out_dtype, attrs: dict,
     sin, cos or tan with the fast range reduction, `FAST`)."""
     rec = lowering(prim)
     x = in_dtypes[0] if in_dtypes else out_dtype
+    if rec.complex is not None and dtypes.is_complex(x):
+        return rec.complex(args, x, out_dtype, attrs, helpers)
     if rec.vector_math is not None and dtypes.is_float(x):
         fn = vector_math(rec.vector_math, helpers)
         if fast:
@@ -83,25 +85,53 @@ def _elementwise(prim, scalar=None, *, cost=CHEAP, **fields):
     register(prim, Lowering(ELEMENTWISE, cost=cost, scalar=scalar, **fields))
 
 
+def _wide_complex(arg: str, dtype) -> str:
+    """A complex operand as complex128: complex64 math is computed in complex128 and rounded,
+    as float32 math in float64."""
+    return arg if dtype == dtypes.complex128 else f"np.complex128({arg})"
+
+
+def _complex_ufunc(fn: str):
+    """Complex scalars through Numba's `fn` (its ports of NumPy's npymath functions)."""
+    return lambda args, x, out, attrs, helpers: typed(f"{fn}({_wide_complex(args[0], x)})", out)
+
+
+def _complex_helper(kind: str):
+    """Complex scalars through the helper `kind` of helpers.py, in complex128."""
+    def scalar(args, x, out, attrs, helpers):
+        fn = helper(helpers, kind, dtypes.complex128)
+        return typed(f"{fn}({', '.join(_wide_complex(a, x) for a in args)})", out)
+    return scalar
+
+
 # Float primitives computed by vecmath.py's branch-free `_<name>_v` (float32 in float64,
 # rounded); sin, cos and tan have a fast range reduction, and sin and cos a shared one.
-for _prim, _f in ((ew.exp_p, "exp"), (ew.exp2_p, "exp2"), (ew.expm1_p, "expm1"),
-                  (ew.log_p, "log"), (ew.log2_p, "log2"), (ew.log10_p, "log10"),
-                  (ew.log1p_p, "log1p"), (ew.asin_p, "asin"), (ew.acos_p, "acos"),
-                  (ew.atan_p, "atan"), (ew.sinh_p, "sinh"), (ew.cosh_p, "cosh"),
-                  (ew.tanh_p, "tanh"), (ew.asinh_p, "asinh"), (ew.acosh_p, "acosh"),
-                  (ew.atanh_p, "atanh"), (ew.erf_p, "erf")):
-    _elementwise(_prim, cost=COSTLY, vector_math=_f)
-_elementwise(ew.sin_p, cost=COSTLY, vector_math="sin", fast_trig=True, sin_cos=0)
-_elementwise(ew.cos_p, cost=COSTLY, vector_math="cos", fast_trig=True, sin_cos=1)
-_elementwise(ew.tan_p, cost=COSTLY, vector_math="tan", fast_trig=True)
+# Complex operands go through Numba's complex functions, or a helper where those lose
+# accuracy or speed (exp in vector math, expm1 near 0, tanh past the overflow of sinh).
+for _prim, _f, _c in ((ew.exp_p, "exp", None), (ew.exp2_p, "exp2", "np.exp2"),
+                      (ew.expm1_p, "expm1", None), (ew.log_p, "log", "np.log"),
+                      (ew.log2_p, "log2", "np.log2"), (ew.log10_p, "log10", "np.log10"),
+                      (ew.log1p_p, "log1p", "np.log1p"), (ew.asin_p, "asin", "np.arcsin"),
+                      (ew.acos_p, "acos", "np.arccos"), (ew.atan_p, "atan", "np.arctan"),
+                      (ew.sinh_p, "sinh", "np.sinh"), (ew.cosh_p, "cosh", "np.cosh"),
+                      (ew.tanh_p, "tanh", None), (ew.asinh_p, "asinh", "np.arcsinh"),
+                      (ew.acosh_p, "acosh", "np.arccosh"), (ew.atanh_p, "atanh", "np.arctanh")):
+    _elementwise(_prim, cost=COSTLY, vector_math=_f,
+                 complex=_complex_ufunc(_c) if _c else _complex_helper(_f + "_c"))
+_elementwise(ew.erf_p, cost=COSTLY, vector_math="erf")
+_elementwise(ew.sin_p, cost=COSTLY, vector_math="sin", fast_trig=True, sin_cos=0,
+             complex=_complex_ufunc("np.sin"))
+_elementwise(ew.cos_p, cost=COSTLY, vector_math="cos", fast_trig=True, sin_cos=1,
+             complex=_complex_ufunc("np.cos"))
+_elementwise(ew.tan_p, cost=COSTLY, vector_math="tan", fast_trig=True,
+             complex=_complex_ufunc("np.tan"))
 
 
 def _ufunc(fn: str):
     return lambda args, x, out, attrs, helpers: typed(f"{fn}({args[0]})", out)
 
 
-_elementwise(ew.sqrt_p, _ufunc("np.sqrt"), cost=COSTLY)
+_elementwise(ew.sqrt_p, _ufunc("np.sqrt"), cost=COSTLY, complex=_complex_ufunc("np.sqrt"))
 _elementwise(ew.floor_p, _ufunc("np.floor"))
 _elementwise(ew.ceil_p, _ufunc("np.ceil"))
 _elementwise(ew.round_p, _ufunc("np.rint"))
@@ -115,15 +145,27 @@ def _infix(sym: str):
 
 
 for _prim, _sym in ((ew.sub_p, "-"), (ew.and_p, "&"), (ew.or_p, "|"), (ew.xor_p, "^"),
-                    (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="),
-                    (ew.gt_p, ">"), (ew.ge_p, ">=")):
+                    (ew.eq_p, "=="), (ew.ne_p, "!=")):
     _elementwise(_prim, _infix(_sym))
-_elementwise(ew.div_p, _infix("/"), cost=COSTLY)
+
+
+def _complex_binary(kind: str):
+    """Two complex operands through the helper `kind` of helpers.py, in their dtype."""
+    def scalar(args, x, out, attrs, helpers):
+        return f"{helper(helpers, kind, x)}({args[0]}, {args[1]})"
+    return scalar
+
+
+for _prim, _sym, _k in ((ew.lt_p, "<", "lt_c"), (ew.le_p, "<=", "le_c"),
+                        (ew.gt_p, ">", "gt_c"), (ew.ge_p, ">=", "ge_c")):
+    _elementwise(_prim, _infix(_sym), complex=_complex_binary(_k))
+_elementwise(ew.div_p, _infix("/"), cost=COSTLY, complex=_complex_binary("div_c"))
 
 _elementwise(ew.stop_gradient_p, lambda args, x, out, attrs, helpers: args[0])
 _elementwise(ew.neg_p, lambda args, x, out, attrs, helpers: typed(f"(-{args[0]})", out))
 _elementwise(ew.abs_p, lambda args, x, out, attrs, helpers: typed(
-    f"np.abs({args[0]})" if dtypes.is_float(x) else f"abs({args[0]})", out))
+    f"np.abs({args[0]})" if dtypes.is_float(x) else f"abs({args[0]})", out),
+    complex=_complex_helper("abs_c"))
 _elementwise(ew.sign_p, lambda args, x, out, attrs, helpers: (
     f"{helper(helpers, 'sign_f', x)}({args[0]})" if dtypes.is_float(x)
     else typed(f"({args[0]} != 0)", x) if dtypes.is_unsigned(x)
@@ -142,6 +184,9 @@ _elementwise(ew.logistic_p, _logistic, cost=COSTLY)
 
 def _integer_pow(args, x, out, attrs, helpers):
     a, y, fl = args[0], attrs["y"], dtypes.is_float(x)
+    if dtypes.is_complex(x):  # NumPy's repeated squaring
+        fn = helper(helpers, "ipow_c", dtypes.complex128)
+        return typed(f"{fn}({_wide_complex(a, x)}, {int(y)})", x)
     if fl and 1 <= abs(y) <= 4:  # a product: exact to an ulp, and no libm pow call
         prod = {1: "{a}", 2: "({a} * {a})", 3: "({a} * {a} * {a})",
                 4: "(({a} * {a}) * ({a} * {a}))"}[abs(y)].format(a=a)
@@ -160,6 +205,10 @@ def _convert(args, x, out, attrs, helpers):
         return a if x == dtypes.bool_ else f"({a} != 0)"
     if x == new:
         return a
+    if dtypes.is_complex(x) and not dtypes.is_complex(new):
+        a = f"{a}.real"  # NumPy's cast keeps the real part
+    elif dtypes.is_complex(new) and x == dtypes.bool_:
+        a = f"np.float64({a})"
     if new == dtypes.float16:
         return typed(f"np.float64({a})", new)  # one rounding, as NumPy's casts
     return f"{NB_TYPE[new]}({a})"
@@ -182,6 +231,8 @@ def _extremum(kind: str, bool_op: str):
         a, b = args
         if x == dtypes.bool_:
             return f"({a} {bool_op} {b})"
+        if dtypes.is_complex(x):
+            return f"{helper(helpers, kind + '_c', x)}({a}, {b})"
         if dtypes.is_float(x):
             return f"{helper(helpers, kind + '_f', x)}({a}, {b})"
         return typed(f"{kind}({a}, {b})", x)
@@ -234,8 +285,8 @@ def _pow_error(args, where):
 
 
 _elementwise(ew.pow_p, _int_pow, cost=COSTLY, vector_math="pow",
-             guard=lambda args, x: None if dtypes.is_float(x) else f"{args[1]} < 0",
-             error=_pow_error)
+             guard=lambda args, x: None if dtypes.is_inexact(x) else f"{args[1]} < 0",
+             error=_pow_error, complex=_complex_helper("pow_c"))
 _elementwise(ew.atan2_p, cost=COSTLY, vector_math="atan2")
 
 
@@ -280,3 +331,11 @@ def _threefry(args, x, out, attrs, helpers):
 
 
 _elementwise(threefry2x32_p, _threefry, cost=COSTLY)
+
+# -- complex parts ---------------------------------------------------------------------------
+
+_elementwise(ew.real_p, lambda args, x, out, attrs, helpers: f"{args[0]}.real")
+_elementwise(ew.imag_p, lambda args, x, out, attrs, helpers: f"{args[0]}.imag")
+_elementwise(ew.conj_p, lambda args, x, out, attrs, helpers: f"{args[0]}.conjugate()")
+_elementwise(ew.complex_p, lambda args, x, out, attrs, helpers: typed(
+    f"complex({args[0]}, {args[1]})", out))

@@ -72,6 +72,17 @@ def test_newton_converges_quadratically_to_the_numpy_solution():
     assert float(re.search(r"max \|w - w_numpy\| = (\S+),", out).group(1)) < 1e-12
 
 
+def test_gaussian_process_fits_its_hyperparameters_by_gradient():
+    out = run("gaussian_process.py", GP_POINTS="120")
+    assert float(re.search(r"max relative error (\S+)", out).group(1)) < 1e-6
+    before, after = map(float, re.search(r"likelihood (\S+) -> (\S+) in", out).groups())
+    assert after < before - 100
+    noise = re.search(r"noise +fitted (\S+) +true (\S+)", out).groups()
+    assert abs(float(noise[0]) / float(noise[1]) - 1) < 0.3
+    start, fitted = map(float, re.search(r"RMSE (\S+) \(start\) -> (\S+)", out).groups())
+    assert fitted < start
+
+
 @pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
 def test_other_examples_run(name):
     assert run(name)
@@ -160,3 +171,13 @@ def test_dask_logistic_regression_descends_with_the_numpy_gradient():
     assert losses[0] == pytest.approx(np.log(2), abs=1e-6)  # w = 0: every row log 2
     assert losses[-1] < 0.6 * losses[0]
     assert float(re.search(r"accuracy (\S+)", out).group(1)) > 0.8
+
+
+@pytest.mark.parametrize("name, programs", [("chebyshev_clenshaw.py", 2), ("black_scholes.py", 1),
+                                            ("logistic_descent.py", 1)])
+def test_programs_written_by_others_give_numpys_values_and_gradients(name, programs):
+    out = run(name, TRACEGRAD_BACKEND="numpy")  # the numba backend: tests/programs
+    found = re.findall(r"max \|tracegrad - NumPy\| = (\S+); gradient vs central differences: "
+                       r"max rel err (\S+)", out)
+    assert len(found) == programs
+    assert all(float(v) == 0.0 and float(g) < 1e-5 for v, g in found)

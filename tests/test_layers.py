@@ -23,7 +23,7 @@ ALLOWED = {
 }
 
 API_MODULES = {"function", "numpy", "nn", "eager", "autodiff", "derivatives", "extend",
-               "optimizers", "scipy", "tree"}
+               "optimizers", "random", "scipy", "tree"}
 
 
 def layer_of(module: str) -> str:

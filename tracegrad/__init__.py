@@ -3,7 +3,7 @@
 from tracegrad import errors
 from tracegrad import numpy  # noqa: F401  (installs Tensor operators and NumPy dispatch)
 from tracegrad import nn  # noqa: F401
-from tracegrad import extend, optimizers, tree
+from tracegrad import extend, optimizers, random, tree
 from tracegrad.core.ir import FuncGraph, Tensor
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.version import __version__  # noqa: F401
@@ -32,7 +32,7 @@ from tracegrad.transforms.tape import GradientTape
 
 
 __all__ = [
-    "errors", "extend", "optimizers", "tree",
+    "errors", "extend", "optimizers", "random", "tree",
     "FuncGraph", "Tensor", "TensorSpec", "Variable", "ConcreteFunction", "Function",
     "config", "function", "trace", "wait_for_compiles", "constant", "convert_to_tensor",
     "optimize", "compiled_source",

@@ -83,6 +83,11 @@ class RetracingWarning(UserWarning):
     """One function has been traced for many different input signatures."""
 
 
+class FrozenRandomWarning(UserWarning):
+    """A NumPy random function called while a function is traced: its numbers are drawn
+    once and frozen into the graph (use `tracegrad.random` with a key argument)."""
+
+
 class GraphParseError(TracegradError, ValueError):
     """Text or JSON that is not a well-formed FuncGraph (the message gives the line)."""
 

@@ -38,6 +38,8 @@ _UNARY_FLOAT = [
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "asin",
     "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "logistic", "erf",
     "floor", "ceil", "round", "is_finite", "is_nan", "is_inf",
+    "lgamma", "gamma", "digamma", "erfc", "erfinv", "erfcinv", "ndtr", "ndtri", "log_ndtr",
+    "logit", "i0", "i0e", "i1", "i1e",
 ]
 _BINARY_NUMERIC = ["add", "sub", "mul", "div", "floor_div", "mod", "pow", "max", "min", "atan2"]
 _COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -57,6 +59,9 @@ EXAMPLES: dict[str, list[tuple[tuple[str, ...], dict]]] = {
        for name in _BINARY_NUMERIC if name not in ("div", "atan2")},
     "div": [(("f64[2,3]", "f64[2,3]"), {}), (("c64[2]", "c64[2]"), {})],
     "atan2": [(("f32[5]", "f32[5]"), {})],
+    **{name: [(("f64[3]", "f64[3]"), {}), (("f32[?]", "f32[4]"), {})]
+       for name in ("igamma", "igammac", "zeta", "beta", "betaln")},
+    **{name: [(("f64[2]", "f64[2]", "f64[2]"), {})] for name in ("betainc", "betaincc")},
     "and": [(("bool[3]", "bool[3]"), {})],
     "or": [(("i32[2]", "i32[2]"), {})],
     "xor": [(("bool[]", "bool[]"), {})],

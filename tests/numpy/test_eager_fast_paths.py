@@ -239,6 +239,8 @@ def test_first_dim_keys_under_a_tape_record_the_general_paths_ops(key):
         out = x[key]
     with recording() as general:
         ref = tnp._indexing._getitem_general(x, key)
+        if ref is x:  # `x[:]` is a view: a new tensor (a reshape), so that `x` is unmarked
+            ref = tnp._views._alias(x)
     assert [op.primitive.name for op in fast.records] == \
         [op.primitive.name for op in general.records]
     assert [op.attrs for op in fast.records] == [op.attrs for op in general.records]

@@ -25,7 +25,7 @@ empty arrays), `optable_dtypes.py` (the narrower integers and float16), `optable
 (complex64 and complex128) and
 `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
-`optable_datadep.py` and `optable_sets.py`.
+`optable_datadep.py` and `optable_sets.py`; the special functions in `optable_special.py`.
 """
 
 from __future__ import annotations
@@ -153,6 +153,8 @@ from tests.ops import (  # noqa: F401
     optable_linalg,
     optable_numpy,
     optable_primitives,
+    optable_random,
     optable_sequences,
     optable_sets,
+    optable_special,
 )

@@ -293,3 +293,121 @@ case("scipy.block_diag", lambda a, b, c: tsl.block_diag(a, b, c),
      lambda a, b, c: scipy.linalg.block_diag(a, b, c), rand((2, 3), seed=78),
      rand((3,), seed=79), rand((1, 1), I32, seed=80), grad_argnums=(0, 1))
 case("scipy.block_diag[one]", tsl.block_diag, scipy.linalg.block_diag, rand((2, 2), I64))
+
+# -- tracegrad.scipy.linalg: LU, solve, inv, det, cholesky, eigh, expm ---------------------------
+
+
+def _pivots_to_permutation(piv, m):
+    """The rows getrf's interchanges `piv` put first, in order (a loop, per matrix)."""
+    out = np.empty(piv.shape[:-1] + (m,), dtype=np.int32)
+    for idx in np.ndindex(piv.shape[:-1]):
+        perm = list(range(m))
+        for i, p in enumerate(piv[idx]):
+            perm[i], perm[p] = perm[p], perm[i]
+        out[idx] = perm
+    return out
+
+
+for _shape, _dt in (((4, 4), F64), ((5, 3), F64), ((3, 5), F64), ((2, 4, 4), F64),
+                    ((2, 3, 3), F32), ((3, 3), I64)):
+    case(f"scipy.lu_factor[{'x'.join(map(str, _shape))},{_dt}]", tsl.lu_factor,
+         lambda a: tuple(np.stack(x).reshape(a.shape[:-2] + x[0].shape) for x in zip(
+             *[scipy.linalg.lu_factor(m) for m in a.reshape((-1,) + a.shape[-2:])], strict=True)),
+         rand(_shape, _dt, seed=81), grad_argnums=(0,) if _shape in ((4, 4), (5, 3)) else (),
+         primitive="lu" if _shape in ((4, 4), (5, 3), (2, 3, 3)) else None)
+for _shape in ((4, 4), (5, 3), (2, 3, 5)):
+    _a = rand(_shape, seed=82)
+    case(f"scipy.lu[{'x'.join(map(str, _shape))}]", tsl.lu, scipy.linalg.lu, _a,
+         grad_argnums=(0,) if _shape == (3, 5) else ())
+    case(f"scipy.lu[{'x'.join(map(str, _shape))},p_indices]",
+         lambda a: tsl.lu(a, p_indices=True), lambda a: scipy.linalg.lu(a, p_indices=True), _a)
+    case(f"scipy.lu[{'x'.join(map(str, _shape))},permute_l]",
+         lambda a: tsl.lu(a, permute_l=True), lambda a: scipy.linalg.lu(a, permute_l=True), _a,
+         grad_argnums=(0,) if len(_shape) == 3 else ())
+case("ops.lu_pivots_to_permutation",
+     lambda p: __import__("tracegrad").ops.lu_pivots_to_permutation(p, permutation_size=5),
+     lambda p: _pivots_to_permutation(p, 5), np.array([[3, 1, 4, 3], [0, 2, 2, 4]], np.int32),
+     primitive="lu_pivots_to_permutation")
+
+_LU_A = rand((4, 4), seed=83) + 2 * np.eye(4)
+_LU, _PIV = scipy.linalg.lu_factor(_LU_A)
+for _trans in (0, 1, 2):
+    for _b in (rand((4, 2), seed=84), rand((4,), seed=85)):
+        _near(f"scipy.lu_solve[trans={_trans},b={_b.ndim}-D]",
+              lambda lu, piv, b, t=_trans: tsl.lu_solve((lu, piv), b, trans=t),
+              lambda lu, piv, b, t=_trans: scipy.linalg.lu_solve((lu, piv), b, trans=t),
+              _LU, _PIV, _b, grad_argnums=(0, 2) if _b.ndim == 2 and _trans < 2 else (), n=16)
+_near("scipy.lu_solve[batch]", lambda lu, piv, b: tsl.lu_solve((lu, piv), b),
+      lambda lu, piv, b: scipy.linalg.lu_solve((lu, piv), b),
+      np.stack([_LU, _LU.T]), np.stack([_PIV, _PIV[::-1]]), rand((2, 4, 3), seed=86),
+      grad_argnums=(0, 2), n=16)
+
+_GEN = rand((4, 4), seed=87) + 3 * np.eye(4)
+_STRUCTURED = {"gen": _GEN, "sym": _GEN, "pos": _SPD + np.tril(_GEN, -1), "diagonal": _GEN,
+               "tridiagonal": _GEN, "upper triangular": _GEN, "lower triangular": _GEN}
+for _assume, _a in _STRUCTURED.items():
+    for _lower, _transposed in ((False, False), (True, True)):
+        _near(f"scipy.solve[assume_a={_assume},lower={_lower},transposed={_transposed}]",
+              lambda a, b, s=_assume, lo=_lower, t=_transposed: tsl.solve(
+                  a, b, lower=lo, assume_a=s, transposed=t),
+              lambda a, b, s=_assume, lo=_lower, t=_transposed: scipy.linalg.solve(
+                  a, b, lower=lo, assume_a=s, transposed=t),
+              _a, rand((4, 2), seed=88), grad_argnums=(0, 1) if not _lower or _assume in (
+                  "sym", "pos") else (), n=16)
+_near("scipy.solve[default,batch,b vector]", tsl.solve, scipy.linalg.solve,
+      np.stack([_GEN, _SPD]), rand((4,), seed=89), grad_argnums=(0, 1), n=16)
+for _assume in (None, "pos", "sym", "upper triangular"):
+    _near(f"scipy.inv[assume_a={_assume}]", lambda a, s=_assume: tsl.inv(a, assume_a=s),
+          lambda a, s=_assume: scipy.linalg.inv(a, assume_a=s),
+          _SPD + np.triu(_GEN, 1), grad_argnums=(0,) if _assume in (None, "pos") else (), n=16)
+_near("scipy.det", tsl.det, scipy.linalg.det, np.stack([_GEN, _SPD]), grad_argnums=(0,), n=16)
+for _lower in (False, True):
+    case(f"scipy.cholesky[lower={_lower}]", lambda a, lo=_lower: tsl.cholesky(a, lower=lo),
+         lambda a, lo=_lower: scipy.linalg.cholesky(a, lower=lo),
+         np.stack([_SPD + np.tril(_GEN, -1), _SPD + np.triu(_GEN, 1)]),
+         grad_argnums=(0,) if _lower else (),
+         why="LAPACK's potrf for the upper factor, a transposed lower one here",
+         **ulps(np.linalg.cholesky, _SPD))
+
+
+def _scipy_eigh_invariants(eigh, **options):
+    """(eigenvalues, eigenvectors squared) of SciPy's eigh with `options`."""
+    def fn(*args):
+        out = eigh(*args, **options)
+        if options.get("eigvals_only"):
+            return out
+        w, v = out
+        return w, v * v
+    return fn
+
+
+_B_SPD = _sym((4, 4), seed=90) + 3 * np.eye(4) + np.tril(rand((4, 4), seed=91), -1)
+for _opts in ({}, {"lower": False}, {"eigvals_only": True}, {"subset_by_index": (1, 2)}):
+    _near(f"scipy.eigh[{_opts}]", _scipy_eigh_invariants(tsl.eigh, **_opts),
+          _scipy_eigh_invariants(scipy.linalg.eigh, **_opts), rand((2, 4, 4), seed=92),
+          grad_argnums=(0,) if len(_opts) != 1 or "lower" in _opts else (), n=16)
+for _type in (1, 2, 3):
+    for _lower in (True, False):
+        _near(f"scipy.eigh[b,type={_type},lower={_lower}]",
+              _scipy_eigh_invariants(tsl.eigh, type=_type, lower=_lower),
+              _scipy_eigh_invariants(scipy.linalg.eigh, type=_type, lower=_lower),
+              rand((4, 4), seed=93), _B_SPD, grad_argnums=(0, 1) if _lower else (), n=64)
+
+for _scale, _shape, _dt in ((0.01, (4, 4), F64), (0.5, (4, 4), F64), (3.0, (2, 4, 4), F64),
+                            (40.0, (3, 3), F64), (1.0, (2, 3, 3), F32)):
+    case(f"scipy.expm[{_scale},{'x'.join(map(str, _shape))},{_dt}]", tsl.expm,
+         scipy.linalg.expm, (_scale * rand(_shape, seed=94)).astype(_dt),
+         grad_argnums=(0,) if _dt == F64 and _scale != 0.01 else (), grad_rtol=1e-5,
+         primitive="expm" if _scale in (0.5, 40.0) or _dt == F32 else None)
+_F16 = (rand((3, 3), seed=95) + 3 * np.eye(3)).astype("float16")
+case("scipy.solve[f16]", tsl.solve, scipy.linalg.solve, _F16, rand((3,), "float16", seed=96),
+     why="float16 is solved in float32 as SciPy does; LAPACK's gesv and NumPy's differ in "
+     "the last bits", **ulps(scipy.linalg.solve, _F16.astype(F32), rand((3,), F32, seed=96),
+                            n=8))
+case("scipy.expm[f16]", tsl.expm, scipy.linalg.expm, _F16 / 4,
+     why="float16 in float32 (SciPy's), float64 rounded to float32 on the numba backend",
+     **ulps(scipy.linalg.expm, (_F16 / 4).astype(F32), n=8))
+case("scipy.det[f32]", tsl.det, scipy.linalg.det, rand((2, 3, 3), F32, seed=97),
+     why="float64 from float32 input here, SciPy factors in float32 and returns float64",
+     atol=8 * float(np.finfo(F32).eps) * float(np.max(np.abs(scipy.linalg.det(
+         rand((2, 3, 3), F32, seed=97))))))

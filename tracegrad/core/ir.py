@@ -26,7 +26,10 @@ class Tensor:
     installed by `tracegrad.numpy`.
     """
 
-    __slots__ = ()
+    # `_view`: None, or the key of the basic indexing (`x[1:-1]`) that made this tensor,
+    # where NumPy's result would be a view of `x`: in-place operators on it raise, as they
+    # could not change `x`.
+    __slots__ = ("_view",)
     __array_priority__ = 1000
 
     @property
@@ -68,6 +71,7 @@ class GraphTensor(Tensor):
         self.op = op
         self.index = index
         self.name = name
+        self._view = None
 
     @property
     def shape(self) -> tuple:
@@ -132,6 +136,7 @@ class EagerTensor(Tensor):
 
     def __init__(self, value: np.ndarray):
         self._value = value
+        self._view = None
 
     @property
     def shape(self) -> tuple:

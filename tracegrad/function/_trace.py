@@ -13,6 +13,7 @@ from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable, close_effect_scope, effect_scope
 from tracegrad.errors import TracegradError
 from tracegrad.function._keys import _is_array, _Static
+from tracegrad.function._numpy_random import watching
 
 
 def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verify: bool,
@@ -25,7 +26,8 @@ def trace_graph(fn: Callable, treedef, entries, statics, names, name: str, verif
     if effects:
         effect_scope(graph)
     try:
-        out_treedef = _trace_into(graph, fn, treedef, entries, statics, names, name)
+        with watching(fn, name):
+            out_treedef = _trace_into(graph, fn, treedef, entries, statics, names, name)
     finally:
         written = close_effect_scope(graph)
     graph.outputs += [t for _, t in written]

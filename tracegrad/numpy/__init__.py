@@ -60,6 +60,7 @@ from tracegrad.numpy._histograms import (
 from tracegrad.numpy._datadep import argwhere, compress, extract, flatnonzero, nonzero, where
 from tracegrad.numpy._indexing import at, take, take_along_axis
 from tracegrad.numpy._matrix import diag, diagonal, trace, tril, triu
+from tracegrad.numpy._names import asanyarray, double, ndarray
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._products import dot, inner, matmul, outer, tensordot, vdot
 from tracegrad.numpy._reductions import (
@@ -400,6 +401,7 @@ __all__ = [
     "array_equal",
     "array_equiv",
     "array_split",
+    "asanyarray",
     "asarray",
     "asin",
     "asinh",
@@ -461,6 +463,7 @@ __all__ = [
     "diagflat",
     "diagonal",
     "diff",
+    "double",
     "digitize",
     "divide",
     "divmod",
@@ -595,6 +598,7 @@ __all__ = [
     "nanstd",
     "nansum",
     "nanvar",
+    "ndarray",
     "ndim",
     "negative",
     "newaxis",

@@ -60,6 +60,7 @@ from tracegrad.numpy._ufuncs import (
     true_divide,
     where,
 )
+from tracegrad.numpy._views import unviewed
 
 # -- creation -------------------------------------------------------------------------------
 
@@ -85,6 +86,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
                 np.asarray(x).dtype, op="array")), copy=True if copy else None)
     elif dtype is not None:
         x = asarray(x, dtype)
+    if copy:
+        x = unviewed(x)
     nd = ndim_of(x)
     if ndmin > nd:
         x = reshape(x, (1,) * (ndmin - nd) + shape_of(x))

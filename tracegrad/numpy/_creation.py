@@ -29,6 +29,7 @@ from tracegrad.numpy._core import (
     read,
     shape_of,
 )
+from tracegrad.numpy._views import unviewed
 
 
 def _shape_arg(shape, op: str) -> tuple:
@@ -71,9 +72,11 @@ def asarray(a, dtype=None):
     return cast(a, dt)
 
 
-def astype(x, dtype):
-    """`x` cast to `dtype` (float -> int truncates toward zero); no op if it already is."""
-    return cast(read(x), dtype_arg(dtype, "astype"))
+def astype(x, dtype, /, *, copy=True, device=None):
+    """`x` cast to `dtype` (float -> int truncates toward zero); no op if it already is
+    (with `copy=False`, a view stays a view)."""
+    out = cast(read(x), dtype_arg(dtype, "astype"))
+    return unviewed(out) if copy else out
 
 
 def full(shape, fill_value, dtype=None):

@@ -260,7 +260,10 @@ def array_ufunc(self, ufunc, method, *inputs, **kwargs):
             return fn(inputs[0], **kw)
     detail = f" with {', '.join(f'{k}=' for k in sorted(kwargs))}" if kwargs else ""
     fix = ("tensors are immutable: use tnp.at(x)[idx].add(v) (or .set(v)), which returns "
-           "the updated array" if method == "at" else "")
+           "the updated array" if method == "at" else "" if _no_out(kwargs) else
+           "out= writes into an array, and tensors are immutable: use the result "
+           "(`u = np.add(u, v)`; where u is a view x[idx] whose change x should see, "
+           "`x = tnp.at(x)[idx].add(v)`)")
     raise _unsupported(name, detail, fix)
 
 

@@ -39,6 +39,7 @@ from tracegrad.numpy._ufuncs import (
     true_divide,
 )
 from tracegrad.numpy._ufuncs import where as _where
+from tracegrad.numpy._views import unviewed
 
 
 def _by_numpy(name: str, fn, *args):
@@ -247,7 +248,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
         index = k if index is None else add(multiply(index, nbin[-1]), k)
     total = int(np.prod(nbin))
     hist = _add_at(index, None if weights is None else ravel(weights), total, np.float64)
-    hist = reshape(hist, nbin)[tuple(slice(1, -1) for _ in nbin)]
+    hist = unviewed(reshape(hist, nbin)[tuple(slice(1, -1) for _ in nbin)])  # NumPy's copy
     if density:
         s = _sum(hist)
         for i, e in enumerate(edges):

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.core.ir import EagerTensor, GraphTensor
+from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.shapes import broadcast_shapes
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
@@ -34,6 +34,7 @@ from tracegrad.numpy._core import (
     shape_of,
 )
 from tracegrad.numpy._core import reshape as _reshape
+from tracegrad.numpy._views import as_view, is_view
 
 
 def _const(value):
@@ -167,12 +168,16 @@ def _slice_spec(n, s: slice):
 
 
 def getitem(x, key):
-    """`x[key]` with NumPy's indexing rules (see the module docstring)."""
+    """`x[key]` with NumPy's indexing rules (see the module docstring). Where NumPy's result
+    is a view of `x` (basic indexing that does not pick a single element), the result
+    remembers `key`, so that an in-place operator on it raises instead of leaving `x`
+    unchanged."""
     if type(x) is EagerTensor and state.graph is None:
         kind = type(key)
         if state.tapes:
             if (kind is int or kind is slice) and x._value.ndim:
-                return _first_dim(x, key)
+                out = _first_dim(x, key)
+                return as_view(x, out, key) if kind is slice or x._value.ndim > 1 else out
         else:
             value = key if kind is slice or kind is int else _numpy_key(key)
             if value is not None:
@@ -181,8 +186,16 @@ def getitem(x, key):
                 except IndexError:
                     pass  # the general path below raises it, located at the user's line
                 else:
-                    return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
-    return _getitem_general(x, key)
+                    if type(out) is not np.ndarray:
+                        return EagerTensor(np.asarray(out))  # one element: a copy
+                    out = EagerTensor(out)
+                    if kind is slice or kind is int or is_view(key, out.ndim):
+                        out._view = key
+                    return out
+    out = _getitem_general(x, key)
+    if isinstance(out, Tensor) and is_view(key, out.ndim):
+        return as_view(x, out, key)
+    return out
 
 
 def _getitem_general(x, key):

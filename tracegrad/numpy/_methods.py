@@ -20,6 +20,7 @@ from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ArgumentTypeError, TracerBoolError
 from tracegrad.numpy._indexing import getitem
+from tracegrad.numpy._views import key_text
 
 _OPERANDS = (Tensor, Variable, np.ndarray, np.generic, bool, int, float, complex, list, tuple)
 # The operands' usual exact types, tested before the isinstance chain.
@@ -66,10 +67,40 @@ def _equality(fn, same: bool):
 
 
 def _setitem(self, key, value):
+    view = getattr(self, "_view", None)
+    if view is not None:
+        raise ArgumentTypeError(
+            f"`u[...] = value` on u = x[{key_text(view)}], a view of x: in NumPy it would "
+            "write into x, but tracegrad tensors are immutable and x would keep its values; "
+            f"update x functionally: `x = tnp.at(x)[{key_text(view)}].set(...)`")
     raise ArgumentTypeError(
         "tracegrad tensors are immutable: use `x = tnp.at(x)[idx].set(value)` (or `.add`) "
         "for a functional update"
     )
+
+
+def _in_place_operator(symbol: str, functional: str):
+    """`u += v` and the other in-place operators: on a view of another tensor (`u = x[1:]`)
+    they raise, as NumPy would change `x` and tracegrad cannot; on any other tensor they
+    leave it to Python, which computes `u = u + v`."""
+    def method(self, other):
+        view = getattr(self, "_view", None)
+        if view is None:
+            return NotImplemented
+        key = key_text(view)
+        raise ArgumentTypeError(
+            f"`u {symbol}= ...` on u = x[{key}], a view of x: in NumPy it would change x too, "
+            "but tracegrad tensors are immutable and x would keep its values; update x "
+            f"functionally: `x = tnp.at(x)[{key}].{functional.format(key=key, op=symbol)}` "
+            f"(or write `u = u {symbol} ...` if x is not used again)")
+
+    method.__name__ = f"__i{_IN_PLACE[symbol]}__"
+    return method
+
+
+_IN_PLACE = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv",
+             "%": "mod", "**": "pow", "@": "matmul", "&": "and", "|": "or", "^": "xor",
+             "<<": "lshift", ">>": "rshift"}
 
 
 def _pow(self, other, modulo=None):
@@ -120,6 +151,9 @@ OPERATORS = {
     "__getitem__": getitem,
     "__round__": lambda self, ndigits=None: tnp.round(self, ndigits or 0),
     "__setitem__": _setitem,
+    **{f"__i{name}__": _in_place_operator(
+        symbol, "add(value)" if symbol == "+" else "add(-value)" if symbol == "-"
+        else "set(x[{key}] {op} value)") for symbol, name in _IN_PLACE.items()},
 }
 
 
@@ -218,7 +252,8 @@ def _argsort(self, axis=-1, kind=None, order=None, *, stable=None):
 METHODS = {
     "reshape": _reshape,
     "transpose": _transpose,
-    "astype": lambda self, dtype: tnp.astype(self, dtype),
+    "astype": lambda self, dtype, order="K", casting="unsafe", subok=True, copy=True:
+        tnp.astype(self, dtype, copy=copy),
     "sum": lambda self, axis=None, dtype=None, keepdims=False: tnp.sum(
         self, axis, dtype, keepdims),
     "prod": lambda self, axis=None, dtype=None, keepdims=False: tnp.prod(

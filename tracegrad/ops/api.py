@@ -105,6 +105,9 @@ from tracegrad.ops.decompositions import (
     qr_p,
     eigh_p,
     svd_p,
+    lu_p,
+    lu_pivots_to_permutation_p,
+    expm_p,
 )
 
 neg = neg_p.bind
@@ -200,6 +203,9 @@ slogdet = slogdet_p.bind
 qr = qr_p.bind
 eigh = eigh_p.bind
 svd = svd_p.bind
+lu = lu_p.bind
+lu_pivots_to_permutation = lu_pivots_to_permutation_p.bind
+expm = expm_p.bind
 
 __all__ = [
     "constant_p",
@@ -389,6 +395,12 @@ __all__ = [
     "eigh",
     "svd_p",
     "svd",
+    "lu_p",
+    "lu",
+    "lu_pivots_to_permutation_p",
+    "lu_pivots_to_permutation",
+    "expm_p",
+    "expm",
 ]
 
 
@@ -400,3 +412,60 @@ from tracegrad.ops.control_flow import cond_p, while_p  # noqa: E402,F401
 from tracegrad.ops.effects import assign, assign_p  # noqa: E402
 
 __all__ += ["assign", "assign_p"]
+
+from tracegrad.ops.special import (  # noqa: E402
+    beta_p,
+    betainc_p,
+    betaincc_p,
+    betaln_p,
+    digamma_p,
+    erfc_p,
+    erfcinv_p,
+    erfinv_p,
+    gamma_p,
+    i0_p,
+    i0e_p,
+    i1_p,
+    i1e_p,
+    igamma_p,
+    igammac_p,
+    lgamma_p,
+    log_ndtr_p,
+    logit_p,
+    ndtr_p,
+    ndtri_p,
+    zeta_p,
+)
+
+lgamma = lgamma_p.bind
+digamma = digamma_p.bind
+erfc = erfc_p.bind
+erfinv = erfinv_p.bind
+ndtri = ndtri_p.bind
+log_ndtr = log_ndtr_p.bind
+i0e = i0e_p.bind
+i1e = i1e_p.bind
+igamma = igamma_p.bind
+igammac = igammac_p.bind
+zeta = zeta_p.bind
+gamma = gamma_p.bind
+erfcinv = erfcinv_p.bind
+ndtr = ndtr_p.bind
+logit = logit_p.bind
+i0 = i0_p.bind
+i1 = i1_p.bind
+betaln = betaln_p.bind
+beta = beta_p.bind
+betainc = betainc_p.bind
+betaincc = betaincc_p.bind
+__all__ += ["lgamma_p", "lgamma", "digamma_p", "digamma", "erfc_p", "erfc", "erfinv_p",
+            "erfinv", "ndtri_p", "ndtri", "log_ndtr_p", "log_ndtr", "i0e_p", "i0e", "i1e_p",
+            "i1e", "igamma_p", "igamma", "igammac_p", "igammac", "zeta_p", "zeta", "gamma_p",
+            "gamma", "erfcinv_p", "erfcinv", "ndtr_p", "ndtr", "logit_p", "logit", "i0_p",
+            "i0", "i1_p", "i1", "betaln_p", "betaln", "beta_p", "beta", "betainc_p", "betainc",
+            "betaincc_p", "betaincc"]
+
+from tracegrad.ops.random_bits import threefry2x32_p  # noqa: E402
+
+threefry2x32 = threefry2x32_p.bind
+__all__ += ["threefry2x32", "threefry2x32_p"]

@@ -1,11 +1,12 @@
-"""Matrix decompositions: qr, eigh (symmetric eigenproblem), svd. Each acts on the last two
-dims and batches over the leading ones; results are LAPACK's (NumPy's), sign conventions
-included."""
+"""Matrix decompositions and functions: qr, eigh (symmetric eigenproblem), svd, lu (with
+lu_pivots_to_permutation), expm. Each acts on the last two dims and batches over the leading
+ones; results are LAPACK's (NumPy's, SciPy's), sign conventions included."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.core import dtypes
 from tracegrad.core.op import Primitive
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.types import TensorType
@@ -13,7 +14,7 @@ from tracegrad.errors import NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import batch_axes
-from tracegrad.ops._families import check_kind
+from tracegrad.ops._families import check_kind, nondifferentiable
 from tracegrad.ops.linalg import (
     _check_square,
     _matmul,
@@ -248,3 +249,203 @@ def _svd_grad(op, g_u, g_s, g_vh):
         p_v = ew.sub_p.bind(g_vh, _matmul(_mT(vtgv), vh))
         g = ew.add_p.bind(g, _matmul(ew.mul_p.bind(u, _cols(inv_s, u)), p_v))
     return [g]
+
+
+# -- lu --------------------------------------------------------------------------------------
+
+lu_p = Primitive("lu", multiple_results=True)
+"""`(lu, pivots, permutation)`: the LU factorization with partial pivoting of each (..., m, n)
+matrix (LAPACK's getrf). `lu` holds the unit lower-trapezoidal `L` (m, k) below its diagonal
+and the upper-trapezoidal `U` (k, n) on and above it, k = min(m, n); `pivots` (int32, k)
+are getrf's row interchanges (0-based: row i was swapped with row pivots[i]);
+`permutation` (int32, m) is the rows of `a` in the order `a[permutation] == L @ U`."""
+
+
+@lu_p.def_abstract_eval
+def _lu_abstract_eval(a):
+    _check_matrix("lu", a)
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    return [a, TensorType(batch + (_small(m, n),), dtypes.int32),
+            TensorType(batch + (m,), dtypes.int32)]
+
+
+@lu_p.def_impl
+def _lu_impl(a):
+    import scipy.linalg  # not at import time
+
+    m, n = a.shape[-2:]
+    lu = np.empty_like(a)
+    pivots = np.empty(a.shape[:-2] + (min(m, n),), dtype=np.int32)
+    perm = np.empty(a.shape[:-2] + (m,), dtype=np.int32)
+    for idx in np.ndindex(a.shape[:-2]):
+        with np.errstate(all="ignore"):
+            lu[idx], pivots[idx] = scipy.linalg.lu_factor(a[idx], check_finite=False)
+        perm[idx] = pivots_to_permutation(pivots[idx], m)
+    return lu, pivots, perm
+
+
+def pivots_to_permutation(pivots, m):
+    """The permutation (int32, m) that getrf's row interchanges `pivots` (a 1-D array)
+    apply to the rows of an m-row matrix."""
+    perm = np.arange(m, dtype=np.int32)
+    for i, p in enumerate(pivots):
+        perm[i], perm[p] = perm[p], perm[i]
+    return perm
+
+
+batch_axes(lu_p, front=True)
+lu_p.def_dims(lambda op: _dims(op, [((0, -2), (1, -2)), ((0, -1), (1, -1)), ((0, -2), (3, -1))]
+                               + [((0, -1), (2, -1))] * (op.inputs[0].shape[-1] is not None
+                                                         and op.inputs[0].shape[-1]
+                                                         == op.inputs[0].shape[-2])))
+
+
+def _permutation_matrix(perm, dtype):
+    """P (..., m, m) with `P[i, j] = 1` where `perm[i] == j` (so `P @ a == a[perm]`)."""
+    shape = tuple(perm.shape) + (perm.shape[-1],)
+    nd = len(shape)
+    dyn = [shape_ops.dim_size_p.bind(perm, axis=min(i, nd - 2))
+           for i, d in enumerate(shape) if d is None]
+    rows = shape_ops.broadcast_in_dim_p.bind(perm, *dyn, shape=shape,
+                                             broadcast_dimensions=tuple(range(nd - 1)))
+    cols = shape_ops.iota_p.bind(*dyn, dtype=dtypes.int32, shape=shape, dimension=nd - 1)
+    return ew.convert_element_type_p.bind(ew.eq_p.bind(rows, cols), new_dtype=dtype)
+
+
+@lu_p.def_grad
+def _lu_grad(op, g, g_pivots=None, g_perm=None):
+    # With a[perm] = L U and X = L1^-1 d(a[perm])_1 U1^-1 (L1, U1 the leading k x k blocks):
+    # dL1 = L1 stril(X), dU1 = triu(X) U1, and the trailing blocks follow from them. The
+    # cotangent of X is G_X = stril(L1^T stril(G1)) + triu(triu(G1) U1^T) - triu(L2^T G2)
+    # (tall, G = [G1; G2]) - stril(G2 U2^T) (wide, G = [G1 G2]), and that of a[perm] is
+    # [L1^-T G_X; G2] U1^-T (tall) or L1^-T [G_X U1^-T, G2] (wide).
+    (a,), (lu, _, perm) = op.inputs, op.outputs
+    m, n = a.shape[-2:]
+    square = m is not None and m == n
+    if not square:
+        m, n = _static("lu", a, "a non-square factorization")
+    k = min(m, n)
+    block = lu if square else shape_ops.slice_along(shape_ops.slice_along(lu, a.ndim - 2, 0, k),
+                                                    a.ndim - 1, 0, k)
+    g1 = g if square else shape_ops.slice_along(
+        shape_ops.slice_along(g, a.ndim - 2, 0, k), a.ndim - 1, 0, k)
+    rows, cols = _rows_cols(block)
+    l1 = ew.select_p.bind(ew.eq_p.bind(rows, cols), shape_ops.ones_like(block),
+                          _triangle(block, True, strict=True))
+    g_x = ew.add_p.bind(_triangle(_matmul(_mT(l1), _triangle(g1, True, strict=True)), True,
+                                  strict=True),
+                        _triangle(_matmul(_triangle(g1, False), _mT(_triangle(block, False))),
+                                  False))
+    if m > n:
+        lu2, g2 = _split_last(lu, k, -2)[1], _split_last(g, k, -2)[1]
+        g_x = ew.sub_p.bind(g_x, _triangle(_matmul(_mT(lu2), g2), False))
+    elif m < n:
+        u2, g2 = _split_last(lu, k, -1)[1], _split_last(g, k, -1)[1]
+        g_x = ew.sub_p.bind(g_x, _triangle(_matmul(g2, _mT(u2)), True, strict=True))
+
+    def l_inv_t(y):
+        return triangular_solve_p.bind(block, y, left_side=True, lower=True, transpose_a=True,
+                                       unit_diagonal=True)
+
+    def u_inv_t(y):
+        return triangular_solve_p.bind(block, y, left_side=False, lower=False,
+                                       transpose_a=True)
+
+    if m >= n:
+        top = l_inv_t(g_x)
+        if m > n:
+            top = shape_ops.concatenate_p.bind(top, g2, dimension=a.ndim - 2)
+        g_perm_a = u_inv_t(top)
+    else:
+        g_perm_a = l_inv_t(shape_ops.concatenate_p.bind(u_inv_t(g_x), g2, dimension=a.ndim - 1))
+    return [_matmul(_mT(_permutation_matrix(perm, a.dtype)), g_perm_a)]
+
+
+lu_pivots_to_permutation_p = Primitive("lu_pivots_to_permutation")
+"""The permutation (int32, (..., permutation_size)) that getrf's 0-based row interchanges
+`pivots` (..., k) apply to the rows of a matrix: `a[permutation]` is `a` with rows i and
+pivots[i] swapped for i = 0, 1, ..., k - 1 in turn."""
+
+
+@lu_pivots_to_permutation_p.def_abstract_eval
+def _lu_pivots_to_permutation_abstract_eval(pivots, *, permutation_size):
+    check_kind("lu_pivots_to_permutation", pivots, "int")
+    if pivots.ndim < 1:
+        raise ShapeError("lu_pivots_to_permutation: pivots must be at least one-dimensional")
+    k = pivots.shape[-1]
+    if k is not None and k > permutation_size:
+        raise ShapeError(f"lu_pivots_to_permutation: {k} pivots for a permutation of size "
+                         f"{permutation_size}")
+    return TensorType(pivots.shape[:-1] + (permutation_size,), dtypes.int32)
+
+
+@lu_pivots_to_permutation_p.def_impl
+def _lu_pivots_to_permutation_impl(pivots, *, permutation_size):
+    m = permutation_size
+    out = np.empty(pivots.shape[:-1] + (m,), dtype=np.int32)
+    for idx in np.ndindex(pivots.shape[:-1]):
+        p = pivots[idx]
+        if p.size and (p.min() < 0 or p.max() >= m):
+            bad = p.max() if p.max() >= m else p.min()
+            raise IndexError(f"lu_pivots_to_permutation: pivot {bad} is out of bounds for {m} "
+                             "rows")
+        out[idx] = pivots_to_permutation(p, m)
+    return out
+
+
+batch_axes(lu_pivots_to_permutation_p, front=True)
+nondifferentiable(lu_pivots_to_permutation_p)
+
+
+@lu_pivots_to_permutation_p.def_dims
+def _lu_pivots_to_permutation_dims(op):
+    (p,), (t,) = op.inputs, op.outputs
+    for i in range(p.ndim - 1):
+        yield p, i, t, i
+
+
+# -- expm ------------------------------------------------------------------------------------
+
+expm_p = Primitive("expm")
+"""The matrix exponential of each square matrix in `a` (Padé approximation with scaling and
+squaring, as SciPy's `expm`)."""
+
+
+@expm_p.def_abstract_eval
+def _expm_abstract_eval(a):
+    check_kind("expm", a, "float")
+    _check_square("expm", a)
+    return a
+
+
+@expm_p.def_impl
+def _expm_impl(a):
+    import scipy.linalg  # not at import time
+
+    return np.asarray(scipy.linalg.expm(a), dtype=a.dtype)
+
+
+batch_axes(expm_p, front=True)
+
+
+@expm_p.def_dims
+def _expm_dims(op):
+    (a,), (t,) = op.inputs, op.outputs
+    yield a, a.ndim - 1, a, a.ndim - 2
+    for i in range(a.ndim):
+        yield a, i, t, i
+
+
+@expm_p.def_grad
+def _expm_grad(op, g):
+    # The gradient is the Fréchet derivative L(a^T, g), the upper right block of
+    # expm([[a^T, g], [0, a^T]]) (Van Loan): an expm itself, so every order follows.
+    (a,) = op.inputs
+    n = _static("expm", a, "expm")[0]
+    nd = a.ndim
+    at = _mT(a)
+    top = shape_ops.concatenate_p.bind(at, g, dimension=nd - 1)
+    bottom = shape_ops.concatenate_p.bind(shape_ops.zeros_like(at), at, dimension=nd - 1)
+    e = expm_p.bind(shape_ops.concatenate_p.bind(top, bottom, dimension=nd - 2))
+    return [shape_ops.slice_along(shape_ops.slice_along(e, nd - 2, 0, n), nd - 1, n, 2 * n)]

@@ -277,7 +277,9 @@ def _cholesky_grad(op, g):
     # Complex (Hermitian) a: transposes become adjoints, and the diagonal, of which only the
     # real part is read, takes the real part.
     (L,) = op.outputs
-    p = _matmul(_mH(L), g)
+    nd, batch = L.ndim, tuple(range(L.ndim - 2))
+    p = dot_general_p.bind(ew.conj(L), g,
+                           dimension_numbers=(((nd - 2,), (nd - 2,)), (batch, batch)))
     rows, cols = _rows_cols(p)
     diagonal = ew.eq_p.bind(rows, cols)
     half_diag = p

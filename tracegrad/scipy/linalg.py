@@ -1,27 +1,54 @@
-"""`tracegrad.scipy.linalg`: solve_triangular, cho_factor, cho_solve and block_diag with
-SciPy's signatures and values, over the triangular_solve and cholesky primitives."""
+"""`tracegrad.scipy.linalg`: solve_triangular, cho_factor, cho_solve, block_diag, lu,
+lu_factor, lu_solve, solve, inv, det, cholesky, eigh and expm with SciPy's signatures and
+values, over the linear-algebra primitives. Matrix functions batch over leading dims."""
 
 from __future__ import annotations
 
+import operator
+
+import numpy as np
+
 from tracegrad import ops
-from tracegrad.core.shapes import broadcast_shapes
-from tracegrad.errors import InvalidArgumentError, ShapeError
-from tracegrad.numpy._core import broadcast_to_shape, ndim_of, promote, read, shape_of
+from tracegrad.core import dtypes
+from tracegrad.core.shapes import broadcast_shapes, shape_str
+from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.numpy import linalg as _np_linalg
+from tracegrad.numpy._core import (
+    broadcast_to_shape,
+    cast,
+    dtype_of,
+    ndim_of,
+    promote,
+    read,
+    shape_of,
+)
 from tracegrad.numpy._core import reshape as _reshape
-from tracegrad.numpy._decompositions import floating, square_matrices
-from tracegrad.numpy._matrix import tril, triu
+from tracegrad.numpy._creation import arange, diagonal_mask, eye
+from tracegrad.numpy._decompositions import floating, matrices, square_matrices
+from tracegrad.numpy._indexing import take_along_axis
+from tracegrad.numpy._matrix import diagonal, tril, triu
 from tracegrad.numpy._pad import pad
+from tracegrad.numpy._products import matmul
+from tracegrad.numpy._reductions import argsort
 from tracegrad.numpy._shape import concatenate, swapaxes
-from tracegrad.numpy._ufuncs import add
+from tracegrad.numpy._ufuncs import add, divide, equal
+
+
+def _float(x):
+    """`x` read as SciPy's LAPACK wrappers take it: integers and bools as float64, float16
+    as float32."""
+    x = floating(x)
+    return cast(x, dtypes.float32) if dtype_of(x)[0] == dtypes.float16 else x
+
 
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
 
 
 def _with_rhs(op, a, b):
     """`(a, b as a batch of matrices, b was a vector)`, float and batch dims broadcast."""
-    (a, b), _ = promote(floating(a), floating(b))
+    (a, b), _ = promote(_float(a), _float(b))
     square_matrices(op, a)
-    vector = ndim_of(b) == ndim_of(a) - 1
+    vector = ndim_of(b) == 1  # SciPy's rule: otherwise b is (..., n, k)
     if vector:
         b = _reshape(b, shape_of(b) + (1,), op)
     if ndim_of(b) < 2:
@@ -40,7 +67,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
                      check_finite=True):
     """`x` with `op(a) @ x == b` for triangular `a` (its `lower` or upper triangle is read;
     `op(a)` is `a.T` for `trans` 1/"T"/2/"C"); `unit_diagonal` takes a's diagonal as ones.
-    `b` is a vector (`a`'s rank minus one) or a (batch of) matrices."""
+    `b` is a 1-D vector or a (batch of) matrices."""
     if trans not in _TRANS:
         raise InvalidArgumentError(f"solve_triangular: incorrect trans {trans!r}")
     a, b, vector = _with_rhs("solve_triangular", a, b)
@@ -53,12 +80,11 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """`(c, lower)`: `c` holds the Cholesky factor of symmetric positive-definite `a` in
     its lower (`lower`) or upper triangle, read from that triangle of `a`; its other
     triangle is `a`'s, as SciPy leaves it."""
-    a = floating(a)
+    a = _float(a)
     square_matrices("cho_factor", a)
     if lower:
         return add(ops.cholesky(a), triu(a, 1)), lower
-    factor = swapaxes(ops.cholesky(swapaxes(a, -1, -2)), -1, -2)
-    return add(factor, tril(a, -1)), lower
+    return add(swapaxes(_cholesky_lower(a, False), -1, -2), tril(a, -1)), lower
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -91,3 +117,208 @@ def block_diag(*arrs):
         rows.append(pad(x, ((0, 0), (left, total - left - w))))
         left += w
     return concatenate(rows, axis=0)
+
+
+# -- LU ------------------------------------------------------------------------------------------
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """`(lu, piv)`: the LU factorization with partial pivoting of each (m x n) matrix in `a`,
+    `L` (unit diagonal, not stored) below the diagonal of `lu` and `U` on and above it;
+    `piv` (int32, min(m, n)) the 0-based row interchanges (row i swapped with piv[i])."""
+    a = _float(a)
+    matrices("lu_factor", a)
+    lu_, piv, _ = ops.lu(a)
+    return lu_, piv
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    """`(p, l, u)` with `a == p @ l @ u` for each (m x n) matrix in `a` (k = min(m, n)): `l`
+    (m, k) unit lower-trapezoidal, `u` (k, n) upper-trapezoidal, `p` the (m, m) permutation
+    matrix, or with `p_indices` the int32 rows with `a == l[p] @ u`. With `permute_l`,
+    `(p @ l, u)`."""
+    a = _float(a)
+    matrices("lu", a)
+    lu_, _, perm = ops.lu(a)
+    m, n = shape_of(a)[-2:]
+    if m is None or n is None:
+        raise ShapeError(f"lu: the matrix dims must be known when traced, got "
+                         f"{shape_str(shape_of(a))}")
+    k = min(m, n)
+    low = add(tril(lu_[..., :, :k], -1), eye(m, k, dtype=dtype_of(a)[0]))
+    up = triu(lu_[..., :k, :])
+    if permute_l:
+        return take_along_axis(low, argsort(perm, axis=-1)[..., :, None], axis=-2), up
+    rows = argsort(perm, axis=-1).astype(np.int32)
+    if p_indices:
+        return rows, low, up
+    p = cast(equal(rows[..., :, None], arange(m, dtype=np.int32)), dtype_of(a)[0])
+    return p, low, up
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """`x` with `a @ x == b` (`trans` 0), `a.T @ x == b` (1 or 2) for `a` given by
+    `lu_factor`'s `(lu, piv)`."""
+    if trans not in (0, 1, 2):
+        raise InvalidArgumentError(f"lu_solve: incorrect trans {trans!r}")
+    lu_, piv = lu_and_piv
+    lu_, b, vector = _with_rhs("lu_solve", lu_, b)
+    n = shape_of(lu_)[-1]
+    if n is None:
+        raise ShapeError(f"lu_solve: the matrix dims must be known when traced, got "
+                         f"{shape_str(shape_of(lu_))}")
+    piv = read(piv)
+    if not dtypes.is_int(dtype_of(piv)[0]):
+        raise DTypeError(f"lu_solve: piv must be integers, got {dtype_of(piv)[0].name}")
+    perm = ops.lu_pivots_to_permutation(piv, permutation_size=n)
+    perm = broadcast_to_shape(perm, shape_of(lu_)[:-1], (perm, lu_))
+    if _TRANS[trans]:  # a.T = U.T L.T P.T
+        y = ops.triangular_solve(lu_, b, lower=False, transpose_a=True)
+        z = ops.triangular_solve(lu_, y, lower=True, transpose_a=True, unit_diagonal=True)
+        x = take_along_axis(z, argsort(perm, axis=-1)[..., :, None], axis=-2)
+    else:
+        y = take_along_axis(b, perm[..., :, None], axis=-2)
+        z = ops.triangular_solve(lu_, y, lower=True, unit_diagonal=True)
+        x = ops.triangular_solve(lu_, z, lower=False)
+    return _unvector(x, vector, "lu_solve")
+
+
+# -- solve, inv, det, cholesky -------------------------------------------------------------------
+
+_STRUCTURES = {
+    None: "gen", "gen": "gen", "general": "gen", "banded": "gen",
+    "sym": "sym", "symmetric": "sym", "her": "sym", "hermitian": "sym",
+    "pos": "pos", "positive definite": "pos", "diagonal": "diagonal",
+    "tridiagonal": "tridiagonal", "upper triangular": "upper", "lower triangular": "lower",
+}
+
+
+def _structure(op, assume_a):
+    if assume_a not in _STRUCTURES:
+        raise InvalidArgumentError(f"{op}: {assume_a!r} is not a recognized matrix structure")
+    return _STRUCTURES[assume_a]
+
+
+def _symmetric(a, lower):
+    """The symmetric matrices whose `lower` (or upper) triangle is `a`'s."""
+    if lower:
+        return add(tril(a), swapaxes(tril(a, -1), -1, -2))
+    return add(triu(a), swapaxes(triu(a, 1), -1, -2))
+
+
+def _cholesky_lower(a, lower):
+    """The lower Cholesky factor of the symmetric matrices given by `a`'s `lower` (or upper)
+    triangle."""
+    return ops.cholesky(a) if lower else ops.cholesky(swapaxes(a, -1, -2))
+
+
+def _solve_structured(a, b, kind, lower, transposed):
+    """`x` with `op(a) @ x == b` for matrices `a` and `b` of equal rank, `a` read as `kind`."""
+    if kind == "pos":
+        c = _cholesky_lower(a, lower)
+        y = ops.triangular_solve(c, b, lower=True)
+        return ops.triangular_solve(c, y, lower=True, transpose_a=True)
+    if kind in ("upper", "lower"):
+        return ops.triangular_solve(a, b, lower=kind == "lower", transpose_a=transposed)
+    if kind == "diagonal":
+        return divide(b, diagonal(a, 0, -2, -1)[..., :, None])
+    if kind == "sym":
+        a = _symmetric(a, lower)
+    elif kind == "tridiagonal":
+        a = triu(tril(a, 1), -1)
+    return ops.solve(swapaxes(a, -1, -2) if transposed else a, b)
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False):
+    """`x` with `a @ x == b` (`a.T @ x == b` if `transposed`) for square `a`; `b` is a 1-D
+    vector or a (batch of) matrices. `assume_a` names `a`'s structure and so
+    the entries read: "gen"/"general" (the default; also "banded") all, "sym"/"symmetric",
+    "her"/"hermitian" and "pos"/"positive definite" the `lower` (else upper) triangle,
+    "diagonal", "tridiagonal", "upper triangular", "lower triangular" those."""
+    kind = _structure("solve", assume_a)
+    a, b, vector = _with_rhs("solve", a, b)
+    return _unvector(_solve_structured(a, b, kind, bool(lower), bool(transposed)), vector,
+                     "solve")
+
+
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    """The inverse of each square matrix in `a`, read as `solve`'s `assume_a` says."""
+    kind = _structure("inv", assume_a)
+    a = _float(a)
+    square_matrices("inv", a)
+    eye_ = broadcast_to_shape(cast(diagonal_mask(shape_of(a)[-2:], 0, ops.eq, (a,)),
+                                   dtype_of(a)[0]), shape_of(a), (a,))
+    return _solve_structured(a, eye_, kind, bool(lower), False)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """The determinant of each square matrix in `a`, float64 for every real dtype as
+    SciPy's (float32 and float16 matrices computed in float64: within float32 rounding of
+    SciPy's, which factors them in float32)."""
+    return _np_linalg.det(cast(read(a), dtypes.float64))
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor of each symmetric positive-definite matrix in `a`: upper `U` with
+    `a == U.T @ U` read from `a`'s upper triangle, or (`lower`) lower `L` with
+    `a == L @ L.T` read from its lower triangle."""
+    a = _float(a)
+    square_matrices("cholesky", a)
+    c = _cholesky_lower(a, bool(lower))
+    return c if lower else swapaxes(c, -1, -2)
+
+
+# -- eigh, expm ----------------------------------------------------------------------------------
+
+
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
+         type=1, check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    """`(w, v)`: the eigenvalues (ascending) and eigenvectors (columns) of each symmetric
+    matrix in `a`, read from its `lower` (else upper) triangle; with `eigvals_only`, `w`.
+    With a symmetric positive-definite `b` (read alike) the generalized problem: `a v = w b v`
+    (`type` 1), `a b v = w v` (2) or `b a v = w v` (3), `v` normalized as SciPy does
+    (`v.T b v = I` for types 1 and 2, `v.T b^-1 v = I` for 3). `subset_by_index=(lo, hi)`
+    keeps eigenvalues lo..hi (inclusive, ascending order)."""
+    if subset_by_value is not None:
+        raise UnsupportedOpError("eigh: subset_by_value gives a data-dependent number of "
+                                 "eigenvalues; use subset_by_index or select from w")
+    if type not in (1, 2, 3):
+        raise InvalidArgumentError(f"eigh: unknown type {type!r}; expected 1, 2 or 3")
+    a = _float(a)
+    square_matrices("eigh", a)
+    lower = bool(lower)
+    c = None
+    if b is not None:
+        (a, b), _ = promote(a, _float(b))
+        square_matrices("eigh", b)
+        c = _cholesky_lower(b, lower)
+        a = _symmetric(a, lower)
+        if type == 1:  # C = L^-1 a L^-T
+            y = ops.triangular_solve(c, a, lower=True)
+            a = swapaxes(ops.triangular_solve(c, swapaxes(y, -1, -2), lower=True), -1, -2)
+        else:  # C = L^T a L
+            a = matmul(swapaxes(c, -1, -2), matmul(a, c))
+        lower = True
+    w, v = ops.eigh(a, lower=lower)
+    if subset_by_index is not None:
+        lo, hi = (operator.index(i) for i in subset_by_index)
+        n = shape_of(a)[-1]
+        if n is not None and not 0 <= lo <= hi < n:
+            raise InvalidArgumentError(f"eigh: requested eigenvalue indices [{lo}, {hi}] are "
+                                       f"not valid for {n} eigenvalues")
+        w, v = w[..., lo:hi + 1], v[..., :, lo:hi + 1]
+    if eigvals_only:
+        return w
+    if c is not None:
+        v = (ops.triangular_solve(c, v, lower=True, transpose_a=True) if type in (1, 2)
+             else matmul(c, v))
+    return w, v
+
+
+def expm(A):
+    """The matrix exponential of each square matrix in `A` (SciPy's Padé approximation with
+    scaling and squaring); its gradient is the Fréchet derivative."""
+    A = _float(A)
+    square_matrices("expm", A)
+    return ops.expm(A)

@@ -272,3 +272,26 @@ register(decompositions.svd_p, Lowering(
     BLOCK, emit=partial(_decomposition, kind="svd",
                         flag=lambda at: at.get("full_matrices", False)),
     needs_array=True, linalg=True))
+register(decompositions.lu_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="lu", flag=lambda at: 0), needs_array=True,
+    linalg=True))
+register(decompositions.expm_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="expm", flag=lambda at: 0), needs_array=True,
+    linalg=True))
+
+
+def _pivots_to_permutation(cg, op):
+    (p,), t = op.inputs, op.outputs[0]
+    b, pv = _batched(cg, p, mat_dims=1)
+    _, ov = _batched_target(cg, cg.alloc(t), t, mat_dims=1)
+    cg.helpers["_pivperm"] = None
+    k = cg.fresh("k")
+    cg.emit(f"for {k} in range({b}):\n    _pivperm({pv}[{k}], {ov}[{k}], {cg.raise_tag(op)})")
+
+
+def _bad_pivot(args, where):
+    return IndexError(f"lu_pivots_to_permutation: pivot {args[0]} is out of bounds {where}")
+
+
+register(decompositions.lu_pivots_to_permutation_p, Lowering(
+    BLOCK, emit=_pivots_to_permutation, needs_array=True, error=_bad_pivot))

@@ -4,8 +4,9 @@
   its consumers' loops), `root` (stored by an elementwise loop), `scalar`, `const_array`,
   or `block` (the output of an op with a block of its own); a costly value broadcast into
   a larger loop is a root (computed once, not once per copy);
-- `regions[id(t)]`: the ids of the fused ops evaluating `t` takes; no region exceeds
-  `MAX_FUSED_OPS` ops (the operands of the op that would exceed it become roots);
+- `regions[id(t)]`: the ids of the fused ops evaluating `t` takes (broadcasts of scalars,
+  which take no work, left out); no region exceeds `MAX_FUSED_OPS` ops (the operands of
+  the op that would exceed it become roots);
 - `schedule()`: a topological order of the ops that puts independent loops over the same
   iteration space next to each other (sibling fusion).
 """
@@ -48,6 +49,12 @@ def _enlarges(before, after) -> bool:
         m *= d
     return m > n
 
+
+
+def _free(op) -> bool:
+    """Whether a fused op costs nothing in a loop: a broadcast of a scalar reads the scalar's
+    variable (it does not count towards `MAX_FUSED_OPS`)."""
+    return op.primitive is broadcast_in_dim_p and op.inputs[0].ndim == 0
 
 
 class Fusion:
@@ -116,8 +123,9 @@ class Fusion:
                     self.kinds[id(x)] = "root"
                     virtual[id(x)] = frozenset()
                 merged = frozenset()
+            own = frozenset() if _free(op) else frozenset((id(op),))
             for t in op.outputs:
-                self.regions[id(t)] = merged | {id(op)}
+                self.regions[id(t)] = merged | own
                 if self.kinds[id(t)] == "virtual":
                     virtual[id(t)] = self.regions[id(t)]
 

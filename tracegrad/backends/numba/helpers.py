@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 
-from tracegrad.backends.numba import vecmath, vecmath_trig
+from tracegrad.backends.numba import vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
+from tracegrad.ops import random_bits
 
 # Numba has no float16 on the CPU: kernels hold float16 values in float32 (each exactly a
 # float16 value, every result rounded by `_f16`), and the call path converts at the boundary.
@@ -105,6 +106,37 @@ def _eigh_{S}(a, w, v, lower):
     ww, vv = np.linalg.eigh(s)
     w[:] = ww
     v[:, :] = vv
+
+
+_getrf_{S} = _LAPACK_ROUTINES.numba_xxgetrf(from_dtype(np.dtype({T})))
+_GETRF_KIND_{S} = ord(get_blas_kind(from_dtype(np.dtype({T}))))
+
+
+@njit(cache=True, error_model="numpy")
+def _lu_{S}(a, lu, piv, perm, flag):
+    # LAPACK's getrf (through Numba's binding of SciPy's LAPACK) on a Fortran-ordered copy
+    m, n = a.shape
+    k = min(m, n)
+    f = np.empty((n, m), dtype={T})
+    for i in range(m):
+        for j in range(n):
+            f[j, i] = a[i, j]
+    ipiv = np.empty(max(k, 1), dtype=np.int32)
+    if k > 0:
+        _getrf_{S}(_GETRF_KIND_{S}, m, n, f.ctypes, m, ipiv.ctypes)
+    for i in range(m):
+        for j in range(n):
+            lu[i, j] = f[j, i]
+        perm[i] = i
+    for i in range(k):
+        p = ipiv[i] - 1
+        piv[i] = p
+        perm[i], perm[p] = perm[p], perm[i]
+
+
+@njit(cache=True, error_model="numpy")
+def _expm_{S}(a, out, flag):
+    out[:, :] = _expm64(a.astype(np.float64))
 
 
 @njit(cache=True, error_model="numpy")
@@ -449,26 +481,219 @@ def _cview(typingctx, a, shape):
     return ret(a, shape), codegen
 """
 
+_PIVOTS = """
+@njit(cache=True, **_OPTS)
+def _pivperm(pivots, out, tag):
+    m = out.shape[0]
+    for i in range(m):
+        out[i] = i
+    for i in range(pivots.shape[0]):
+        p = pivots[i]
+        if p < 0 or p >= m:
+            raise ValueError(tag, p)
+        out[i], out[p] = out[p], out[i]
+"""
+
+# expm by Higham's (2005) scaling and squaring with Padé approximants of degree 3 to 13
+_EXPM = """
+_PADE = (
+    (120.0, 60.0, 12.0, 1.0),
+    (30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0),
+    (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    (17643225600.0, 8821612800.0, 2075673600.0, 302702400.0, 30270240.0, 2162160.0,
+     110880.0, 3960.0, 90.0, 1.0),
+)
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+           1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+           33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA = (1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+          2.097847961257068)
+_THETA13 = 5.371920351148152
+
+
+@njit(cache=True, error_model="numpy")
+def _pade_low(a, b):
+    # (U, V) of the Padé approximant with coefficients b (degree 3, 5, 7 or 9)
+    n = a.shape[0]
+    eye = np.eye(n)
+    a2 = a @ a
+    power = eye
+    u = b[1] * eye
+    v = b[0] * eye
+    for j in range(1, (len(b) + 1) // 2):
+        power = power @ a2
+        u = u + b[2 * j + 1] * power
+        v = v + b[2 * j] * power
+    return a @ u, v
+
+
+@njit(cache=True, error_model="numpy")
+def _expm64(a):
+    n = a.shape[0]
+    if n == 0:
+        return a.copy()
+    if not np.isfinite(a).all():
+        return np.full((n, n), np.nan)
+    norm = np.abs(a).sum(axis=0).max()
+    s = 0
+    if norm <= _THETA[3]:
+        if norm <= _THETA[0]:
+            u, v = _pade_low(a, _PADE[0])
+        elif norm <= _THETA[1]:
+            u, v = _pade_low(a, _PADE[1])
+        elif norm <= _THETA[2]:
+            u, v = _pade_low(a, _PADE[2])
+        else:
+            u, v = _pade_low(a, _PADE[3])
+        return np.linalg.solve(v - u, v + u)
+    if norm > _THETA13:
+        s = int(np.ceil(np.log2(norm / _THETA13)))
+    a = a * 2.0 ** -s
+    b = _PADE13
+    eye = np.eye(n)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+             + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+    v = (a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2)
+         + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye)
+    r = np.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+"""
+
 _TRISOLVE = """
+_TRI_BLOCK = 48
+
+
 @njit(cache=True, **_OPTS)
 def _trisolve(a, b, out, lower, trans, unit, tag):
-    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans)
-    n = a.shape[0]
+    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans), by
+    # blocks of rows: the rows solved so far enter a block's right-hand side through one
+    # matrix product (BLAS), the block itself by substitution, row by row
+    n, k = b.shape
     low = lower != trans
-    for c in range(b.shape[1]):
-        for step in range(n):
-            i = step if low else n - 1 - step
-            s = b[i, c]
-            lo, hi = (0, i) if low else (i + 1, n)
+    m = np.ascontiguousarray(a.T) if trans else np.ascontiguousarray(a)
+    x = np.empty((n, k), dtype=out.dtype)
+    x[:, :] = b
+    blocks = (n + _TRI_BLOCK - 1) // _TRI_BLOCK
+    for step in range(blocks):
+        blk = step if low else blocks - 1 - step
+        r0 = blk * _TRI_BLOCK
+        r1 = min(n, r0 + _TRI_BLOCK)
+        if low and r0 > 0:
+            x[r0:r1] -= m[r0:r1, :r0] @ x[:r0]
+        elif not low and r1 < n:
+            x[r0:r1] -= m[r0:r1, r1:] @ x[r1:]
+        for s in range(r1 - r0):
+            i = r0 + s if low else r1 - 1 - s
+            lo, hi = (r0, i) if low else (i + 1, r1)
             for j in range(lo, hi):
-                m = a[j, i] if trans else a[i, j]
-                s -= m * out[j, c]
+                mij = m[i, j]
+                for c in range(k):
+                    x[i, c] -= mij * x[j, c]
             if not unit:
-                if a[i, i] == 0:
+                d = m[i, i]
+                if d == 0:
                     raise ValueError(tag, i)
-                s = s / a[i, i]
-            out[i, c] = s
+                for c in range(k):
+                    x[i, c] = x[i, c] / d
+    out[:, :] = x
 """
+
+# SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
+# Numba external functions of doubles: `from <this module> import _cs_gammaln` binds one on
+# first use (SciPy is imported then, not with this module). Cython's fused functions are
+# exported under mangled names; the double one is picked by its C signature.
+_CYTHON_SPECIAL = """
+def _cython_special(name):
+    import llvmlite.binding as llvm
+    import scipy.special.cython_special as cs
+    from numba import types
+    from numba.extending import get_cython_function_address
+
+    for mangled in (name, "__pyx_fuse_0" + name, "__pyx_fuse_1" + name):
+        capsule = cs.__pyx_capi__.get(mangled)
+        signature = repr(capsule).split('"')[1] if capsule is not None else ""
+        if signature.startswith("double (double"):
+            break
+    else:
+        raise AttributeError(name)
+    nargs = signature.split("(", 1)[1].count("double")
+    symbol = "tg_cython_special_" + name
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", mangled))
+    # the last C argument is Cython's skip-dispatch flag: kernels pass 0
+    return types.ExternalFunction(symbol, types.float64(*[types.float64] * nargs, types.intc))
+
+
+def __getattr__(attr):
+    if not attr.startswith("_cs_"):
+        raise AttributeError(attr)
+    fn = globals()[attr] = _cython_special(attr[4:])
+    return fn
+"""
+
+# The Hurwitz zeta function zeta(s, q) = sum_k (q + k)^-s (cython_special does not export
+# it): the terms below q + k = 16 summed, the rest by the Euler-Maclaurin formula with the
+# Bernoulli numbers B_2 .. B_24 (remainder below 1e-17 relative for s < 40). For s < 1 the
+# series diverges (NaN), at s == 1 and non-positive integer q it is infinite, as SciPy's.
+_ZETA = """
+_ZETA_B = np.array([1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6,
+                    -3617 / 510, 43867 / 798, -174611 / 330, 854513 / 138,
+                    -236364091 / 2730])
+
+
+@njit(cache=True, **_OPTS)
+def _zeta(s, q):
+    if s != s or q != q or s < 1.0:
+        return np.nan
+    if s == 1.0 or (q <= 0.0 and q == np.floor(q)):
+        return np.inf
+    total = 0.0
+    while q < 16.0:
+        total += q ** -s
+        q += 1.0
+    total += q ** (1.0 - s) / (s - 1.0) + 0.5 * q ** -s
+    # term j: B_2j / (2j)! s (s + 1) ... (s + 2j - 2) q^(-s - 2j + 1)
+    factor = s * q ** (-s - 1.0)
+    inv_q2 = 1.0 / (q * q)
+    fact = 2.0
+    for j in range(1, 13):
+        term = _ZETA_B[j - 1] / fact * factor
+        total += term
+        if abs(term) < 1e-17 * abs(total):
+            break
+        factor *= (s + 2 * j - 1) * (s + 2 * j) * inv_q2
+        fact *= (2 * j + 1) * (2 * j + 2)
+    return total
+"""
+
+
+
+def _threefry_source() -> str:
+    """`_threefry2x32(k0, k1, x0, x1)`: ops/random_bits.py's block, its rounds unrolled, in
+    uint32 (each sum truncated: Numba widens uint32 arithmetic), packed into a uint64."""
+    ks = ("k0", "k1", "k2")
+    lines = ["@njit(cache=True, forceinline=True, **_OPTS)",
+             "def _threefry2x32(k0, k1, x0, x1):",
+             f"    k2 = k0 ^ k1 ^ np.uint32({random_bits.PARITY:#x})",
+             "    x0 = np.uint32(x0 + k0)",
+             "    x1 = np.uint32(x1 + k1)"]
+    for r in range(random_bits.ROUNDS):
+        d = random_bits.ROTATIONS[r % 8]
+        lines += ["    x0 = np.uint32(x0 + x1)",
+                  f"    x1 = np.uint32((x1 << np.uint32({d})) | (x1 >> np.uint32({32 - d}))) ^ x0"]
+        if r % 4 == 3:  # key injection s
+            s = r // 4 + 1
+            lines += [f"    x0 = np.uint32(x0 + {ks[s % 3]})",
+                      f"    x1 = np.uint32(x1 + np.uint32({ks[(s + 1) % 3]} + np.uint32({s})))"]
+    lines.append("    return (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+_HELPERS["threefry"] = _threefry_source()
 
 # Complex numbers in NumPy's lexicographic order: the real parts decide unless equal (and an
 # imaginary NaN makes a real-part decision false); max/min keep a NaN of the first operand.
@@ -684,9 +909,10 @@ _INSTANCES = {
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,
     "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
-    "linalg": _INEXACT, "decompositions": _FLOATS,
+    "linalg": _INEXACT, "decompositions": _FLOATS, "threefry": None,
     "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
-    "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "exp_c": _C128, "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
+    "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "exp_c": _C128,
+    "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
 }
 
 
@@ -696,14 +922,21 @@ def _module_source() -> str:
         "import math",
         "import numpy as np",
         "from numba import njit, objmode",
+        "from numba.np.linalg import _LAPACK as _LapackRoutines, get_blas_kind",
+        "from numba.np.numpy_support import from_dtype",
+        "_LAPACK_ROUTINES = _LapackRoutines()",
         "",
         '_OPTS = dict(error_model="numpy", nogil=True)',
         '_REASSOC = {"reassoc", "contract"}  # sums that may be reordered (vectorized)',
         f"SUM_BLOCK = {SUM_BLOCK}",
         *vecmath.TEMPLATES.values(),
         *vecmath_trig.TEMPLATES.values(),
+        *vecmath_special.TEMPLATES.values(),
         _CVIEW,
         _LAPACK,
+        _EXPM,
+        _CYTHON_SPECIAL,
+        _ZETA,
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:
@@ -713,7 +946,7 @@ def _module_source() -> str:
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
                                             RN=dtypes.real_dtype(dt).name)
                       for dt in dts]
-    parts.append(_TRISOLVE)
+    parts += [_TRISOLVE, _PIVOTS]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 
@@ -729,7 +962,7 @@ def {name}c({args}):
 
 
 # `(name, arguments)` of each forced-inline `_<f>_v` function, in the module's order
-_INLINED = vecmath.INLINED + vecmath_trig.INLINED
+_INLINED = vecmath.INLINED + vecmath_trig.INLINED + vecmath_special.INLINED
 SOURCE = _module_source()
 CALLED = {name: name + "c" for name, _ in _INLINED}  # a helper -> its called twin
 FAST = vecmath_trig.FAST  # a sin/cos/tan helper -> its twin with the fast range reduction

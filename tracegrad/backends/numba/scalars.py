@@ -26,6 +26,8 @@ from tracegrad.backends.numba.records import slot
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError
 from tracegrad.ops import elementwise as ew
+from tracegrad.ops import special as sp
+from tracegrad.ops.random_bits import threefry2x32_p
 
 _WIDE = frozenset((dtypes.float64, dtypes.int64, dtypes.bool_, dtypes.complex128))
 
@@ -286,6 +288,49 @@ _elementwise(ew.pow_p, _int_pow, cost=COSTLY, vector_math="pow",
              guard=lambda args, x: None if dtypes.is_inexact(x) else f"{args[1]} < 0",
              error=_pow_error, complex=_complex_helper("pow_c"))
 _elementwise(ew.atan2_p, cost=COSTLY, vector_math="atan2")
+
+
+# -- special functions: SciPy's compiled cython_special functions (helpers._CYTHON_SPECIAL) --
+
+
+def _cython_special(name: str):
+    """The scalar builder calling SciPy's `cython_special.<name>` (float64; float32 and
+    float16 computed in float64 and rounded, as SciPy's float32 loops)."""
+    def scalar(args, x, out, attrs, helpers):
+        fn = f"_cs_{name}"
+        helpers[fn] = None
+        return typed(f"{fn}({', '.join(f'np.float64({a})' for a in args)}, 0)", out)
+    return scalar
+
+
+for _prim, _name in ((sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
+                     (sp.erfinv_p, "erfinv"), (sp.ndtri_p, "ndtri"),
+                     (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
+                     (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
+                     (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"), (sp.ndtr_p, "ndtr"),
+                     (sp.logit_p, "logit"), (sp.i0_p, "i0"), (sp.i1_p, "i1"),
+                     (sp.betaln_p, "betaln"), (sp.beta_p, "beta"),
+                     (sp.betainc_p, "betainc"), (sp.betaincc_p, "betaincc")):
+    _elementwise(_prim, _cython_special(_name), cost=COSTLY)
+
+
+_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")  # vecmath_special.py
+_elementwise(sp.lgamma_p, cost=COSTLY, vector_math="lgamma")
+
+
+def _zeta(args, x, out, attrs, helpers):
+    helpers["_zeta"] = None
+    return typed(f"_zeta(np.float64({args[0]}), np.float64({args[1]}))", out)
+
+
+_elementwise(sp.zeta_p, _zeta, cost=COSTLY)
+
+def _threefry(args, x, out, attrs, helpers):
+    helpers["_threefry2x32"] = None
+    return f"_threefry2x32({', '.join(args)})"
+
+
+_elementwise(threefry2x32_p, _threefry, cost=COSTLY)
 
 # -- complex parts ---------------------------------------------------------------------------
 

@@ -183,9 +183,15 @@ def sgd(learning_rate, momentum: float | None = None, nesterov: bool = False) ->
     return Optimizer("sgd", learning_rate, rule, {"trace": 0.0})
 
 
+def _square(g):
+    """`|g|^2`: `g ** 2`, and `g * conj(g)` (real values, in g's dtype) for complex `g`, so
+    that complex parameters take the steps of their real and imaginary parts' magnitude."""
+    return g * tnp.conj(g) if tnp.iscomplexobj(g) else g ** 2
+
+
 def _adam_step(g, s, count, b1, b2, eps, eps_root, nesterov):
     mu = (1 - b1) * g + b1 * s["mu"]
-    nu = (1 - b2) * g ** 2 + b2 * s["nu"]
+    nu = (1 - b2) * _square(g) + b2 * s["nu"]
     t = count + 1
     if nesterov:
         mu_hat = b1 * _bias_corrected(mu, b1, t + 1) + (1 - b1) * _bias_corrected(g, b1, t)
@@ -230,11 +236,11 @@ def rmsprop(learning_rate, decay: float = 0.9, eps: float = 1e-8, initial_scale:
         slots["trace"] = 0.0
 
     def rule(g, p, s, lr, count):
-        new = {"nu": (1 - decay) * g ** 2 + decay * s["nu"]}
+        new = {"nu": (1 - decay) * _square(g) + decay * s["nu"]}
         var = new["nu"]
         if centered:
             new["mu"] = (1 - decay) * g + decay * s["mu"]
-            var = var - new["mu"] ** 2
+            var = var - _square(new["mu"])
         step = lr * (g / tnp.sqrt(var + eps))
         if momentum is not None:
             new["trace"] = step + momentum * s["trace"]
@@ -248,7 +254,7 @@ def adagrad(learning_rate, initial_accumulator_value: float = 0.1,
             eps: float = 1e-7) -> Optimizer:
     """Adagrad: `p -= lr * g / sqrt(sum of g**2 so far + eps)` (0 where that sum is 0)."""
     def rule(g, p, s, lr, count):
-        total = g ** 2 + s["sum_of_squares"]
+        total = _square(g) + s["sum_of_squares"]
         scale = tnp.where(total > 0, 1 / tnp.sqrt(total + eps), 0.0)
         return p - lr * (scale * g), {"sum_of_squares": total}
 

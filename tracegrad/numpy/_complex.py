@@ -105,15 +105,14 @@ _TO_COMPLEX64 = frozenset((dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint1
 
 
 def sort_complex(a):
-    """`a` sorted along its last axis by real part, then imaginary part, as a complex array
-    (real input is sorted, then made complex128, or complex64 for 8 and 16 bit integers)."""
-    from tracegrad.numpy._indexing import take_along_axis
-    from tracegrad.numpy._selection import lexsort, sort
+    """`a` sorted along its last axis by real part, then imaginary part (NaNs last, as
+    NumPy's `sort`), as a complex array (real input is sorted, then made complex128, or
+    complex64 for 8 and 16 bit integers)."""
+    from tracegrad.numpy._reductions import sort
 
     a = read(a)
     dt = dtype_of(a)[0]
     if not _is_complex(a):
         return astype(sort(a, axis=-1),
                       dtypes.complex64 if dt in _TO_COMPLEX64 else dtypes.complex128)
-    order = lexsort((ops.imag_p.bind(a), ops.real_p.bind(a)), axis=-1)
-    return take_along_axis(a, order, axis=-1)
+    return sort(a, axis=-1)

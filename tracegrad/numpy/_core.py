@@ -112,6 +112,8 @@ def python_int_as(x, dtype: np.dtype) -> np.ndarray:
 def cast(x, dtype: np.dtype, weak: bool = False):
     """`x` as `dtype` (a convert_element_type op when it is a tensor of another dtype)."""
     if type(x) in _PY_SCALARS:
+        if type(x) is complex and dtype.kind != "c":
+            x = x.real  # NumPy's cast of a complex value to a real dtype
         value = python_int_as(x, dtype)
         if weak and state.graph is not None:
             return state.graph.constant(value, weak=True)
@@ -132,7 +134,8 @@ def cast(x, dtype: np.dtype, weak: bool = False):
 def promote(*xs, min_kind: str | None = None):
     """The operands converted to their NEP 50 common dtype, and that dtype.
 
-    `min_kind="float"` promotes integer and bool results to float64 (as `true_divide`).
+    `min_kind="float"` promotes integer and bool results to float64 (as `true_divide`);
+    complex results stay complex.
     """
     if not xs:
         raise InvalidArgumentError("need at least one array")
@@ -142,7 +145,7 @@ def promote(*xs, min_kind: str | None = None):
             return list(xs), dtype
     xs = [read(x) for x in xs]
     dtype, weak = dtypes.result_type(*(dtype_of(x) for x in xs))
-    if min_kind == "float" and not dtypes.is_float(dtype):
+    if min_kind == "float" and not dtypes.is_inexact(dtype):
         dtype = dtypes.float64
     return [operand(x, dtype, weak) for x in xs], dtype
 

@@ -55,6 +55,8 @@ def _symbolic(*args) -> bool:
 
 
 def _scalar(value, dtype):
+    if np.iscomplexobj(value) and np.dtype(dtype).kind != "c":
+        value = np.real(value)  # NumPy's cast of a complex value to a real dtype
     value = np.asarray(value, dtype=dtype)
     return state.graph.constant(value) if state.graph is not None else value
 

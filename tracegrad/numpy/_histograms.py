@@ -72,6 +72,8 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     `length=` (as jax.numpy; values outside `[0, length)` are then dropped)."""
     x = read(x)
     weights = None if weights is None else read(weights)
+    if weights is not None and dtypes.is_complex(dtype_of(weights)[0]):
+        raise DTypeError("bincount: complex weights are not supported (as NumPy's)")
     if ndim_of(x) != 1:
         raise ShapeError(f"bincount: x must be 1-D, got {ndim_of(x)}-D")
     dt = dtype_of(x)[0]

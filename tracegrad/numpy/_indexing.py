@@ -21,7 +21,11 @@ from tracegrad.core.shapes import broadcast_shapes
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
 from tracegrad.errors import (
-    DTypeError, InvalidArgumentError, ShapeError, TracegradIndexError, UnsupportedOpError,
+    DTypeError,
+    InvalidArgumentError,
+    ShapeError,
+    TracegradIndexError,
+    UnsupportedOpError,
 )
 from tracegrad.numpy._core import (
     axis_arg,

@@ -15,6 +15,8 @@ import operator
 
 import numpy as np
 
+from tracegrad import ops
+from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError, ShapeError
 from tracegrad.numpy._core import (
     axes_arg,
@@ -45,6 +47,8 @@ from tracegrad.numpy._shape import (
 from tracegrad.numpy._statistics import diff
 from tracegrad.numpy._ufuncs import (
     abs as _abs,
+)
+from tracegrad.numpy._ufuncs import (
     add,
     clip,
     equal,
@@ -106,9 +110,11 @@ def convolve(a, v, mode="full"):
 
 
 def correlate(a, v, mode="valid"):
-    """The cross-correlation `c[k] = sum_n a[n + k] * v[n]` of the 1-D `a` and `v`
-    (real arrays: no conjugate), over NumPy's `mode` ranges."""
+    """The cross-correlation `c[k] = sum_n a[n + k] * conj(v[n])` of the 1-D `a` and `v`,
+    over NumPy's `mode` ranges."""
     a, v = read(a), read(v)
+    if dtypes.is_complex(dtype_of(v)[0]):
+        v = ops.conj(v)
     if ndim_of(a) == 1 and ndim_of(v) == 1 and shape_of(v)[0] is not None and \
             shape_of(a)[0] is not None and shape_of(v)[0] > shape_of(a)[0]:
         # NumPy swaps the operands and reverses the result
@@ -391,12 +397,26 @@ def digitize(x, bins, right=False):
     return where(less(take(bins, n - 1), take(bins, 0)), down, up) if n > 1 else up
 
 
+def _real(v):
+    return v.real if type(v) is complex else ops.real(astype(v, np.complex128))
+
+
+def _imag(v):
+    return v.imag if type(v) is complex else ops.imag(astype(v, np.complex128))
+
+
 def interp(x, xp, fp, left=None, right=None, period=None):
     """The piecewise-linear interpolant through `(xp, fp)` (`xp` increasing) at `x`, in
     float64; `left`/`right` (default `fp[0]`/`fp[-1]`) outside `[xp[0], xp[-1]]`. At a
     sample point the gradient is the right-hand segment's (JAX's convention)."""
     if period is not None:
         raise InvalidArgumentError("interp: period= is not supported")
+    fp = read(fp)
+    if dtypes.is_complex(dtype_of(fp)[0]):  # NumPy's: the parts interpolated alike
+        parts = [interp(x, xp, part(fp), None if left is None else part(complex(left)),
+                        None if right is None else part(complex(right)))
+                 for part in (_real, _imag)]
+        return ops.complex_(*parts)
     x, xp, fp = (astype(read(t), np.float64) for t in (x, xp, fp))
     if ndim_of(xp) != 1 or ndim_of(fp) != 1:
         raise ShapeError("interp: xp and fp must be 1-D sequences")

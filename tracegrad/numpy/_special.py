@@ -17,7 +17,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes
-from tracegrad.errors import InvalidArgumentError
+from tracegrad.errors import DTypeError, InvalidArgumentError
 from tracegrad.numpy._core import dtype_of, is_tensor, read, tracing, ufunc_operands
 from tracegrad.numpy._creation import astype
 from tracegrad.numpy._eager import ufunc_function
@@ -202,6 +202,8 @@ def i0(x):
     gradient is `sign(x) i1(|x|)`."""
     x = read(x)
     dtype = dtype_of(x)[0]
+    if dtypes.is_complex(dtype):
+        raise DTypeError("i0: not defined for complex input (as NumPy's)")
     if not dtypes.is_float(dtype):
         x = astype(x, dtypes.float64)
     if is_tensor(x) or tracing():

@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.ir import GraphTensor
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
@@ -141,7 +142,12 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     dt = dtype or dtype_of(a)[0]
     mu = nanmean(a, axis, dt, keepdims=True)
     d = _replace_nan(subtract(a, mu), 0)  # before squaring: no NaN reaches the gradient
-    total = _sum(multiply(d, d), axis, dt, keepdims)
+    if dtypes.is_complex(dtype_of(d)[0]):  # |d|^2, real
+        re, im = ops.real(d), ops.imag(d)
+        d2, dt = add(multiply(re, re), multiply(im, im)), dtypes.real_dtype(dtypes.canonicalize(dt))
+    else:
+        d2 = multiply(d, d)
+    total = _sum(d2, axis, dt, keepdims)
     n = subtract(_count(a, axis, keepdims, dt), ddof)
     empty = n <= 0  # NaN there, as NumPy, and no 0 * (1/0) in the other slices' gradients
     return where(empty, np.nan, true_divide(total, where(empty, 1, n)))
@@ -265,10 +271,12 @@ def _quantile(a, q, axis, method, keepdims, op):
     if n == 0:
         raise ShapeError(f"{op}: cannot take a quantile of an empty slice")
     src = dtype_of(a)[0]
+    if dtypes.is_complex(src) and op != "median":
+        raise DTypeError(f"{op}: a must be an array of real numbers (NumPy's rule)")
     if method in ("lower", "higher", "nearest"):
         out_dt = src
     elif weak_q:
-        out_dt = src if dtypes.is_float(src) else dtypes.float64
+        out_dt = src if dtypes.is_inexact(src) else dtypes.float64
     else:
         out_dt = np.result_type(src if dtypes.is_float(src) else dtypes.float64, qs.dtype)
     s = sort(a, axis=ax)

@@ -150,7 +150,23 @@ tanh = _float_unary(np.tanh, ops.tanh_p, "tanh")
 arcsinh = _float_unary(np.arcsinh, ops.asinh_p, "arcsinh")
 arccosh = _float_unary(np.arccosh, ops.acosh_p, "arccosh")
 arctanh = _float_unary(np.arctanh, ops.atanh_p, "arctanh")
-rint = _float_unary(np.rint, ops.round_p, "rint")
+_rint = _float_unary(np.rint, ops.round_p, "rint")
+
+
+def _by_parts(fn, x, *args):
+    """`fn` of a complex `x` applied to its real and imaginary parts, as NumPy's rounding
+    of complex numbers."""
+    x = read(x)
+    if not dtypes.is_complex(dtype_of(x)[0]):
+        return None
+    return ops.complex_(fn(ops.real(x), *args), fn(ops.imag(x), *args))
+
+
+def rint(x):
+    """Elementwise rounding to the nearest integer, halves to even (complex numbers: each
+    part)."""
+    out = _by_parts(_rint, x)
+    return _rint(x) if out is None else out
 
 arctan2 = ufunc_function(
     np.arctan2, ops.atan2_p, "arctan2",
@@ -178,7 +194,11 @@ ceil = _rounding(np.ceil, ops.ceil_p, "ceil")
 
 def round(a, decimals=0):
     """`a` rounded to `decimals` decimals, halves to even (NumPy's algorithm: scale by
-    `10**decimals`, `rint`, unscale). Integers round only for negative `decimals`."""
+    `10**decimals`, `rint`, unscale; complex numbers: each part). Integers round only for
+    negative `decimals`."""
+    out = _by_parts(round, a, decimals)
+    if out is not None:
+        return out
     a = read(a)
     dtype, weak = dtype_of(a)
     decimals = int(decimals)

@@ -130,6 +130,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ShapeError("norm: improper number of dimensions to norm")
 
 
+def _conj(x):
+    return ops.conj(x) if dtypes.is_complex(dtype_of(x)[0]) else x
+
+
 def _abs2(x):
     """`|x|^2`, real for complex `x`."""
     if dtypes.is_complex(dtype_of(x)[0]):
@@ -143,8 +147,9 @@ def _vector_norm(x, ord, axis, keepdims):
         return _max(absolute(x), axis, keepdims)
     if ord == -np.inf:
         return _min(absolute(x), axis, keepdims)
+    real = dtypes.real_dtype(dtype_of(x)[0])
     if ord == 0:
-        return _sum(cast(not_equal(x, 0), dtype_of(x)[0]), axis, keepdims=keepdims)
+        return _sum(cast(not_equal(x, 0), real), axis, keepdims=keepdims)
     if ord == 1:
         return _sum(absolute(x), axis, keepdims=keepdims)
     if ord is None or ord == 2:
@@ -152,7 +157,7 @@ def _vector_norm(x, ord, axis, keepdims):
     if isinstance(ord, str):
         raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for vectors")  # noqa: TRY004
     total = _sum(_scalar_power(absolute(x), ord), axis, keepdims=keepdims)
-    inv = np.reciprocal(np.asarray(ord, dtype=dtype_of(x)[0]))
+    inv = np.reciprocal(np.asarray(ord, dtype=real))
     return _scalar_power(total, inv.item() if inv in (1, 2, 0.5, -1) else inv)
 
 
@@ -221,11 +226,11 @@ def slogdet(a):
 
 
 def cholesky(a, upper=False):
-    """The lower-triangular `L` with `L @ L.T == a` (its transpose if `upper`)."""
+    """The lower-triangular `L` with `L @ L.H == a` (`L.H` if `upper`)."""
     a = floating(a)
     square_matrices("cholesky", a)
     out = ops.cholesky(a)
-    return swapaxes(out, -1, -2) if upper else out
+    return _conj(swapaxes(out, -1, -2)) if upper else out
 
 
 # -- composites over the decompositions ---------------------------------------------------------

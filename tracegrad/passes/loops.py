@@ -106,7 +106,7 @@ def _hoistable(op) -> bool:
     prim = op.primitive
     if prim in HOIST_ALWAYS:
         return True
-    if prim not in HOIST_STATIC or (prim is ew.pow_p and not dtypes.is_float(op.inputs[0].dtype)):
+    if prim not in HOIST_STATIC or (prim is ew.pow_p and not dtypes.is_inexact(op.inputs[0].dtype)):
         return False
     return all(None not in t.shape for t in (*op.inputs, *op.outputs))
 

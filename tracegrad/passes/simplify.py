@@ -95,7 +95,7 @@ def _mul(rw, op, ins):
     for a, b in ((x, y), (y, x)):
         if _is(b, 1) and a.type == out.type:
             return [a]
-        if not dtypes.is_float(out.dtype) and _is(b, 0) and b.type == out.type:
+        if not dtypes.is_inexact(out.dtype) and _is(b, 0) and b.type == out.type:
             return [b]
     return None
 

@@ -41,7 +41,25 @@ def _float(x):
     return cast(x, dtypes.float32) if dtype_of(x)[0] == dtypes.float16 else x
 
 
-_TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
+_TRANS = {0: False, "N": False, 1: True, "T": True, 2: "C", "C": "C"}  # "C": a^H
+
+
+def _conj(x):
+    return ops.conj(x) if dtypes.is_complex(dtype_of(x)[0]) else x
+
+
+def _adjoint(x):
+    """The matrices of `x` conjugate-transposed (transposed when real)."""
+    return _conj(swapaxes(x, -1, -2))
+
+
+def _tsolve(c, b, lower, how=False, unit=False):
+    """`op(c)^-1 b` for triangular `c`: `op` the identity (`how` False), the transpose
+    (True) or the adjoint ("C")."""
+    if how == "C":
+        return ops.triangular_solve(_conj(c), b, lower=lower, transpose_a=True,
+                                    unit_diagonal=unit)
+    return ops.triangular_solve(c, b, lower=lower, transpose_a=bool(how), unit_diagonal=unit)
 
 
 def _with_rhs(op, a, b):
@@ -66,13 +84,12 @@ def _unvector(x, vector, op):
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
     """`x` with `op(a) @ x == b` for triangular `a` (its `lower` or upper triangle is read;
-    `op(a)` is `a.T` for `trans` 1/"T"/2/"C"); `unit_diagonal` takes a's diagonal as ones.
-    `b` is a 1-D vector or a (batch of) matrices."""
+    `op(a)` is `a.T` for `trans` 1/"T", `a^H` for 2/"C"); `unit_diagonal` takes a's
+    diagonal as ones. `b` is a 1-D vector or a (batch of) matrices."""
     if trans not in _TRANS:
         raise InvalidArgumentError(f"solve_triangular: incorrect trans {trans!r}")
     a, b, vector = _with_rhs("solve_triangular", a, b)
-    x = ops.triangular_solve(a, b, left_side=True, lower=bool(lower),
-                             transpose_a=_TRANS[trans], unit_diagonal=bool(unit_diagonal))
+    x = _tsolve(a, b, bool(lower), _TRANS[trans], bool(unit_diagonal))
     return _unvector(x, vector, "solve_triangular")
 
 
@@ -84,16 +101,16 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     square_matrices("cho_factor", a)
     if lower:
         return add(ops.cholesky(a), triu(a, 1)), lower
-    return add(swapaxes(_cholesky_lower(a, False), -1, -2), tril(a, -1)), lower
+    return add(_adjoint(_cholesky_lower(a, False)), tril(a, -1)), lower
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """`x` with `A @ x == b`, `A` given by `cho_factor`'s `(c, lower)`."""
     c, lower = c_and_lower
     c, b, vector = _with_rhs("cho_solve", c, b)
-    lower = bool(lower)
-    y = ops.triangular_solve(c, b, lower=lower, transpose_a=not lower)
-    x = ops.triangular_solve(c, y, lower=lower, transpose_a=lower)
+    lower = bool(lower)  # A = L L^H, or U^H U
+    y = _tsolve(c, b, lower, False if lower else "C")
+    x = _tsolve(c, y, lower, "C" if lower else False)
     return _unvector(x, vector, "cho_solve")
 
 
@@ -157,8 +174,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
-    """`x` with `a @ x == b` (`trans` 0), `a.T @ x == b` (1 or 2) for `a` given by
-    `lu_factor`'s `(lu, piv)`."""
+    """`x` with `a @ x == b` (`trans` 0), `a.T @ x == b` (1) or `a^H @ x == b` (2) for `a`
+    given by `lu_factor`'s `(lu, piv)`."""
     if trans not in (0, 1, 2):
         raise InvalidArgumentError(f"lu_solve: incorrect trans {trans!r}")
     lu_, piv = lu_and_piv
@@ -172,9 +189,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         raise DTypeError(f"lu_solve: piv must be integers, got {dtype_of(piv)[0].name}")
     perm = ops.lu_pivots_to_permutation(piv, permutation_size=n)
     perm = broadcast_to_shape(perm, shape_of(lu_)[:-1], (perm, lu_))
-    if _TRANS[trans]:  # a.T = U.T L.T P.T
-        y = ops.triangular_solve(lu_, b, lower=False, transpose_a=True)
-        z = ops.triangular_solve(lu_, y, lower=True, transpose_a=True, unit_diagonal=True)
+    if _TRANS[trans]:  # a.T = U.T L.T P.T (a^H alike)
+        y = _tsolve(lu_, b, False, _TRANS[trans])
+        z = _tsolve(lu_, y, True, _TRANS[trans], unit=True)
         x = take_along_axis(z, argsort(perm, axis=-1)[..., :, None], axis=-2)
     else:
         y = take_along_axis(b, perm[..., :, None], axis=-2)
@@ -187,7 +204,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
 _STRUCTURES = {
     None: "gen", "gen": "gen", "general": "gen", "banded": "gen",
-    "sym": "sym", "symmetric": "sym", "her": "sym", "hermitian": "sym",
+    "sym": "sym", "symmetric": "sym", "her": "her", "hermitian": "her",
     "pos": "pos", "positive definite": "pos", "diagonal": "diagonal",
     "tridiagonal": "tridiagonal", "upper triangular": "upper", "lower triangular": "lower",
 }
@@ -199,31 +216,32 @@ def _structure(op, assume_a):
     return _STRUCTURES[assume_a]
 
 
-def _symmetric(a, lower):
-    """The symmetric matrices whose `lower` (or upper) triangle is `a`'s."""
+def _symmetric(a, lower, hermitian=False):
+    """The symmetric (`hermitian`: Hermitian) matrices whose `lower` (or upper) triangle is
+    `a`'s."""
+    mirror = _adjoint if hermitian else (lambda x: swapaxes(x, -1, -2))
     if lower:
-        return add(tril(a), swapaxes(tril(a, -1), -1, -2))
-    return add(triu(a), swapaxes(triu(a, 1), -1, -2))
+        return add(tril(a), mirror(tril(a, -1)))
+    return add(triu(a), mirror(triu(a, 1)))
 
 
 def _cholesky_lower(a, lower):
-    """The lower Cholesky factor of the symmetric matrices given by `a`'s `lower` (or upper)
-    triangle."""
-    return ops.cholesky(a) if lower else ops.cholesky(swapaxes(a, -1, -2))
+    """The lower Cholesky factor of the symmetric (Hermitian) matrices given by `a`'s `lower`
+    (or upper) triangle."""
+    return ops.cholesky(a) if lower else ops.cholesky(_adjoint(a))
 
 
 def _solve_structured(a, b, kind, lower, transposed):
     """`x` with `op(a) @ x == b` for matrices `a` and `b` of equal rank, `a` read as `kind`."""
     if kind == "pos":
         c = _cholesky_lower(a, lower)
-        y = ops.triangular_solve(c, b, lower=True)
-        return ops.triangular_solve(c, y, lower=True, transpose_a=True)
+        return _tsolve(c, _tsolve(c, b, True), True, "C")
     if kind in ("upper", "lower"):
         return ops.triangular_solve(a, b, lower=kind == "lower", transpose_a=transposed)
     if kind == "diagonal":
         return divide(b, diagonal(a, 0, -2, -1)[..., :, None])
-    if kind == "sym":
-        a = _symmetric(a, lower)
+    if kind in ("sym", "her"):
+        a = _symmetric(a, lower, kind == "her")
     elif kind == "tridiagonal":
         a = triu(tril(a, 1), -1)
     return ops.solve(swapaxes(a, -1, -2) if transposed else a, b)
@@ -256,17 +274,18 @@ def det(a, overwrite_a=False, check_finite=True):
     """The determinant of each square matrix in `a`, float64 for every real dtype as
     SciPy's (float32 and float16 matrices computed in float64: within float32 rounding of
     SciPy's, which factors them in float32)."""
-    return _np_linalg.det(cast(read(a), dtypes.float64))
+    a = read(a)
+    return _np_linalg.det(a if dtypes.is_complex(dtype_of(a)[0]) else cast(a, dtypes.float64))
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """The Cholesky factor of each symmetric positive-definite matrix in `a`: upper `U` with
-    `a == U.T @ U` read from `a`'s upper triangle, or (`lower`) lower `L` with
-    `a == L @ L.T` read from its lower triangle."""
+    `a == U^H @ U` read from `a`'s upper triangle, or (`lower`) lower `L` with
+    `a == L @ L^H` read from its lower triangle (`^H`: the transpose of real matrices)."""
     a = _float(a)
     square_matrices("cholesky", a)
     c = _cholesky_lower(a, bool(lower))
-    return c if lower else swapaxes(c, -1, -2)
+    return c if lower else _adjoint(c)
 
 
 # -- eigh, expm ----------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def _predicate(what: str, pred):
     if p.shape != ():
         raise ShapeError(f"{what}: the predicate must be a scalar, got {p.type}")
     if p.dtype != dtypes.bool_:
-        if not (dtypes.is_int(p.dtype) or dtypes.is_float(p.dtype)):
+        if not (dtypes.is_int(p.dtype) or dtypes.is_inexact(p.dtype)):
             raise DTypeError(f"{what}: the predicate must be bool or numeric, got {p.type}")
         p = ops.ne(p, ops.zeros_like(p))
     return p

@@ -80,12 +80,15 @@ def _reduce_by_accumulators(cg, op, monoid, d):
     nest = cg.loop_nest(xd, x, groups=groups, parallel=d > 0, op=op)
     depth = min(d, 1) if groups else d
     acc = cg.fresh("acc")
-    nest.pre[depth].append(f"{acc} = {_identity(monoid, dt)}")
+    # complex64 sums and products accumulate in complex128 (there is no pairwise complex
+    # sum here): within complex64 rounding of NumPy's pairwise result
+    wide = dtypes.complex128 if dt == dtypes.complex64 and monoid in ("sum", "prod") else dt
+    nest.pre[depth].append(f"{acc} = {_identity(monoid, wide)}")
     v, _ = cg.elem(x, nest.index(), nest)
-    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, monoid, dt, acc, v)}",
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {_combine(cg, monoid, wide, acc, v)}",
               defines=(name_of(acc),))
     if t.ndim == 0:
-        cg.nest_scalar(nest, t, acc)
+        cg.nest_scalar(nest, t, acc if wide == dt else f"np.complex64({acc})")
         return
     target = cg.alloc(t, nest.prologue)
     if groups and d:

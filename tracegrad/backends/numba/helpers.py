@@ -830,6 +830,52 @@ def _exp_{S}(z):
             re, im = 0.0, math.copysign(0.0, y)
     return complex(re, im)
 """,
+    # The principal square root as C99's csqrt (Kahan's algorithm, NumPy's): scaled near
+    # overflow and below the normal range, with C99's values at zeros, infinities and NaN.
+    "sqrt_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sqrt_{S}(z):
+    a, b = z.real, z.imag
+    if a == 0.0 and b == 0.0:
+        return complex(0.0, b)
+    if b == np.inf or b == -np.inf:
+        return complex(np.inf, b)
+    if a != a:
+        return complex(a, (b - b) / (b - b))
+    if a == np.inf:
+        return complex(a, math.copysign(b - b, b))
+    if a == -np.inf:
+        return complex(abs(b - b), math.copysign(np.inf, b))
+    scale = 1.0
+    if abs(a) >= 7.446288774449766e307 or abs(b) >= 7.446288774449766e307:
+        a, b, scale = a * 0.25, b * 0.25, 2.0
+    elif abs(a) < 8.900295434028806e-308 and abs(b) < 8.900295434028806e-308:
+        a, b, scale = a * 18014398509481984.0, b * 18014398509481984.0, 7.450580596923828e-09
+    if a >= 0.0:
+        t = math.sqrt((a + math.hypot(a, b)) * 0.5)
+        return complex(t * scale, b / (2.0 * t) * scale)
+    t = math.sqrt((-a + math.hypot(a, b)) * 0.5)
+    return complex(abs(b) / (2.0 * t) * scale, math.copysign(t, b) * scale)
+""",
+    # NumPy 2's sign of a complex number, z / |z|: 0 at 0, a unit along an infinite part,
+    # NaN where both parts are infinite or one is NaN.
+    "sign_c": """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _sign_{S}(z):
+    x, y = z.real, z.imag
+    r = _abs_{S}(z)
+    if r != r:
+        return complex(np.nan, np.nan)
+    if r == np.inf:
+        if x == np.inf or x == -np.inf:
+            if y == np.inf or y == -np.inf:
+                return complex(np.nan, np.nan)
+            return complex(math.copysign(1.0, x), 0.0)
+        return complex(0.0, math.copysign(1.0, y))
+    if r == 0.0:
+        return complex(0.0, 0.0)
+    return complex(x / r, y / r)
+""",
     # NumPy's complex expm1: exact near 0, where exp(z) - 1 cancels.
     "expm1_c": """
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -911,7 +957,7 @@ _INSTANCES = {
     "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
     "linalg": _INEXACT, "decompositions": _FLOATS, "threefry": None,
     "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
-    "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "exp_c": _C128,
+    "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "sign_c": _C128, "sqrt_c": _C128, "exp_c": _C128,
     "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
 }
 

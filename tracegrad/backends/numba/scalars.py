@@ -131,7 +131,7 @@ def _ufunc(fn: str):
     return lambda args, x, out, attrs, helpers: typed(f"{fn}({args[0]})", out)
 
 
-_elementwise(ew.sqrt_p, _ufunc("np.sqrt"), cost=COSTLY, complex=_complex_ufunc("np.sqrt"))
+_elementwise(ew.sqrt_p, _ufunc("np.sqrt"), cost=COSTLY, complex=_complex_helper("sqrt_c"))
 _elementwise(ew.floor_p, _ufunc("np.floor"))
 _elementwise(ew.ceil_p, _ufunc("np.ceil"))
 _elementwise(ew.round_p, _ufunc("np.rint"))
@@ -169,7 +169,7 @@ _elementwise(ew.abs_p, lambda args, x, out, attrs, helpers: typed(
 _elementwise(ew.sign_p, lambda args, x, out, attrs, helpers: (
     f"{helper(helpers, 'sign_f', x)}({args[0]})" if dtypes.is_float(x)
     else typed(f"({args[0]} != 0)", x) if dtypes.is_unsigned(x)
-    else typed(f"np.sign({args[0]})", x)))
+    else typed(f"np.sign({args[0]})", x)), complex=_complex_helper("sign_c"))
 _elementwise(ew.not_p, lambda args, x, out, attrs, helpers: (
     f"(not {args[0]})" if x == dtypes.bool_ else typed(f"(~{args[0]})", x)))
 

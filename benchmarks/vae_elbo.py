@@ -43,8 +43,8 @@ def forward(np_, p, x, eps):
     """The example's negative ELBO at a given standard normal sample `eps`, and what the
     hand-written gradient needs."""
     h = np_.tanh(x @ p["enc"]["w"] + p["enc"]["b"])
-    mu = h @ p["mu"]["w"] + p["mu"]["b"]
-    logvar = h @ p["logvar"]["w"] + p["logvar"]["b"]
+    code = h @ p["code"]["w"] + p["code"]["b"]
+    mu, logvar = code[:, :vae.LATENT], code[:, vae.LATENT:]
     s = np_.exp(0.5 * logvar)
     z = mu + s * eps
     g = np_.tanh(z @ p["dec"]["w"] + p["dec"]["b"])
@@ -63,14 +63,14 @@ def numpy_value_and_grad(p, x, eps):
     d_z = d_g @ p["dec"]["w"].T
     d_mu = d_z + mu / n
     d_logvar = 0.5 * (d_z * eps * s + (s**2 - 1) / n)
-    d_h = (d_mu @ p["mu"]["w"].T + d_logvar @ p["logvar"]["w"].T) * (1 - h**2)
+    d_code = np.concatenate([d_mu, d_logvar], axis=1)
+    d_h = (d_code @ p["code"]["w"].T) * (1 - h**2)
 
     def dense(inputs, d_out):
         return {"w": inputs.T @ d_out, "b": d_out.sum(0)}
 
-    grads = {"enc": dense(x, d_h), "mu": dense(h, d_mu), "logvar": dense(h, d_logvar),
-             "dec": dense(z, d_g), "out": dense(g, d_xhat),
-             "log_sigma": np.float64(np.sum(1 - r**2) / n)}
+    grads = {"enc": dense(x, d_h), "code": dense(h, d_code), "dec": dense(z, d_g),
+             "out": dense(g, d_xhat), "log_sigma": np.float64(np.sum(1 - r**2) / n)}
     return value, grads
 
 

@@ -1,12 +1,13 @@
 """Train a variational autoencoder with reparameterized `tracegrad.random.normal` samples.
 
 The data are noisy points on a curved 2-D surface embedded in 32 dimensions (NumPy makes
-them). An MLP encoder gives each point a Gaussian over a 2-D latent code (mean and
-log-variance); the latent sample is `mu + exp(logvar / 2) * normal(key)`, a smooth function
-of the encoder's outputs at a fixed key, so autodiff differentiates through it; an MLP
-decoder maps it back, with a learned noise scale. The loss is the negative ELBO: the
-Gaussian log-likelihood of the point (`tracegrad.scipy.stats.norm.logpdf`) minus the KL
-divergence of the code's Gaussian from the standard normal prior.
+them). An MLP encoder gives each point a Gaussian over a 2-D latent code (its mean and
+log-variance from one output layer); the latent sample is
+`mu + exp(logvar / 2) * normal(key)`, a smooth function of the encoder's outputs at a fixed
+key, so autodiff differentiates through it; an MLP decoder maps it back, with a learned
+noise scale. The loss is the negative ELBO: the Gaussian log-likelihood of the point
+(`tracegrad.scipy.stats.norm.logpdf`) minus the KL divergence of the code's Gaussian from
+the standard normal prior.
 
 One `tg.function` holds the whole step (sample, ELBO, its gradient and Adam's update) and
 is traced once: the key is an ordinary argument, and each step gets a fresh one from
@@ -40,16 +41,16 @@ def init(rng):
     def dense(n_in, n_out):
         return {"w": rng.standard_normal((n_in, n_out)) / np.sqrt(n_in), "b": np.zeros(n_out)}
 
-    return {"enc": dense(DIM, HIDDEN), "mu": dense(HIDDEN, LATENT),
-            "logvar": dense(HIDDEN, LATENT), "dec": dense(LATENT, HIDDEN),
+    return {"enc": dense(DIM, HIDDEN), "code": dense(HIDDEN, 2 * LATENT),
+            "dec": dense(LATENT, HIDDEN),
             "out": dense(HIDDEN, DIM), "log_sigma": np.zeros(())}
 
 
 def neg_elbo(params, x, key):
     """The negative ELBO per data point, averaged over the batch `x`, one sample per point."""
     h = tnp.tanh(x @ params["enc"]["w"] + params["enc"]["b"])
-    mu = h @ params["mu"]["w"] + params["mu"]["b"]
-    logvar = h @ params["logvar"]["w"] + params["logvar"]["b"]
+    code = h @ params["code"]["w"] + params["code"]["b"]
+    mu, logvar = code[:, :LATENT], code[:, LATENT:]
     z = mu + tnp.exp(0.5 * logvar) * tr.normal(key, mu.shape)
     g = tnp.tanh(z @ params["dec"]["w"] + params["dec"]["b"])
     x_hat = g @ params["out"]["w"] + params["out"]["b"]

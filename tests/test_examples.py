@@ -8,6 +8,10 @@ import sys
 
 import numpy as np
 import pytest
+from finite_diff import central_difference
+
+import tracegrad as tg
+from tracegrad import random as tr
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
@@ -181,3 +185,33 @@ def test_programs_written_by_others_give_numpys_values_and_gradients(name, progr
                        r"max rel err (\S+)", out)
     assert len(found) == programs
     assert all(float(v) == 0.0 and float(g) < 1e-5 for v, g in found)
+
+
+def test_vae_raises_the_elbo_in_one_trace():
+    out = run("vae.py", VAE_STEPS="800", OPENBLAS_NUM_THREADS="1")
+    elbos = [float(v) for v in re.findall(r"ELBO +(\S+)", out)]
+    assert len(elbos) == 3 and elbos[-1] > elbos[0] + 30
+    assert "traced 1 time(s)" in out
+
+
+def test_vae_elbo_gradient_matches_central_differences_at_a_fixed_key():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import vae
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    rng = np.random.default_rng(1)
+    x = vae.make_data(rng, 64)
+    params = vae.init(rng)
+    params["log_sigma"] = np.array(-1.0)
+    key = tr.key(3)
+    vector, unravel = tg.tree.ravel(params)
+    value_and_grad = tg.function(tg.value_and_grad(vae.neg_elbo), backend="numpy")
+    elbo = tg.function(vae.neg_elbo, backend="numpy")
+    value, grads = value_and_grad(params, x, key)
+    assert np.isclose(value, elbo(params, x, key), rtol=1e-12)
+    g = tg.tree.ravel(grads)[0]
+    for v in rng.standard_normal((4, vector.size)):
+        want = central_difference(lambda t, v=v: elbo(unravel(vector + t[()] * v), x, key),
+                                  0.0, h=1e-5)
+        np.testing.assert_allclose(g @ v, want, rtol=1e-6, atol=1e-5)

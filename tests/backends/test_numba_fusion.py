@@ -208,6 +208,25 @@ def test_a_costly_value_broadcast_into_a_larger_loop_is_computed_once():
                                              tg.TensorSpec([None])])
 
 
+def test_a_random_sample_read_by_the_forward_and_the_backward_pass_is_drawn_once():
+    # z = mu + exp(logvar / 2) * eps, then a matrix product: eps is read by z's loop and by
+    # the loop of logvar's gradient; recomputed, the Threefry block would run in both
+    from tracegrad import random as tr
+
+    def loss(mu, logvar, w, key):
+        eps = tr.normal(key, mu.shape)
+        return tnp.sum(tnp.tanh((mu + tnp.exp(0.5 * logvar) * eps) @ w))
+
+    fn = tg.grad(loss, argnums=(0, 1))
+    rng = np.random.default_rng(2)
+    args = (rng.standard_normal((16, 2)), rng.standard_normal((16, 2)),
+            rng.standard_normal((2, 8)), tr.key(5))
+    assert source_of(fn, *args).count("_threefry2x32(") == 1
+    # a sample read by one loop stays fused into it
+    assert source_of(lambda k: tr.normal(k, (4, 3)) * 2.0, args[3]).count("\n    for ") == 1
+    both_backends(fn, *args)
+
+
 def w2(x):
     return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
 

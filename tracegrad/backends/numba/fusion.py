@@ -18,6 +18,7 @@ import os
 from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.core.op import constant_p
+from tracegrad.ops.random_bits import threefry2x32_p
 from tracegrad.ops.shape_ops import broadcast_in_dim_p
 
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
@@ -82,6 +83,7 @@ class Fusion:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
         self._store_before_broadcasts()
+        self._store_shared_samples()
         self._cap_regions()
 
     def _store_before_broadcasts(self):
@@ -97,7 +99,41 @@ class Fusion:
             if self._costly(x):
                 self.kinds[id(x)] = "root"
 
+    def _store_shared_samples(self):
+        """Store a value computed from random bits (`threefry2x32`: ~130 integer ops an
+        element) whose consumers end in different stored tensors: recomputed, each of their
+        loop nests would draw the sample again (a reparameterized sample read by the forward
+        and the backward pass)."""
+        ends: dict = {}
+
+        def reached(t) -> frozenset:
+            """The non-virtual tensors that evaluating `t` feeds, through virtual ones."""
+            if self.kinds.get(id(t)) != "virtual":
+                return frozenset((id(t),))
+            if id(t) not in ends:
+                ends[id(t)] = frozenset().union(
+                    *(reached(out) for op, _ in self.plan.consumers[id(t)] for out in op.outputs))
+            return ends[id(t)]
+
+        for op in reversed(self.plan.graph.operations):
+            for t in op.outputs:
+                if self.kinds.get(id(t)) != "virtual" or not self._from_random_bits(t):
+                    continue
+                per_consumer = {frozenset().union(*(reached(out) for out in c.outputs))
+                                for c, _ in self.plan.consumers[id(t)]}
+                if len(per_consumer) > 1:
+                    self.kinds[id(t)] = "root"
+                    ends.clear()
+
+    def _from_random_bits(self, t) -> bool:
+        return self._region_has(t, lambda op, n: op.primitive is threefry2x32_p)
+
     def _costly(self, t) -> bool:
+        return self._region_has(
+            t, lambda op, n: lowering(op.primitive).cost == COSTLY or n >= _COSTLY_REGION)
+
+    def _region_has(self, t, found) -> bool:
+        """Whether `found(op, ops seen so far)` holds for an op of `t`'s fused region."""
         seen: set = set()
         stack = [t]
         while stack:
@@ -106,7 +142,7 @@ class Fusion:
             if op is None or id(op) in seen or self.kinds.get(id(x)) != "virtual":
                 continue
             seen.add(id(op))
-            if lowering(op.primitive).cost == COSTLY or len(seen) >= _COSTLY_REGION:
+            if found(op, len(seen)):
                 return True
             stack.extend(op.inputs)
         return False

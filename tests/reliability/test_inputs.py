@@ -146,7 +146,7 @@ def test_a_byte_swapped_array_does_not_share_the_fast_call_path():
 
 
 UNSUPPORTED = {
-    "complex128": BASE.astype(complex),
+    "complex256": BASE.astype(np.clongdouble),
     "object": BASE.astype(object),
     "str32": np.array(["a", "b"]),
     "float128": BASE.astype(np.longdouble),

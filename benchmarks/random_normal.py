@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -23,23 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from one_thread import jax  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
+from one_pass import cpu  # noqa: E402
 from run import first_call  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 from tracegrad import random as tr  # noqa: E402
 
 tg.config.background_compile = False
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def timed(fn, calls: int = 9) -> tuple:
@@ -72,7 +61,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10**7)
     n = parser.parse_args(argv).size
-    print(f"normal of {n:,} numbers, one thread; CPU: {cpu_model()}")
+    print(f"normal of {n:,} numbers, one thread; CPU: {cpu()}")
     print(f"{'dtype':8} {'library':10} {'best ms':>8} {'median ms':>10} {'first call ms':>14}")
     for dtype in (np.float64, np.float32):
         for name, (best, median), first in measure(n, dtype):

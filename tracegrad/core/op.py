@@ -172,10 +172,6 @@ def _bind_eager(prim: Primitive, args, attrs):
         out = prim.impl(*values, **attrs) if attrs else prim.impl(*values)
     except Exception as e:  # noqa: BLE001 - reported as a tracegrad error at the user's line
         _raise_eager_error(prim, values, attrs, e)
-    if (out[0] if prim.multiple_results else out).dtype.kind == "c":
-        # NumPy computes some functions tracegrad defines for real operands only (rint,
-        # erf, the decompositions ...) on complex ones: the types must pass abstract_eval.
-        prim.infer([TensorType(v.shape, v.dtype) for v in values], attrs)
     if not eager:
         if prim.multiple_results:
             return tuple(_numpy_result(o) for o in out)

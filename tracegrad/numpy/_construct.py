@@ -14,9 +14,9 @@ import operator
 
 import numpy as np
 
-from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.errors import InvalidArgumentError, ShapeError
+from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import (
     axis_arg,
     dtype_arg,
@@ -259,16 +259,10 @@ def kron(a, b):
     return reshape(multiply(a, b), tuple(x * y for x, y in zip(sa, sb)))
 
 
-def _conj(x):
-    """The complex conjugate of a complex operand; a real one as it is."""
-    x = read(x)
-    return ops.conj(x) if dtypes.is_complex(dtype_of(x)[0]) else x
-
-
 def vecdot(x1, x2, /, *, axis=-1):
     """The dot products of the vectors along `axis` (broadcast): `sum(conj(x1) * x2, axis)`,
     in the product's dtype."""
-    p = multiply(_conj(x1), x2)
+    p = multiply(conjugate(x1), x2)
     return _sum(p, axis=axis, dtype=dtype_of(p)[0])
 
 
@@ -280,7 +274,7 @@ def matvec(x1, x2, /):
 def vecmat(x1, x2, /):
     """The vector-matrix products `conj(x1) @ x2` of the stacks `x1 (..., n)` and
     `x2 (..., n, m)`."""
-    return squeeze(matmul(expand_dims(_conj(x1), -2), x2), -2)
+    return squeeze(matmul(expand_dims(conjugate(x1), -2), x2), -2)
 
 
 # -- selection ------------------------------------------------------------------------------
@@ -405,7 +399,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     avg = average(X, axis=1)
     fact = static_dim(X, 1, "cov", "a static number of observations") - ddof
     X = subtract(X, expand_dims(avg, 1))
-    c = matmul(X, _conj(transpose(X)))
+    c = matmul(X, conjugate(transpose(X)))
     c = multiply(c, np.true_divide(1, fact) if fact > 0 else np.inf)
     return squeeze(astype(c, dt))
 

@@ -125,9 +125,7 @@ def cast(x, dtype: np.dtype, weak: bool = False):
     if x.dtype == dtype:
         return x
     if isinstance(x, np.ndarray) and state.graph is None:
-        if x.dtype.kind == "c" and dtype.kind != "c" and dtype != dtypes.bool_:
-            x = x.real  # NumPy's cast, without its ComplexWarning
-        return x.astype(dtype)
+        return ops.convert_element_type_p.impl(x, new_dtype=dtype)
     return ops.convert_element_type(x, new_dtype=dtype)
 
 

@@ -21,7 +21,7 @@ from tracegrad.numpy._core import (
     reshape,
     shape_of,
 )
-from tracegrad.numpy._ufuncs import multiply, sqrt, subtract, true_divide
+from tracegrad.numpy._ufuncs import abs_squared, sqrt, subtract, true_divide
 
 # The integers NumPy sums and multiplies in a wider dtype (its platform integer).
 _WIDENED = {dtypes.bool_: dtypes.int64, dtypes.int8: dtypes.int64, dtypes.int16: dtypes.int64,
@@ -132,14 +132,10 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
     dt = _float_accumulator(a, dtype, "var")
     n = count(a, axes, dt)
     mu = true_divide(ops.reduce_sum(_as(a, dt), axes=axes, keepdims=True), n)
-    x = subtract(a, mu)
-    if dtypes.is_complex(dtype_of(x)[0]):
-        re, im = ops.real(x), ops.imag(x)
-        x = ops.add(ops.mul(re, re), ops.mul(im, im))
+    x = abs_squared(subtract(a, mu))
+    if dt != dtypes.real_dtype(dt):  # complex a: a real variance
         dt = dtypes.real_dtype(dt)
         n = cast(n, dt) if isinstance(n, np.ndarray) else n
-    else:
-        x = multiply(x, x)
     total = ops.reduce_sum(_as(x, dt), axes=axes, keepdims=bool(keepdims))
     if isinstance(n, np.ndarray):
         denom = np.maximum(n.astype(np.float64) - ddof, 0.0)

@@ -13,7 +13,6 @@ import operator
 
 import numpy as np
 
-from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.ir import GraphTensor
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
@@ -59,6 +58,7 @@ from tracegrad.numpy._shape import (
     transpose,
 )
 from tracegrad.numpy._ufuncs import (
+    abs_squared,
     add,
     greater,
     isnan,
@@ -142,12 +142,8 @@ def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     dt = dtype or dtype_of(a)[0]
     mu = nanmean(a, axis, dt, keepdims=True)
     d = _replace_nan(subtract(a, mu), 0)  # before squaring: no NaN reaches the gradient
-    if dtypes.is_complex(dtype_of(d)[0]):  # |d|^2, real
-        re, im = ops.real(d), ops.imag(d)
-        d2, dt = add(multiply(re, re), multiply(im, im)), dtypes.real_dtype(dtypes.canonicalize(dt))
-    else:
-        d2 = multiply(d, d)
-    total = _sum(d2, axis, dt, keepdims)
+    dt = dtypes.real_dtype(dtypes.canonicalize(dt))  # a real variance for complex a
+    total = _sum(abs_squared(d), axis, dt, keepdims)
     n = subtract(_count(a, axis, keepdims, dt), ddof)
     empty = n <= 0  # NaN there, as NumPy, and no 0 * (1/0) in the other slices' gradients
     return where(empty, np.nan, true_divide(total, where(empty, 1, n)))

@@ -115,6 +115,15 @@ def square(x):
     return ops.mul(x, x)
 
 
+def abs_squared(x):
+    """`|x|^2` elementwise: `x * x`, and the real `re^2 + im^2` of a complex `x`."""
+    x = read(x)
+    if dtypes.is_complex(dtype_of(x)[0]):
+        re, im = ops.real(x), ops.imag(x)
+        return ops.add(ops.mul(re, re), ops.mul(im, im))
+    return multiply(x, x)
+
+
 def reciprocal(x):
     """Elementwise `1 / x`; for integers NumPy's truncating `1 // x` in C (0 unless |x| is 1,
     and 0 for x == 0, where NumPy's result is undefined)."""

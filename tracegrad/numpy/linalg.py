@@ -25,6 +25,7 @@ from tracegrad.errors import (
     UnsupportedOpError,
 )
 from tracegrad.numpy._arrange import matrix_transpose
+from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._construct import cross as _cross
 from tracegrad.numpy._construct import vecdot as _vecdot
 from tracegrad.numpy._core import (
@@ -64,6 +65,7 @@ from tracegrad.numpy._reductions import min as _min
 from tracegrad.numpy._reductions import sum as _sum
 from tracegrad.numpy._shape import expand_dims, moveaxis, ravel, swapaxes, transpose
 from tracegrad.numpy._ufuncs import (
+    abs_squared,
     absolute,
     add,
     divide,
@@ -130,18 +132,6 @@ def norm(x, ord=None, axis=None, keepdims=False):
     raise ShapeError("norm: improper number of dimensions to norm")
 
 
-def _conj(x):
-    return ops.conj(x) if dtypes.is_complex(dtype_of(x)[0]) else x
-
-
-def _abs2(x):
-    """`|x|^2`, real for complex `x`."""
-    if dtypes.is_complex(dtype_of(x)[0]):
-        re, im = ops.real(x), ops.imag(x)
-        return add(multiply(re, re), multiply(im, im))
-    return multiply(x, x)
-
-
 def _vector_norm(x, ord, axis, keepdims):
     if ord == np.inf:
         return _max(absolute(x), axis, keepdims)
@@ -153,7 +143,7 @@ def _vector_norm(x, ord, axis, keepdims):
     if ord == 1:
         return _sum(absolute(x), axis, keepdims=keepdims)
     if ord is None or ord == 2:
-        return sqrt(_sum(_abs2(x), axis, keepdims=keepdims))
+        return sqrt(_sum(abs_squared(x), axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for vectors")  # noqa: TRY004
     total = _sum(_scalar_power(absolute(x), ord), axis, keepdims=keepdims)
@@ -175,7 +165,7 @@ def _matrix_norm(x, ord, axis, keepdims):
         reduce = _max if ord == np.inf else _min
         out = reduce(_sum(absolute(x), col), row - 1 if row > col else row)
     elif ord in (None, "fro", "f"):
-        out = sqrt(_sum(_abs2(x), axis))
+        out = sqrt(_sum(abs_squared(x), axis))
     else:
         raise InvalidArgumentError(f"norm: invalid norm order {ord!r} for matrices")
     if keepdims:
@@ -230,7 +220,7 @@ def cholesky(a, upper=False):
     a = floating(a)
     square_matrices("cholesky", a)
     out = ops.cholesky(a)
-    return _conj(swapaxes(out, -1, -2)) if upper else out
+    return conjugate(swapaxes(out, -1, -2)) if upper else out
 
 
 # -- composites over the decompositions ---------------------------------------------------------

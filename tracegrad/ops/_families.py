@@ -117,6 +117,25 @@ def same_dtype(op: str, *types: TensorType) -> np.dtype:
     return dtype
 
 
+def real_only(name: str, impl: Callable) -> Callable:
+    """`impl` refusing complex operands with a DTypeError naming `name`: NumPy (or SciPy)
+    computes some functions on complex operands that a primitive defines for real ones
+    only (rint, erf, the decompositions ...), and the eager path runs `impl` without
+    `abstract_eval`."""
+    def checked(*xs, **attrs):
+        for x in xs:
+            if x.dtype.kind == "c":
+                raise DTypeError(f"{name}: operand has dtype {x.dtype.name}; expected a real "
+                                 "one")
+        return impl(*xs, **attrs)
+
+    return checked
+
+
+# The kinds whose NumPy implementation may accept complex operands that the kind refuses.
+_REAL_KINDS = ("float", "real")
+
+
 def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Primitive:
     """An elementwise primitive of one operand; the result has its type, or `out_dtype` (a
     dtype, or a function of the operand's dtype, keeping its weakness)."""
@@ -131,7 +150,7 @@ def unary(name: str, impl: Callable, kind: str = "float", out_dtype=None) -> Pri
             return TensorType(x.shape, out_dtype)
         return x
 
-    prim.def_impl(impl)
+    prim.def_impl(real_only(name, impl) if kind in _REAL_KINDS else impl)
     batch_elementwise(prim)
     elementwise(prim)
     UNARY.add(prim)
@@ -155,7 +174,7 @@ def binary(name: str, impl: Callable, kind: str = "numeric", commutative: bool =
             return TensorType(shape, out_dtype)
         return TensorType(shape, dtype, x.weak and y.weak)
 
-    prim.def_impl(impl)
+    prim.def_impl(real_only(name, impl) if kind in _REAL_KINDS else impl)
     batch_elementwise(prim)
     elementwise(prim)
     BINARY.add(prim)

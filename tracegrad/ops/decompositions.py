@@ -14,7 +14,7 @@ from tracegrad.errors import NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import batch_axes
-from tracegrad.ops._families import check_kind, nondifferentiable
+from tracegrad.ops._families import check_kind, nondifferentiable, real_only
 from tracegrad.ops.linalg import (
     _check_square,
     _matmul,
@@ -114,8 +114,8 @@ def _qr_abstract_eval(a, *, full_matrices=False):
     return [TensorType(batch + (m, k), a.dtype), TensorType(batch + (k, n), a.dtype)]
 
 
-qr_p.def_impl(lambda a, *, full_matrices=False: tuple(
-    np.linalg.qr(a, mode="complete" if full_matrices else "reduced")))
+qr_p.def_impl(real_only("qr", lambda a, *, full_matrices=False: tuple(
+    np.linalg.qr(a, mode="complete" if full_matrices else "reduced"))))
 batch_axes(qr_p, front=True)
 qr_p.def_dims(lambda op: _dims(op, [((0, -2), (1, -2)), ((0, -1), (2, -1)), ((1, -1), (2, -2))]
                                + [((0, -2), (1, -1))] * op.attrs.get("full_matrices", False)))
@@ -169,7 +169,8 @@ def _eigh_abstract_eval(a, *, lower=True):
     return [TensorType(a.shape[:-2] + (n,), a.dtype), a]
 
 
-eigh_p.def_impl(lambda a, *, lower=True: tuple(np.linalg.eigh(a, UPLO="L" if lower else "U")))
+eigh_p.def_impl(real_only("eigh", lambda a, *, lower=True: tuple(
+    np.linalg.eigh(a, UPLO="L" if lower else "U"))))
 batch_axes(eigh_p, front=True)
 eigh_p.def_dims(lambda op: _dims(op, [((0, -1), (0, -2)), ((0, -1), (1, -1)),
                                       ((0, -2), (2, -2)), ((0, -1), (2, -1))]))
@@ -209,8 +210,8 @@ def _svd_abstract_eval(a, *, full_matrices=False):
             TensorType(batch + (rv, n), a.dtype)]
 
 
-svd_p.def_impl(lambda a, *, full_matrices=False: tuple(
-    np.linalg.svd(a, full_matrices=full_matrices)))
+svd_p.def_impl(real_only("svd", lambda a, *, full_matrices=False: tuple(
+    np.linalg.svd(a, full_matrices=full_matrices))))
 batch_axes(svd_p, front=True)
 svd_p.def_dims(lambda op: _dims(op, [((0, -2), (1, -2)), ((0, -1), (3, -1))] + (
     [((0, -2), (1, -1)), ((0, -1), (3, -2))] if op.attrs.get("full_matrices", False)
@@ -270,7 +271,6 @@ def _lu_abstract_eval(a):
             TensorType(batch + (m,), dtypes.int32)]
 
 
-@lu_p.def_impl
 def _lu_impl(a):
     import scipy.linalg  # not at import time
 
@@ -283,6 +283,9 @@ def _lu_impl(a):
             lu[idx], pivots[idx] = scipy.linalg.lu_factor(a[idx], check_finite=False)
         perm[idx] = pivots_to_permutation(pivots[idx], m)
     return lu, pivots, perm
+
+
+lu_p.def_impl(real_only("lu", _lu_impl))
 
 
 def pivots_to_permutation(pivots, m):
@@ -419,11 +422,13 @@ def _expm_abstract_eval(a):
     return a
 
 
-@expm_p.def_impl
 def _expm_impl(a):
     import scipy.linalg  # not at import time
 
     return np.asarray(scipy.linalg.expm(a), dtype=a.dtype)
+
+
+expm_p.def_impl(real_only("expm", _expm_impl))
 
 
 batch_axes(expm_p, front=True)

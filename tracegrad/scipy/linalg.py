@@ -13,6 +13,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy import linalg as _np_linalg
+from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import (
     broadcast_to_shape,
     cast,
@@ -44,20 +45,16 @@ def _float(x):
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: "C", "C": "C"}  # "C": a^H
 
 
-def _conj(x):
-    return ops.conj(x) if dtypes.is_complex(dtype_of(x)[0]) else x
-
-
 def _adjoint(x):
     """The matrices of `x` conjugate-transposed (transposed when real)."""
-    return _conj(swapaxes(x, -1, -2))
+    return conjugate(swapaxes(x, -1, -2))
 
 
 def _tsolve(c, b, lower, how=False, unit=False):
     """`op(c)^-1 b` for triangular `c`: `op` the identity (`how` False), the transpose
     (True) or the adjoint ("C")."""
     if how == "C":
-        return ops.triangular_solve(_conj(c), b, lower=lower, transpose_a=True,
+        return ops.triangular_solve(conjugate(c), b, lower=lower, transpose_a=True,
                                     unit_diagonal=unit)
     return ops.triangular_solve(c, b, lower=lower, transpose_a=bool(how), unit_diagonal=unit)
 

@@ -85,14 +85,21 @@ def _norm_logsf(x, loc=0, scale=1):
     return sp.log_ndtr(tnp.negative(_standard(x, loc, scale)[0]))
 
 
-def _norm_ppf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.add(loc, tnp.multiply(scale, sp.ndtri(q)))
+def _symmetric_quantiles(standard_ppf):
+    """`(ppf, isf)` of the location-scale family of a distribution symmetric about 0 with
+    quantile function `standard_ppf`: `loc + scale ppf(q)` and `loc - scale ppf(q)`."""
+    def ppf(q, loc=0, scale=1):
+        q, loc, scale = _f(q, loc, scale)
+        return tnp.add(loc, tnp.multiply(scale, standard_ppf(q)))
+
+    def isf(q, loc=0, scale=1):
+        q, loc, scale = _f(q, loc, scale)
+        return tnp.subtract(loc, tnp.multiply(scale, standard_ppf(q)))
+
+    return ppf, isf
 
 
-def _norm_isf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.subtract(loc, tnp.multiply(scale, sp.ndtri(q)))
+_norm_ppf, _norm_isf = _symmetric_quantiles(sp.ndtri)
 
 
 norm = _namespace("norm", logpdf=_norm_logpdf, pdf=_exp_of(_norm_logpdf), cdf=_norm_cdf,
@@ -252,14 +259,7 @@ def _logistic_sf(x, loc=0, scale=1):
     return sp.expit(tnp.negative(_standard(x, loc, scale)[0]))
 
 
-def _logistic_ppf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.add(loc, tnp.multiply(scale, sp.logit(q)))
-
-
-def _logistic_isf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.subtract(loc, tnp.multiply(scale, sp.logit(q)))
+_logistic_ppf, _logistic_isf = _symmetric_quantiles(sp.logit)
 
 
 logistic = _namespace("logistic", logpdf=_logistic_logpdf, pdf=_exp_of(_logistic_logpdf),
@@ -283,16 +283,8 @@ def _cauchy_sf(x, loc=0, scale=1):
     return tnp.subtract(0.5, tnp.true_divide(tnp.arctan(y), math.pi))
 
 
-def _cauchy_ppf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.add(loc, tnp.multiply(scale, tnp.tan(tnp.multiply(math.pi,
-                                                                   tnp.subtract(q, 0.5)))))
-
-
-def _cauchy_isf(q, loc=0, scale=1):
-    q, loc, scale = _f(q, loc, scale)
-    return tnp.add(loc, tnp.multiply(scale, tnp.tan(tnp.multiply(math.pi,
-                                                                   tnp.subtract(0.5, q)))))
+_cauchy_ppf, _cauchy_isf = _symmetric_quantiles(
+    lambda q: tnp.tan(tnp.multiply(math.pi, tnp.subtract(q, 0.5))))
 
 
 cauchy = _namespace("cauchy", logpdf=_cauchy_logpdf, pdf=_exp_of(_cauchy_logpdf),

@@ -38,25 +38,41 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,fn,loss", CASES, ids=[c[0] for c in CASES])
-def test_values_and_gradients(name, fn, loss, backend):
+def _check(name, fn, loss, got, grad):
     want = fn(np, scipy.linalg, A)
+    assert np.asarray(got).dtype == np.asarray(want).dtype, name
+    np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=name)
+    np.testing.assert_allclose(
+        grad, complex_gradient(lambda a: loss(np, fn(np, scipy.linalg, a)), A),
+        rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("name,fn,loss", CASES, ids=[c[0] for c in CASES])
+def test_values_and_gradients(name, fn, loss, numpy_backend):
     got = tg.function(lambda a: fn(tnp, tsl, a))(A)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
-    np.testing.assert_allclose(got, want, rtol=1e-12)
     grad = tg.function(tg.grad(lambda a: loss(tnp, fn(tnp, tsl, a))))(A)
-    np.testing.assert_allclose(grad, complex_gradient(lambda a: loss(np, fn(np, scipy.linalg, a)), A),
-                               rtol=1e-6, atol=1e-7)
+    _check(name, fn, loss, got, grad)
+
+
+def test_values_and_gradients_in_one_numba_kernel():
+    def all_cases(a):  # every value, then every gradient: one compile
+        grads = [tg.grad(lambda a, fn=fn, loss=loss: loss(tnp, fn(tnp, tsl, a)))(a)
+                 for _, fn, loss in CASES]
+        return [fn(tnp, tsl, a) for _, fn, _ in CASES], grads
+
+    values, grads = tg.function(all_cases, backend="numba")(A)
+    for (name, fn, loss), got, grad in zip(CASES, values, grads, strict=True):
+        _check(name, fn, loss, got, grad)
 
 
 def test_complex64_values():
     a = A.astype(np.complex64)
-    for fn in (np.linalg.inv, np.linalg.det, lambda m: np.linalg.solve(m, V.astype(np.complex64)),
-               lambda m: m @ m, np.linalg.norm):
-        want = fn(a)
-        for backend in ("numpy", "numba"):
-            got = tg.function(lambda m, fn=fn: fn(m),
-                              backend=backend)(tg.constant(a))
+    fns = (np.linalg.inv, np.linalg.det, lambda m: np.linalg.solve(m, V.astype(np.complex64)),
+           lambda m: m @ m, np.linalg.norm)
+    for backend in ("numpy", "numba"):
+        results = tg.function(lambda m: [fn(m) for fn in fns], backend=backend)(tg.constant(a))
+        for fn, got in zip(fns, results, strict=True):
+            want = fn(a)
             assert np.asarray(got).dtype == np.asarray(want).dtype
             np.testing.assert_allclose(got, want, rtol=2e-5)
 

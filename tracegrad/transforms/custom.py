@@ -135,7 +135,8 @@ def _call_custom(f, args, kwargs):
     given = flat_args + list(kwargs.values())
     variables = [v for v in watcher.watched_variables() if all(v is not a for a in given)]
     accepts, named = _variables_parameter(grad_fn)
-    if variables and not accepts:
+    refuses = getattr(grad_fn, "refuses_variables", None)  # a custom_vjp / custom_jvp rule
+    if variables and not accepts and refuses is None:
         raise ArgumentTypeError(
             "@tg.custom_gradient grad_fn must accept keyword argument 'variables', since "
             f"function {name} uses variables: {[v.name for v in variables]}"
@@ -151,7 +152,7 @@ def _call_custom(f, args, kwargs):
     ys = [as_tensor(y) for y in flat_result]
     xs = [as_tensor(a) for a in flat_args]
     reads = [v.value() for v in variables]
-    call = _GradFnCall(name, grad_fn, len(xs), variables)
+    call = _GradFnCall(name, grad_fn, len(xs), variables, refuses)
     if state.graph is None:
         outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads],
                               {"num_results": len(ys)}, call.eager_rule)
@@ -213,16 +214,33 @@ class _GradFnCall:
     """Calls a user's `grad_fn` and checks its answer: one gradient per flattened input,
     and with `variables=` one per variable."""
 
-    def __init__(self, name, grad_fn, n_inputs, variables):
+    def __init__(self, name, grad_fn, n_inputs, variables, refuses=None):
         self.name = name
         self.grad_fn = grad_fn
         self.n_inputs = n_inputs
         self.variables = variables
+        self.refuses = refuses  # a rule with no variables= (custom_vjp, custom_jvp): its kind
 
-    def __call__(self, dys, where: str) -> list:
-        """`[*input_grads, *variable_grads]`, each a tensor or None."""
+    def needed_variables(self, op) -> list:
+        """The variables read by `op`'s function whose gradient is asked for."""
+        skip = getattr(op, "skip_input_indices", None) or ()
+        first = op.attrs["num_results"] + self.n_inputs
+        return [v for j, v in enumerate(self.variables) if first + j not in skip]
+
+    def __call__(self, dys, where: str, needed=()) -> list:
+        """`[*input_grads, *variable_grads]`, each a tensor or None; `needed` are the
+        variables whose gradients are asked for."""
         name, variables = self.name, self.variables
-        if variables:
+        if variables and self.refuses:
+            if needed:
+                raise NotDifferentiableError(
+                    f"{self.refuses} function {name} reads trainable Variables "
+                    f"{[v.name for v in needed]} that are not among its arguments, and its "
+                    "rule gives gradients for its arguments only (JAX refuses to "
+                    "differentiate with respect to a closed-over value too): pass them as "
+                    f"arguments ({where})")
+            input_grads, variable_grads = self.grad_fn(*dys), [None] * len(variables)
+        elif variables:
             out = self.grad_fn(*dys, variables=list(variables))
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise InvalidArgumentError(
@@ -250,7 +268,7 @@ class _GradFnCall:
     def eager_rule(self, op, *dys):
         """The gradient rule of an eagerly recorded custom_gradient op."""
         n = op.attrs["num_results"]
-        return [None] * n + self(dys, f"op at {op.source}")
+        return [None] * n + self(dys, f"op at {op.source}", self.needed_variables(op))
 
 
 class DeferredGradient:
@@ -275,19 +293,21 @@ class DeferredGradient:
 
     def __call__(self, op, *dys):
         n = op.attrs["num_results"]
-        grads = self.run(list(op.inputs), list(dys), f"op at {op.source}")
+        grads = self.run(list(op.inputs), list(dys), f"op at {op.source}",
+                         self.call.needed_variables(op))
         return [None] * n + grads + [None] * (len(op.inputs) - n - len(grads))
 
-    def run(self, operands: list, dys: list, where: str) -> list:
+    def run(self, operands: list, dys: list, where: str, needed=()) -> list:
         """`grad_fn` on the result gradients `dys` in the current graph, `operands`
-        standing for the op's operands: one gradient (or None) per input and variable."""
+        standing for the op's operands: one gradient (or None) per input and variable
+        (`needed`: the variables whose gradients are asked for)."""
         saved = state.stand_ins
         state.stand_ins = {**saved, **{id(o): (o, t) for o, t in zip(
             self.operands, operands, strict=True) if o is not t}}
         try:
             dys = [d if dtypes.is_differentiable(t.dtype) else None
                    for d, t in zip(dys, operands, strict=False)]
-            return self.call(dys, where)
+            return self.call(dys, where, needed)
         finally:
             state.stand_ins = saved
 
@@ -332,7 +352,7 @@ class _BatchedGradient(DeferredGradient):
         self.call = inner.call
         self.reverse_only = inner.reverse_only
 
-    def run(self, operands: list, dys: list, where: str) -> list:
+    def run(self, operands: list, dys: list, where: str, needed=()) -> list:
         from tracegrad.ops._batching import bdim_at
         from tracegrad.transforms.vectorize import Vectorizer
 
@@ -342,7 +362,7 @@ class _BatchedGradient(DeferredGradient):
                    for t in operands]
             cts = [None if d is None else graph.add_input(ins[i].type.strong())
                    for i, d in enumerate(dys)]
-            grads = self.inner.run(ins, cts, where)
+            grads = self.inner.run(ins, cts, where, needed)
             graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
         fed = [*operands, *[d for d in dys if d is not None]]
         outs, dims = Vectorizer(self.what).run(graph, fed, [0] * len(fed))

@@ -179,6 +179,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
             return [g for ct, arg in zip(cts, diff, strict=True)
                     for g in _cotangent_leaves(ct, arg, self.__name__)]
 
+        grad_fn.refuses_variables = self._kind
         return out, grad_fn
 
 
@@ -302,6 +303,7 @@ class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
 
             return transpose_linear(output_tangents, leaves, _zeros_for_missing(dys, outs))
 
+        grad_fn.refuses_variables = self._kind
         return out, grad_fn
 
 

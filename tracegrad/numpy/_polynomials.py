@@ -156,7 +156,8 @@ def _warn_if_rank_deficient(lhs, rcond, order: int) -> None:
     if s.size == 0 or int(np.sum(s > rcond * s[0])) != order:
         frame = user_frame()
         if frame is None:
-            warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning)
+            warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning,
+                          stacklevel=3)
             return
         warnings.warn_explicit(
             "Polyfit may be poorly conditioned", np.exceptions.RankWarning,

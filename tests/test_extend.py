@@ -64,6 +64,7 @@ def test_eagerly_on_a_tape_and_twice_differentiated():
 
 def test_vmap_runs_it_once_per_example_unless_given_a_batch_rule():
     xs = np.stack([X, 2 * X, X[::-1]])
+    logsumexp(tg.constant(X))  # its result type, found once per shape by a run on zeros
     CALLS.clear()
     out = tg.function(tg.vmap(logsumexp), backend="numpy")(xs)
     np.testing.assert_allclose(out, [np.log(np.exp(r).sum()) for r in xs], rtol=1e-15)
@@ -88,17 +89,17 @@ def test_vmap_runs_it_once_per_example_unless_given_a_batch_rule():
     # inference run: the result rule gives the types)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_gradients_of_the_per_example_loop_are_the_loop_of_the_gradients(backend):
+def test_gradients_of_the_per_example_loop_are_the_loop_of_the_gradients(numpy_backend):
     xs = np.stack([X, 2 * X, X[::-1]])
 
     def loss(x):
         return tnp.sum(tnp.sin(tg.vmap(logsumexp)(x)))
 
-    got = tg.function(tg.grad(loss), backend=backend)(xs)
     expected = central_difference(
         lambda x: np.sin([np.log(np.exp(r).sum()) for r in x]), xs)
-    np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-9)
+    for backend in ("numpy", "numba"):
+        got = tg.function(tg.grad(loss), backend=backend)(xs)
+        np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-9)
     # second order: the batched vjp is differentiable again (block-diagonal Hessian)
     h = tg.hessian(lambda x: tnp.sum(tg.vmap(logsumexp)(x)))(xs[:2])
     for i in range(2):
@@ -107,7 +108,7 @@ def test_gradients_of_the_per_example_loop_are_the_loop_of_the_gradients(backend
         np.testing.assert_array_equal(h[i, :, 1 - i], 0.0)
 
 
-def test_an_operand_every_example_shares_gets_the_sum_of_their_gradients():
+def test_an_operand_every_example_shares_gets_the_sum_of_their_gradients(numpy_backend):
     @tg.extend.primitive
     def scaled_sin(x, c):
         return c * np.sin(x)
@@ -123,7 +124,7 @@ def test_an_operand_every_example_shares_gets_the_sum_of_their_gradients():
         lambda c: np.sum((c * np.sin(m)) ** 2), np.array(1.5))), rel=1e-7)
 
 
-def test_a_user_batch_rule_is_differentiated_as_its_own_code():
+def test_a_user_batch_rule_is_differentiated_as_its_own_code(numpy_backend):
     @tg.extend.primitive(result=lambda x: tg.TensorSpec(x.shape[:-1], x.dtype))
     def row_norms(x):
         return np.sqrt(np.sum(x * x, axis=-1))

@@ -30,7 +30,7 @@ def test_a_rank_deficient_fit_warns_as_numpy_does(call):
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
 
 
-def test_no_warning_for_a_full_rank_fit_full_output_or_inside_a_trace():
+def test_no_warning_for_a_full_rank_fit_full_output_or_inside_a_trace(numpy_backend):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tnp.polyfit(X, Y, 1)

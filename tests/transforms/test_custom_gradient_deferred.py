@@ -10,6 +10,9 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
 
+# the reference backend (the numba backend is sampled by the last test of this group)
+pytestmark = pytest.mark.usefixtures("numpy_backend")
+
 
 @tg.custom_gradient
 def doubling_sin(x):
@@ -161,3 +164,40 @@ def test_the_numba_backend_runs_the_gradient_of_a_deferred_rule():
     for backend in ("numpy", "numba"):
         got = tg.function(tg.grad(lambda x: tnp.sum(doubling_sin(x))), backend=backend)(x)
         np.testing.assert_allclose(got, 2 * np.sin(x), rtol=1e-14)
+
+
+# -- the same programs as tg.custom_vjp / tg.custom_jvp (test_custom_rules.py) ---------------
+
+
+@tg.custom_gradient
+def _log1pexp(x):
+    def grad(dy):
+        return dy * (1 - 1 / (1 + tnp.exp(x)))
+
+    return tnp.log1p(tnp.exp(x)), grad
+
+
+@tg.custom_gradient
+def _clip_gradient(x, *, lo, hi):
+    return x, lambda g: tnp.clip(g, lo, hi)
+
+
+def test_the_jax_examples_agree_with_their_custom_gradient_forms():
+    from tests.transforms.test_custom_rules import clip_gradient, log1pexp, newton_sqrt
+
+    x = np.array([-3.0, 0.0, 2.0, 40.0, 1000.0])
+    for order in (1, 2):
+        np.testing.assert_allclose(tg.vmap(_nth(_log1pexp, order))(x[:4]),
+                                   tg.vmap(_nth(log1pexp, order))(x[:4]), rtol=1e-14)
+    assert tg.grad(_log1pexp)(1000.0) == tg.grad(log1pexp)(1000.0) == 1.0
+
+    def clipped(f):
+        return tg.grad(lambda x: tnp.sum(tnp.sin(f(x))))
+
+    ours = clipped(lambda x: _clip_gradient(x, lo=-0.75, hi=0.75))(x)
+    np.testing.assert_array_equal(ours, clipped(lambda x: clip_gradient(-0.75, 0.75, x))(x))
+    np.testing.assert_array_equal(ours, np.clip(np.cos(x), -0.75, 0.75))
+    a = np.array([2.0, 9.0])
+    for order in (1, 2):
+        np.testing.assert_allclose(tg.vmap(_nth(_newton_sqrt, order))(a),
+                                   tg.vmap(_nth(newton_sqrt, order))(a), rtol=1e-9)

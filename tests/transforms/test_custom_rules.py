@@ -292,7 +292,7 @@ _doubling_vjp.defvjp(lambda x: (tnp.sin(x), x), lambda x, g: (2.0 * g * _doublin
 
 
 @pytest.mark.parametrize("f", [_doubling_jvp, _doubling_vjp], ids=["custom_jvp", "custom_vjp"])
-def test_a_rule_calling_its_function_is_the_rule_at_every_order(f):
+def test_a_rule_calling_its_function_is_the_rule_at_every_order(f, numpy_backend):
     x = 0.8  # through the plain function the second derivative would be 2 cos(x)
     assert tg.grad(tg.grad(f))(x) == pytest.approx(4 * np.sin(x), rel=1e-14)
     assert tg.grad(tg.grad(tg.grad(f)))(x) == pytest.approx(8 * np.sin(x), rel=1e-14)
@@ -333,7 +333,7 @@ _scaled_cos.defjvps(lambda t, out, w, x: t * tnp.cos(x),
 
 @pytest.mark.parametrize("f, np_f", [(_scaled_sin, np.sin), (_scaled_cos, np.cos)],
                          ids=["custom_vjp", "custom_jvp"])
-def test_a_variable_argument_gets_its_gradient_on_tapes_and_tg_gradients(f, np_f):
+def test_a_variable_argument_gets_its_gradient_on_tapes_and_tg_gradients(f, np_f, numpy_backend):
     x = np.array([0.3, 0.5, 1.1])
     expected = central_difference(lambda w: np.sum(w * np_f(x)), np.array(1.5))
     w = tg.Variable(1.5, name="w")
@@ -355,7 +355,7 @@ def test_a_variable_argument_gets_its_gradient_on_tapes_and_tg_gradients(f, np_f
     assert tape.gradient(y, w).numpy() == pytest.approx(float(expected), rel=1e-8)
 
 
-def test_a_variable_the_rule_closes_over_is_refused_only_when_differentiated():
+def test_a_variable_the_rule_closes_over_is_refused_only_when_differentiated(numpy_backend):
     w = tg.Variable(2.0, name="w_closed")
 
     @tg.custom_vjp

@@ -143,6 +143,21 @@ def test_vmap_jacobian_and_gradients_of_batched_deferred_rules():
                                0.5 / np.sqrt([2.0, 9.0]), rtol=1e-13)
 
 
+def test_deferred_rules_inside_cond_and_while_loop_bodies():
+    def branchy(x):
+        return tg.cond(x > 0, lambda: doubling_sin(x) * 3.0, lambda: x)
+
+    assert tg.grad(branchy)(0.5) == pytest.approx(6 * np.sin(0.5), rel=1e-14)
+    assert tg.grad(tg.grad(branchy))(0.5) == pytest.approx(12 * np.sin(0.5), rel=1e-14)
+
+    def twice(x):
+        _, y = tg.while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, doubling_sin(y)), (0, x))
+        return y
+
+    assert tg.grad(twice)(0.5) == pytest.approx(4 * np.sin(np.sin(0.5)) * np.sin(0.5),
+                                                rel=1e-14)
+
+
 def test_a_rule_is_traced_only_when_a_gradient_is_asked_for():
     calls = []
 

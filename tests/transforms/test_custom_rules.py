@@ -251,7 +251,7 @@ def test_extending_doc_examples_run():
     namespace = {}
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc}:block{i}", "exec"), namespace)  # noqa: S102
-    assert len(blocks) == 4 and "log1pexp_jvp" in namespace
+    assert len(blocks) == 5 and "log1pexp_jvp" in namespace
 
 
 def test_custom_vjp_arguments_with_none_leaves():
@@ -270,3 +270,111 @@ def test_jacobian_picks_reverse_mode_for_a_custom_vjp_function():
     np.testing.assert_array_equal(jac, [0.0, 0.75, 0.75])  # each row clipped by bwd
     with pytest.raises(NotDifferentiableError, match="forward-mode"):
         tg.jacobian(lambda x: clip_gradient(-0.75, 0.75, x) * np.arange(3.0), mode="fwd")(2.0)
+
+
+@tg.custom_jvp
+def _doubling_jvp(x):
+    return tnp.sin(x)
+
+
+@_doubling_jvp.defjvp
+def _doubling_rule(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _doubling_jvp(x), 2.0 * _doubling_jvp(x) * t  # deliberately f' = 2 f
+
+
+@tg.custom_vjp
+def _doubling_vjp(x):
+    return tnp.sin(x)
+
+
+_doubling_vjp.defvjp(lambda x: (tnp.sin(x), x), lambda x, g: (2.0 * g * _doubling_vjp(x),))
+
+
+@pytest.mark.parametrize("f", [_doubling_jvp, _doubling_vjp], ids=["custom_jvp", "custom_vjp"])
+def test_a_rule_calling_its_function_is_the_rule_at_every_order(f, numpy_backend):
+    x = 0.8  # through the plain function the second derivative would be 2 cos(x)
+    assert tg.grad(tg.grad(f))(x) == pytest.approx(4 * np.sin(x), rel=1e-14)
+    assert tg.grad(tg.grad(tg.grad(f)))(x) == pytest.approx(8 * np.sin(x), rel=1e-14)
+    traced = tg.function(lambda v: tnp.sum(f(v)))
+    v = np.array([0.2, 1.2])
+    traced(v)  # traced without a gradient first
+    np.testing.assert_allclose(tg.hessian(traced)(v), np.diag(4 * np.sin(v)), rtol=1e-14)
+
+
+# -- Variables ---------------------------------------------------------------------------------
+
+
+@tg.custom_vjp
+def _scaled_sin(w, x):
+    return w * tnp.sin(x)
+
+
+def _scaled_sin_fwd(w, x):
+    return w * tnp.sin(x), (w, x)
+
+
+def _scaled_sin_bwd(res, g):
+    w, x = res
+    return tnp.sum(g * tnp.sin(x)), g * w * tnp.cos(x)
+
+
+_scaled_sin.defvjp(_scaled_sin_fwd, _scaled_sin_bwd)
+
+
+@tg.custom_jvp
+def _scaled_cos(w, x):
+    return w * tnp.cos(x)
+
+
+_scaled_cos.defjvps(lambda t, out, w, x: t * tnp.cos(x),
+                    lambda t, out, w, x: -w * tnp.sin(x) * t)
+
+
+@pytest.mark.parametrize("f, np_f", [(_scaled_sin, np.sin), (_scaled_cos, np.cos)],
+                         ids=["custom_vjp", "custom_jvp"])
+def test_a_variable_argument_gets_its_gradient_on_tapes_and_tg_gradients(f, np_f, numpy_backend):
+    x = np.array([0.3, 0.5, 1.1])
+    expected = central_difference(lambda w: np.sum(w * np_f(x)), np.array(1.5))
+    w = tg.Variable(1.5, name="w")
+    with tg.GradientTape() as tape:  # eagerly
+        y = tnp.sum(f(w, tg.constant(x)))
+    assert tape.gradient(y, w).numpy() == pytest.approx(float(expected), rel=1e-8)
+
+    @tg.function
+    def in_trace(x):
+        y = tnp.sum(f(w, x))
+        with tg.GradientTape() as inner:
+            z = tnp.sum(f(w, x))
+        return tg.gradients(y, [w])[0], inner.gradient(z, w)
+
+    for g in in_trace(x):
+        assert g == pytest.approx(float(expected), rel=1e-8)
+    with tg.GradientTape() as tape:  # a compiled call recorded on an eager tape
+        y = tg.function(lambda x: tnp.sum(f(w, x)))(x)
+    assert tape.gradient(y, w).numpy() == pytest.approx(float(expected), rel=1e-8)
+
+
+def test_a_variable_the_rule_closes_over_is_refused_only_when_differentiated(numpy_backend):
+    w = tg.Variable(2.0, name="w_closed")
+
+    @tg.custom_vjp
+    def closes(x):
+        return w * x
+
+    closes.defvjp(lambda x: (w * x, None), lambda _, g: (g * w,))
+    x = tg.constant([1.0, 3.0])
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = closes(x)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [2.0, 2.0])
+    with pytest.raises(NotDifferentiableError, match=r"custom_vjp function closes reads "
+                                                     r"trainable Variables \['w_closed'\]"):
+        tape.gradient(y, w)
+
+    @tg.function
+    def wrt_w(x):
+        return tg.gradients(tnp.sum(closes(x)), [w])
+
+    with pytest.raises(NotDifferentiableError, match="pass them as arguments"):
+        wrt_w(np.array([1.0, 3.0]))

@@ -344,6 +344,9 @@ class FuncGraph:
         if isinstance(value, GraphTensor):
             if value.graph is self:
                 return value
+            stand_in = state.stand_ins.get(id(value))
+            if stand_in is not None and stand_in[0] is value:
+                return self.to_tensor(stand_in[1])
             if value.graph.is_ancestor_of(self):
                 return self.capture(value, value.type)
             raise TracegradError(

@@ -49,6 +49,8 @@ class _Writer:
         self.ids: dict[int, int] = {}  # id(tensor) -> its id in the document
         self.count = 0
         self.functions = functions  # id(callee graph) -> its name in the document
+        self.grad_graphs: set[int] = set()  # gradient functions traced to be written out
+        self.in_grad_graph = False
 
     def tensor(self, t: GraphTensor, **extra) -> dict:
         # A sub-graph held twice is written twice, with fresh ids the second time.
@@ -68,6 +70,14 @@ class _Writer:
         return found
 
     def graph(self, graph: FuncGraph) -> dict:
+        saved = self.in_grad_graph
+        self.in_grad_graph = saved or id(graph) in self.grad_graphs
+        try:
+            return self._graph(graph)
+        finally:
+            self.in_grad_graph = saved
+
+    def _graph(self, graph: FuncGraph) -> dict:
         inputs = [self.tensor(t) for t in graph.inputs]
         captures = []
         for external, p in graph.captures:
@@ -76,6 +86,7 @@ class _Writer:
         operations = []
         for k, op in enumerate(graph.operations):
             where = f"op #{k} {op.primitive.name} of @{graph.name} (created at {op.source})"
+            op = self.deferred(op)
             entry = {
                 "primitive": op.primitive.name,
                 "inputs": [self.ref(t, f"operand {j} of {where}")
@@ -86,12 +97,13 @@ class _Writer:
             entry["outputs"] = [self.tensor(t) for t in op.outputs]
             entry["source"] = op.source or "<unknown>"
             if op.grad_override is not None:
-                if not isinstance(op.grad_override, str):
+                override = getattr(op.grad_override, "serialized_as", op.grad_override)
+                if not isinstance(override, str):
                     raise TracegradError(
                         f"to_json: {where} has a gradient override that is a Python "
                         f"function ({op.grad_override!r}); only registered names serialize"
                     )
-                entry["grad_override"] = op.grad_override
+                entry["grad_override"] = override
             operations.append(entry)
         return {
             "name": graph.name,
@@ -101,6 +113,18 @@ class _Writer:
             "outputs": [self.ref(t, f"output {i} of @{graph.name}")
                         for i, t in enumerate(graph.outputs)],
         }
+
+    def deferred(self, op):
+        """`op`, or for an op whose gradient function is traced when asked for (a
+        custom_gradient), the op with that function traced into its attributes. One order
+        is written out: gradient functions called inside it stay unwritten (one that calls
+        its own function would never end)."""
+        materialized = getattr(op.grad_override, "materialized", None)
+        if materialized is None or self.in_grad_graph:
+            return op
+        op = materialized(op)
+        self.grad_graphs.add(id(op.attrs["grad_graph"]))
+        return op
 
     def attr(self, v, where: str):
         if v is None or isinstance(v, (bool, str)):

@@ -13,7 +13,8 @@ class _State(threading.local):
         self.source = None  # the location new ops are attributed to, when a transform
         # re-emits the ops of a traced graph (else the user's frame that is running)
         self.transposing = 0  # > 0 while forward mode transposes a pullback
-        self.rules_running = {}  # id of a custom_gradient function -> its grad_fn calls running
+        self.stand_ins = {}  # id of a tensor of another trace -> (it, the tensor standing
+        # for it): a deferred gradient function's view of the forward values it closes over
 
 
 state = _State()

@@ -1,4 +1,4 @@
-"""Polynomials from their roots and polynomial division: poly, polydiv.
+"""Polynomials from their roots, polynomial division and fits: poly, polydiv, polyfit.
 
 `poly` multiplies the factors `(x - r)` one root at a time, as NumPy's convolutions do;
 `polydiv` is NumPy's long division, step by step. Both need static lengths.
@@ -7,11 +7,13 @@
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import GraphTensor
+from tracegrad.core.source import user_frame
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy._core import dtype_of, ndim_of, read, shape_of, static_dim, static_shape
 from tracegrad.numpy._creation import astype
@@ -124,6 +126,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         return true_divide(c, unscale), residuals, rank, s, rcond
     scaled = linalg.lstsq_solution(lhs, rhs, rcond)
     c = true_divide(scaled, unscale)
+    _warn_if_rank_deficient(lhs, rcond, order)
     if not cov:
         return c
     base = true_divide(linalg.inv(linalg.matmul(lhs.T, lhs)), multiply(scale[:, None], scale))
@@ -138,3 +141,25 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if ndim_of(y) == 1:
         return c, multiply(base, factor)
     return c, multiply(base[:, :, None], factor)
+
+
+def _warn_if_rank_deficient(lhs, rcond, order: int) -> None:
+    """NumPy's `RankWarning` when the scaled Vandermonde matrix has fewer than `order`
+    singular values above `rcond` times the largest, where its values are known (traced,
+    the rank is a value of each run: no warning)."""
+    if isinstance(lhs, GraphTensor):
+        return
+    a = np.asarray(lhs)
+    if not np.all(np.isfinite(a)):
+        return
+    s = np.linalg.svd(a, compute_uv=False)
+    if s.size == 0 or int(np.sum(s > rcond * s[0])) != order:
+        frame = user_frame()
+        if frame is None:
+            warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning,
+                          stacklevel=3)
+            return
+        warnings.warn_explicit(
+            "Polyfit may be poorly conditioned", np.exceptions.RankWarning,
+            frame.f_code.co_filename, frame.f_lineno, frame.f_globals.get("__name__"),
+            frame.f_globals.setdefault("__warningregistry__", {}))

@@ -83,7 +83,9 @@ def _custom_gradient_batch(ctx, args, dims, *, num_results, grad_graph=None,
     # the batch through the gradient of its broadcast). A rule registered by name reads
     # no value of one iteration, so it serves the batched op as it is.
     override = ctx.op.grad_override
-    if grad_graph is None and override is not None and not isinstance(override, str):
+    if hasattr(override, "batched"):  # a gradient function traced when asked for
+        override = override.batched(ctx.what)
+    elif grad_graph is None and override is not None and not isinstance(override, str):
         raise ctx.unsupported("its gradient is a Python function of one iteration's values")
     operands = all_at(args, dims, 0)
     attrs = {"num_results": num_results}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import EagerTensor
+from tracegrad.core.ir import EagerTensor, FuncGraph
 from tracegrad.core.op import Primitive, no_dims
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
@@ -141,18 +141,54 @@ def _python_call_batch(ctx, args, dims, *, function, kwargs=()):
     like, like_dim = first_batched(args, dims)
     operands = [bdim_at(x, d, 0, like, like_dim) if d is not None else x
                 for x, d in zip(args, dims, strict=True)]
-    looped = _Looped(function, tuple(d is not None for d in dims))
+    looped = _Looped(function, tuple(d is not None for d in dims), lambda: type(ctx)(ctx.what))
     outs = python_call_p.bind(*operands, function=looped, kwargs=kwargs)
     return list(outs), [0] * len(outs)
 
 
 class _Looped(PythonFunction):
-    """`function` run once per example along axis 0 of the `batched` operands."""
+    """`function` run once per example along axis 0 of the `batched` operands; its
+    gradients are `function`'s, batched the same way (`vectorizer()` makes the `vmap`
+    transform that batches them)."""
 
-    def __init__(self, function: PythonFunction, batched: tuple):
+    def __init__(self, function: PythonFunction, batched: tuple, vectorizer):
         super().__init__(self._run, f"{function.name} (per example)")
         self.base, self.batched = function, batched
         self.result = self._result
+        self._vectorizer = vectorizer
+        self.vjps = {i: self._looped_vjp(i) for i in function.vjps}
+
+    def _looped_vjp(self, i):
+        """The vjp maker of operand `i`: the base's vjp of one example, batched over the
+        examples (summed over them for an operand every example shares)."""
+        def maker(ans, *args, **kwargs):
+            def vjp(g):
+                from tracegrad.ops.api import reduce_sum
+
+                outs = [ans] if self.base.single else list(ans)
+                cts = [c for c in ([g] if self.base.single else list(g)) if c is not None]
+                graph = FuncGraph(f"{self.base.name}_vjp", outer=state.graph)
+                with graph.as_default():
+                    one = [graph.add_input(TensorType(tuple(t.shape[1:]), t.dtype))
+                           for t in [*outs, *cts]]
+                    arg_ins = [graph.add_input(TensorType(tuple(a.shape[1:]), a.dtype) if b
+                                               else a.type)
+                               for a, b in zip(args, self.batched, strict=True)]
+                    it = iter(one[len(outs):])
+                    one_g = [None if c is None else next(it)
+                             for c in ([g] if self.base.single else g)]
+                    one_ans = one[0] if self.base.single else tuple(one[:len(outs)])
+                    one_g = one_g[0] if self.base.single else tuple(one_g)
+                    graph.outputs = [_tensor(self.base.vjps[i](one_ans, *arg_ins, **kwargs)(
+                        one_g))]
+                dims = [0] * (len(outs) + len(cts)) + [0 if b else None for b in self.batched]
+                (r,), (d,) = self._vectorizer().run(graph, [*outs, *cts, *args], dims)
+                r = bdim_at(r, d, 0, outs[0], 0)
+                return r if self.batched[i] else reduce_sum(r, axes=(0,))
+
+            return vjp
+
+        return maker
 
     def __eq__(self, other):
         return isinstance(other, _Looped) and (other.base, other.batched) == (

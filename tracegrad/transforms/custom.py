@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import warnings
 
 import numpy as np
 
 from tracegrad.core import dtypes, tree
 from tracegrad.core import parser
-from tracegrad.core.ir import EagerTensor, FuncGraph, Operation
+from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Operation
 from tracegrad.core.source import user_location
 from tracegrad.core.state import state
+from tracegrad.core.types import TensorType
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ArgumentTypeError, InvalidArgumentError
+from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, NotDifferentiableError
 from tracegrad.ops.custom import call_p, custom_gradient_p
 from tracegrad.passes import Rewriter
 from tracegrad.transforms.autodiff import RegisterGradient
@@ -122,14 +124,6 @@ def _variables_parameter(grad_fn) -> tuple[bool, bool]:
 
 def _call_custom(f, args, kwargs):
     name = getattr(f, "__name__", "f")
-    key = id(getattr(f, "__func__", f))
-    if state.graph is not None and state.rules_running.get(key):
-        # the gradient function, being traced, calls the function itself (autograd allows
-        # it): there the call is the function's own ops, so the trace does not recurse
-        # (eagerly the gradient function runs only when a gradient is taken: no recursion)
-        out = f(*args, **kwargs)
-        _check_pair(out, name)
-        return out[0]
     flat_args, args_tree = tree.flatten(args)
     if state.graph is not None:  # f sees tensors of the graph, as the gradient rule does
         flat_args = [as_tensor(a) for a in flat_args]
@@ -141,7 +135,8 @@ def _call_custom(f, args, kwargs):
     given = flat_args + list(kwargs.values())
     variables = [v for v in watcher.watched_variables() if all(v is not a for a in given)]
     accepts, named = _variables_parameter(grad_fn)
-    if variables and not accepts:
+    refuses = getattr(grad_fn, "refuses_variables", None)  # a custom_vjp / custom_jvp rule
+    if variables and not accepts and refuses is None:
         raise ArgumentTypeError(
             "@tg.custom_gradient grad_fn must accept keyword argument 'variables', since "
             f"function {name} uses variables: {[v.name for v in variables]}"
@@ -157,16 +152,54 @@ def _call_custom(f, args, kwargs):
     ys = [as_tensor(y) for y in flat_result]
     xs = [as_tensor(a) for a in flat_args]
     reads = [v.value() for v in variables]
-    call = _GradFnCall(name, grad_fn, len(xs), variables, key)
+    call = _GradFnCall(name, grad_fn, len(xs), variables, refuses)
     if state.graph is None:
         outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads],
                               {"num_results": len(ys)}, call.eager_rule)
     else:
-        grad_graph, mask, residuals = call.trace(ys)
-        outs = bind_with_rule(custom_gradient_p, [*ys, *xs, *reads, *residuals],
-                              {"num_results": len(ys), "grad_graph": grad_graph,
-                               "gradient_mask": mask}, GRAD_GRAPH_RULE)
+        operands = [*ys, *xs, *reads]
+        operands += closure_tensors(grad_fn, state.graph, operands)
+        rule = DeferredGradient(call, operands, getattr(f, "reverse_only", False))
+        outs = bind_with_rule(custom_gradient_p, operands, {"num_results": len(ys)}, rule)
     return tree.unflatten(out_tree, outs)
+
+
+def closure_tensors(fn, graph: FuncGraph, known) -> list:
+    """The tensors of `graph` (or of the graphs enclosing it) that `fn` closes over, other
+    than `known`: in its closure cells and defaults, through lists, tuples, dicts, nested
+    functions and `functools.partial`s, in the order met."""
+    found = {id(t): None for t in known}
+    order = []
+    seen = set()
+    stack = [fn]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, GraphTensor):
+            if id(v) not in found and (v.graph is graph or v.graph.is_ancestor_of(graph)):
+                found[id(v)] = v
+                order.append(v)
+            continue
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, (list, tuple, set, frozenset)):
+            stack.extend(reversed(list(v)))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, types.FunctionType):
+            cells = []
+            for cell in v.__closure__ or ():
+                try:
+                    cells.append(cell.cell_contents)
+                except ValueError:  # a cell not yet assigned
+                    pass
+            stack.extend(reversed([*cells, *(v.__defaults__ or ()),
+                                   *(v.__kwdefaults__ or {}).values()]))
+        elif isinstance(v, functools.partial):
+            stack.extend(reversed([v.func, *v.args, *v.keywords.values()]))
+        elif isinstance(v, types.MethodType):
+            stack.append(v.__func__)
+    return order
 
 
 def _check_pair(out, name: str) -> None:
@@ -181,25 +214,33 @@ class _GradFnCall:
     """Calls a user's `grad_fn` and checks its answer: one gradient per flattened input,
     and with `variables=` one per variable."""
 
-    def __init__(self, name, grad_fn, n_inputs, variables, key):
+    def __init__(self, name, grad_fn, n_inputs, variables, refuses=None):
         self.name = name
         self.grad_fn = grad_fn
         self.n_inputs = n_inputs
         self.variables = variables
-        self.key = key  # the custom_gradient function's: its calls inside grad_fn are plain
+        self.refuses = refuses  # a rule with no variables= (custom_vjp, custom_jvp): its kind
 
-    def __call__(self, dys, where: str) -> list:
-        """`[*input_grads, *variable_grads]`, each a tensor or None."""
-        running = state.rules_running
-        running[self.key] = running.get(self.key, 0) + 1
-        try:
-            return self._call(dys, where)
-        finally:
-            running[self.key] -= 1
+    def needed_variables(self, op) -> list:
+        """The variables read by `op`'s function whose gradient is asked for."""
+        skip = getattr(op, "skip_input_indices", None) or ()
+        first = op.attrs["num_results"] + self.n_inputs
+        return [v for j, v in enumerate(self.variables) if first + j not in skip]
 
-    def _call(self, dys, where: str) -> list:
+    def __call__(self, dys, where: str, needed=()) -> list:
+        """`[*input_grads, *variable_grads]`, each a tensor or None; `needed` are the
+        variables whose gradients are asked for."""
         name, variables = self.name, self.variables
-        if variables:
+        if variables and self.refuses:
+            if needed:
+                raise NotDifferentiableError(
+                    f"{self.refuses} function {name} reads trainable Variables "
+                    f"{[v.name for v in needed]} that are not among its arguments, and its "
+                    "rule gives gradients for its arguments only (JAX refuses to "
+                    "differentiate with respect to a closed-over value too): pass them as "
+                    f"arguments ({where})")
+            input_grads, variable_grads = self.grad_fn(*dys), [None] * len(variables)
+        elif variables:
             out = self.grad_fn(*dys, variables=list(variables))
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise InvalidArgumentError(
@@ -227,34 +268,106 @@ class _GradFnCall:
     def eager_rule(self, op, *dys):
         """The gradient rule of an eagerly recorded custom_gradient op."""
         n = op.attrs["num_results"]
-        return [None] * n + self(dys, f"op at {op.source}")
+        return [None] * n + self(dys, f"op at {op.source}", self.needed_variables(op))
 
-    def trace(self, ys):
-        """`grad_fn` traced into a graph: inputs are one gradient per floating-point result
-        (the others get None), then the tensors of the enclosing trace `grad_fn` uses (the
-        residuals, returned too);
-        outputs are the gradients that are not None, in order (`mask` says which). The op
-        keeps graph and mask as attributes, so copying the op (inlining, passes) keeps its
-        gradient."""
-        graph = FuncGraph(f"{self.name}_grad", outer=state.graph)
+
+class DeferredGradient:
+    """The gradient rule of a traced custom_gradient op: the user's `grad_fn`, traced into
+    the graph being differentiated only when a gradient is asked for (so it may call its
+    own function, and what it builds is differentiated in turn).
+
+    `operands` are the op's operands as traced: results, inputs, variable reads, then the
+    tensors of the forward pass `grad_fn` closes over. Where the op was copied (into a
+    gradient, batched or optimized graph) the copy's operands stand for them while
+    `grad_fn` runs."""
+
+    serialized_as = "custom_gradient.deferred"  # read back: a gradient that says why not
+
+    def __init__(self, call: _GradFnCall, operands: list, reverse_only: bool):
+        self.call = call
+        self.operands = operands
+        self.reverse_only = reverse_only  # a custom_vjp rule: no forward mode
+
+    def __repr__(self):
+        return f"<deferred gradient of {self.call.name}>"
+
+    def __call__(self, op, *dys):
+        n = op.attrs["num_results"]
+        grads = self.run(list(op.inputs), list(dys), f"op at {op.source}",
+                         self.call.needed_variables(op))
+        return [None] * n + grads + [None] * (len(op.inputs) - n - len(grads))
+
+    def run(self, operands: list, dys: list, where: str, needed=()) -> list:
+        """`grad_fn` on the result gradients `dys` in the current graph, `operands`
+        standing for the op's operands: one gradient (or None) per input and variable
+        (`needed`: the variables whose gradients are asked for)."""
+        saved = state.stand_ins
+        state.stand_ins = {**saved, **{id(o): (o, t) for o, t in zip(
+            self.operands, operands, strict=True) if o is not t}}
+        try:
+            dys = [d if dtypes.is_differentiable(t.dtype) else None
+                   for d, t in zip(dys, operands, strict=False)]
+            return self.call(dys, where, needed)
+        finally:
+            state.stand_ins = saved
+
+    def batched(self, what: str) -> DeferredGradient:
+        """The rule of the op batched by `vmap` (`what` names the transform)."""
+        return _BatchedGradient(self, what)
+
+    def materialized(self, op) -> Operation:
+        """`op` with its gradient function traced now into a `grad_graph` attribute (the
+        form that serializes): inputs one gradient per floating-point result, then the
+        op's operands as residuals. Gradient functions it calls stay deferred."""
+        n = op.attrs["num_results"]
+        graph = FuncGraph(f"{self.call.name}_grad", outer=op.graph)
         with graph.as_default():
-            dys = [graph.add_input(y.type.strong(), f"dy{i}")
-                   if dtypes.is_differentiable(y.dtype) else None for i, y in enumerate(ys)]
-            grads = self(dys, f"traced at {user_location()}")
+            dys = [graph.add_input(t.type.strong(), f"dy{i}")
+                   if dtypes.is_differentiable(t.dtype) else None
+                   for i, t in enumerate(op.inputs[:n])]
+            residuals = [graph.add_input(t.type, f"r{i}") for i, t in enumerate(op.inputs)]
+            grads = self.run(residuals, dys, f"op at {op.source}")
             graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
-        residuals = []
-        kept = []
-        for external, placeholder in graph.captures:
-            if isinstance(external, Variable):
-                kept.append((external, placeholder))
-                continue
-            placeholder.index = len(graph.inputs)
-            placeholder.name = f"r{len(residuals)}"
-            graph.inputs.append(placeholder)
-            residuals.append(external)
-            del graph._capture_map[id(external)]
-        graph.captures = kept
-        return graph, tuple(g is not None for g in grads), residuals
+        for external, _ in graph.captures:
+            if not isinstance(external, Variable):
+                raise InvalidArgumentError(
+                    f"to_json: the gradient function of {self.call.name} (op at {op.source}) "
+                    "reads a traced tensor that is not in its closure; it cannot be "
+                    "written out")
+        mask = tuple(g is not None for g in grads)
+        new = Operation(custom_gradient_p, [*op.inputs[:n + len(mask)], *op.inputs],
+                        {"num_results": n, "grad_graph": graph, "gradient_mask": mask},
+                        op.source, op.graph, GRAD_GRAPH_RULE)
+        new.outputs = op.outputs
+        return new
+
+
+class _BatchedGradient(DeferredGradient):
+    """A deferred gradient rule under `vmap`: traced for one example when a gradient is
+    asked for, then batched over the examples (all operands batched on axis 0)."""
+
+    def __init__(self, inner: DeferredGradient, what: str):
+        self.inner = inner
+        self.what = what
+        self.call = inner.call
+        self.reverse_only = inner.reverse_only
+
+    def run(self, operands: list, dys: list, where: str, needed=()) -> list:
+        from tracegrad.ops._batching import bdim_at
+        from tracegrad.transforms.vectorize import Vectorizer
+
+        graph = FuncGraph(f"{self.call.name}_grad", outer=state.graph)
+        with graph.as_default():
+            ins = [graph.add_input(TensorType(tuple(t.shape[1:]), t.dtype, t.type.weak))
+                   for t in operands]
+            cts = [None if d is None else graph.add_input(ins[i].type.strong())
+                   for i, d in enumerate(dys)]
+            grads = self.inner.run(ins, cts, where, needed)
+            graph.outputs = [graph.to_tensor(g) for g in grads if g is not None]
+        fed = [*operands, *[d for d in dys if d is not None]]
+        outs, dims = Vectorizer(self.what).run(graph, fed, [0] * len(fed))
+        outs = iter([bdim_at(x, d, 0, operands[0], 0) for x, d in zip(outs, dims, strict=True)])
+        return [None if g is None else next(outs) for g in grads]
 
 
 GRAD_GRAPH_RULE = "custom_gradient.grad_graph"  # registered name: graphs keep it in JSON
@@ -270,6 +383,16 @@ def _inline_grad_graph(op, *dys):
     outs = iter(inline_recorded(op.attrs["grad_graph"], state.graph, [*dys, *residuals]))
     grads = [next(outs) if present else None for present in mask]
     return [None] * n + grads + [None] * len(residuals)
+
+
+@RegisterGradient(DeferredGradient.serialized_as)
+def _deferred_read_back(op, *dys):
+    """The gradient of a custom_gradient op whose gradient function was not written out
+    (a graph read back from JSON keeps the first order only)."""
+    raise NotDifferentiableError(
+        f"custom_gradient op created at {op.source} was read back from JSON without its "
+        "gradient function (a graph keeps the gradient functions its custom gradients call "
+        "to one order): differentiate the Python function that traced it")
 
 
 def recompute_grad(f):

@@ -45,7 +45,7 @@ class _Custom(abc.ABC):
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self._in_rule = 0  # > 0 while its rule runs: calls of the function inside it are plain
+        self._in_rule = 0  # > 0 while `fwd` runs: calls of the function inside it are plain
         self.nondiff_argnums = tuple(sorted(int(i) for i in nondiff_argnums))
         try:
             self._signature = inspect.signature(fun)
@@ -68,12 +68,9 @@ class _Custom(abc.ABC):
         bound.apply_defaults()
         return bound.args
 
-    def _running_rule(self, rule, *args, always=False):
-        """`rule(*args)`, the function's own calls inside it plain: always for `fwd` (which
-        computes the function's value, as in JAX), and while a reverse rule is traced (its
-        trace would otherwise recurse; eagerly it runs only when a gradient is taken)."""
-        if not always and state.graph is None:
-            return rule(*args)
+    def _forward_rule(self, rule, *args):
+        """`rule(*args)` with the function's own calls inside it plain: `fwd` computes the
+        function's value, as in JAX."""
         self._in_rule += 1
         try:
             return rule(*args)
@@ -102,7 +99,7 @@ class _Custom(abc.ABC):
                              f"{self.__name__}.{self._setter} first")
         args = self._positional(args, kwargs)
         if self._in_rule or (state.graph is None and not state.tapes):
-            # nothing can differentiate this call, or the rule calls the function itself
+            # nothing can differentiate this call, or `fwd` calls the function itself
             # (for its primal output, as JAX's examples do): the function's own ops
             return self.fun(*args)
         nondiff, diff = self._split(args)
@@ -110,6 +107,7 @@ class _Custom(abc.ABC):
             return self._apply(nondiff, diff_args)
 
         forward.__name__ = self.__name__
+        forward.reverse_only = isinstance(self, custom_vjp)  # no forward mode, as in JAX
         return _call_custom(forward, diff, {})
 
 
@@ -159,7 +157,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
         return self.fwd is not None
 
     def _apply(self, nondiff, diff):
-        pair = self._running_rule(self.fwd, *self._merge(nondiff, diff), always=True)
+        pair = self._forward_rule(self.fwd, *self._merge(nondiff, diff))
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise InvalidArgumentError(
                 f"custom_vjp function {self.__name__}: fwd must return a pair "
@@ -172,7 +170,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
             dys = [None if d is None else _no_forward_mode(d)
                    for d in _zeros_for_missing(dys, outs)]
             cotangent = tree.unflatten(out_def, dys)
-            cts = self._running_rule(self.bwd, *fixed, residuals, cotangent)
+            cts = self.bwd(*fixed, residuals, cotangent)
             if not isinstance(cts, (tuple, list)) or len(cts) != len(diff):
                 raise InvalidArgumentError(
                     f"custom_vjp function {self.__name__}: bwd must return a tuple of "
@@ -181,6 +179,7 @@ class custom_vjp(_Custom):  # noqa: N801 (JAX's name)
             return [g for ct, arg in zip(cts, diff, strict=True)
                     for g in _cotangent_leaves(ct, arg, self.__name__)]
 
+        grad_fn.refuses_variables = self._kind
         return out, grad_fn
 
 
@@ -290,7 +289,7 @@ class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
 
             def output_tangents(zeros):
                 tangents = tuple(tree.unflatten(structure, zeros))
-                pair = self._running_rule(self.jvp, *fixed, diff, tangents)
+                pair = self.jvp(*fixed, diff, tangents)
                 if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                     raise InvalidArgumentError(
                         f"custom_jvp function {self.__name__}: the rule must return a pair "
@@ -304,6 +303,7 @@ class custom_jvp(_Custom):  # noqa: N801 (JAX's name)
 
             return transpose_linear(output_tangents, leaves, _zeros_for_missing(dys, outs))
 
+        grad_fn.refuses_variables = self._kind
         return out, grad_fn
 
 

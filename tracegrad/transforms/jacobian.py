@@ -20,7 +20,6 @@ from tracegrad.core import dtypes, tree
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.errors import ArgumentTypeError, DTypeError, InvalidArgumentError, ShapeError
-from tracegrad.ops.custom import REVERSE_ONLY
 from tracegrad.transforms.autodiff import (
     Linearization, normalize_argnums,
 )
@@ -155,14 +154,9 @@ def complex_mode(what: str, xs, ys, mode, holomorphic: bool):
 
 def _has_reverse_only_rule(graph) -> bool:
     """Whether `graph` calls a `tg.custom_vjp` function, which has no forward mode (its
-    gradient graph marks its cotangent so): `mode=None` then picks reverse mode, as
-    `jax.jacobian` is."""
-    for op in graph.operations:
-        rule = op.attrs.get("grad_graph") if op.primitive.name == "custom_gradient" else None
-        if rule is not None and any(inner.grad_override == REVERSE_ONLY
-                                    for inner in rule.operations):
-            return True
-    return False
+    deferred gradient rule says so): `mode=None` then picks reverse mode, as `jax.jacobian`
+    does."""
+    return any(getattr(op.grad_override, "reverse_only", False) for op in graph.operations)
 
 
 def _reverse_block(what, lin, y, use_pfor, parallel_iterations) -> list:

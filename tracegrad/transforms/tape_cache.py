@@ -1,0 +1,239 @@
+"""The backward pass of an eager tape, traced once per recorded structure and replayed.
+
+A training loop records the same ops on every step: the same primitives with the same
+attributes, on tensors of the same shapes and dtypes, wired the same way. `gradient` then
+walks them with `backprop`, whose bookkeeping and gradient rules cost Python time per op.
+Here the walk is traced instead, the second time a structure is seen, into a FuncGraph
+whose inputs stand for the recorded tensors; later gradients of that structure run the
+graph's ops on the recorded arrays, with the same NumPy impls in the same order (the
+values are bit-identical to the walk's).
+
+The structure (`signature`) is, per record in order: its primitive and gradient rule, its
+attributes, which earlier tensor each input is, the shape and dtype of every new tensor and
+which Variable each Variable read belongs to; then the targets, sources, output gradients
+and the unconnected-gradients mode. Anything the trace cannot stand for falls back to the
+walk: records with a gradient override (custom gradients, `gradient_override_map`, a
+`take` giving IndexedSlices), inputs that are not eager tensors, unhashable attributes,
+output gradients that are not tensors, a trace or replay that raises, and any gradient
+taken while a tape records or a graph is traced (higher derivatives need the ops run one
+by one). docs/tape.md, "The cached backward pass".
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tracegrad.core.ir import EagerTensor, FuncGraph, Operation
+from tracegrad.core.op import constant_p
+from tracegrad.core.state import state
+from tracegrad.core.types import TensorType
+from tracegrad.transforms.backprop import backprop
+from tracegrad.transforms.indexed_slices import aggregate_gradients
+
+# signature -> a `Replay`, or None for a structure seen once (or one the trace refused)
+_CACHE: dict = {}
+_LOCK = threading.Lock()
+CACHE_SIZE = 256  # structures remembered; the oldest is forgotten first
+TRACE_AT_ONCE = False  # trace a structure the first time it is seen (for tests)
+
+
+class _Refused:
+    """The cache entry of a structure whose backward cannot be replayed."""
+
+
+_REFUSED = _Refused()
+
+
+def signature(records, var_of, targets, sources, grad_ys, mode):
+    """`(signature, slots, tensors, key_of)` of a gradient request on `records`, or None
+    when the request is not one a replay covers. `tensors` lists each distinct tensor once
+    (`slots` maps its id to its position); `key_of[slot]` is its gradient identity (the
+    reads of one Variable share one)."""
+    slots: dict = {}
+    tensors: list = []
+    key_of: list = []
+    variables: dict = {}
+    # flat: per record its primitive, rule, attributes, input count and slots, output count
+    # and types; before it, a "leaf" entry (type, Variable) for each tensor seen first
+    sig: list = []
+    add = sig.append
+    for op in records:
+        if op.grad_override is not None:
+            return None
+        ins = op.inputs
+        for t in ins:
+            if id(t) not in slots:
+                if type(t) is not EagerTensor:
+                    return None
+                _leaf(t, slots, tensors, key_of, sig, var_of, variables)
+        prim = op.primitive
+        attrs = op.attrs
+        sig += (prim, prim.grad, tuple(attrs.items()) if attrs else None, len(ins))
+        for t in ins:
+            add(slots[id(t)])
+        outs = op.outputs
+        add(len(outs))
+        for t in outs:
+            if type(t) is not EagerTensor or id(t) in slots:
+                return None
+            slots[id(t)] = n = len(tensors)
+            tensors.append(t)
+            key_of.append(n)
+            v = t._value
+            sig += (v.shape, v.dtype)
+    add(mode)
+    for group in (targets, sources, grad_ys):
+        add(len(group))
+        for t in group:
+            if t is None:
+                add(None)
+                continue
+            i = slots.get(id(t))
+            if i is None:
+                if type(t) is not EagerTensor:
+                    return None
+                i = _leaf(t, slots, tensors, key_of, sig, var_of, variables)
+            add(i)
+    return tuple(sig), slots, tensors, key_of
+
+
+def _leaf(t, slots, tensors, key_of, sig, var_of, variables) -> int:
+    """Give tensor `t`, first seen as an operand, a slot; its entry goes into `sig`."""
+    i = slots[id(t)] = len(tensors)
+    tensors.append(t)
+    v = t._value
+    var = var_of.get(id(t))
+    if var is not None:
+        var = variables.setdefault(var, len(variables))
+        key_of.append(("variable", var))
+    else:
+        key_of.append(i)
+    sig += ("leaf", v.shape, v.dtype, var)
+    return i
+
+
+class Replay:
+    """A traced backward pass: `run(tensors)` gives one gradient (or None) per source."""
+
+    def __init__(self, graph: FuncGraph, placeholders: list, results: list):
+        used = {id(t) for op in graph.operations for t in op.inputs}
+        used.update(id(g) for g in results if g is not None)
+        slot_of = {}
+        feeds = []  # the tensors whose arrays the graph reads
+        for i, p in enumerate(placeholders):
+            if id(p) in used:
+                slot_of[id(p)] = len(feeds)
+                feeds.append(i)
+        plan = []
+        constants = set()
+        for op in graph.operations:
+            ins = tuple(slot_of[id(t)] for t in op.inputs)
+            outs = []
+            for t in op.outputs:
+                slot_of[id(t)] = len(slot_of)
+                outs.append(slot_of[id(t)])
+            if op.primitive is constant_p:
+                constants.update(outs)
+            plan.append((op.primitive.impl, op.attrs, ins,
+                         tuple(outs) if op.primitive.multiple_results else outs[0]))
+        self.plan = plan
+        self.n_slots = len(slot_of)
+        self.feeds = feeds
+        # per source: None, ("fed", slot of the tensor fed) or ("out", env slot, copy?)
+        self.results = []
+        for g in results:
+            if g is None:
+                self.results.append(None)
+            elif slot_of[id(g)] < len(feeds):
+                self.results.append(("fed", slot_of[id(g)]))
+            else:
+                s = slot_of[id(g)]
+                self.results.append(("out", s, s in constants))
+
+    def run(self, tensors: list) -> list:
+        env = [None] * self.n_slots
+        for s, i in enumerate(self.feeds):
+            env[s] = tensors[i]._value
+        for impl, attrs, ins, out in self.plan:
+            r = impl(*[env[i] for i in ins], **attrs) if attrs else impl(*[env[i] for i in ins])
+            if type(out) is int:
+                env[out] = r if type(r) is np.ndarray else np.asarray(r)
+            else:
+                for o, v in zip(out, r, strict=True):
+                    env[o] = v if type(v) is np.ndarray else np.asarray(v)
+        made: dict = {}
+        grads = []
+        for res in self.results:
+            if res is None:
+                grads.append(None)
+            elif res[0] == "fed":
+                grads.append(tensors[self.feeds[res[1]]])
+            else:
+                s = res[1]
+                g = made.get(s)
+                if g is None:
+                    g = made[s] = EagerTensor(np.array(env[s]) if res[2] else env[s])
+                grads.append(g)
+        return grads
+
+
+def _trace(records, slots, tensors, key_of, targets, sources, grad_ys, mode) -> Replay:
+    """The backward pass traced into a graph: `backprop` on copies of `records` whose
+    tensors are the graph's inputs."""
+    graph = FuncGraph("tape_backward")
+    with graph.as_default():
+        ph = [graph.add_input(TensorType(t._value.shape, t._value.dtype)) for t in tensors]
+        keys = {id(p): k for p, k in zip(ph, key_of, strict=True)}
+        shadow = []
+        for rec in records:
+            op = Operation(rec.primitive, [ph[slots[id(t)]] for t in rec.inputs], rec.attrs,
+                           None, None, None)
+            op.outputs = tuple(ph[slots[id(t)]] for t in rec.outputs)
+            shadow.append(op)
+
+        def placeholder(t):
+            return None if t is None else ph[slots[id(t)]]
+
+        grads = backprop(shadow, [placeholder(t) for t in targets],
+                         [placeholder(t) for t in sources],
+                         None if grad_ys is None else [placeholder(t) for t in grad_ys],
+                         unconnected_gradients=mode, aggregate=aggregate_gradients,
+                         key=lambda t: keys[id(t)])
+        graph.outputs = [g for g in grads if g is not None]
+    return Replay(graph, ph, grads)
+
+
+def cached_gradient(records, var_of, targets, sources, grad_ys, mode):
+    """The gradients `backprop` would give for this request (one per source), from a
+    replay of its traced backward pass; None when the request is left to `backprop`."""
+    if state.graph is not None or state.tapes or state.transposing:
+        return None
+    found = signature(records, var_of, targets, sources, () if grad_ys is None else grad_ys,
+                      mode)
+    if found is None:
+        return None
+    sig, slots, tensors, key_of = found
+    try:
+        replay = _CACHE.get(sig)
+    except TypeError:  # an unhashable attribute
+        return None
+    if replay is None:
+        if sig not in _CACHE and not TRACE_AT_ONCE:  # seen once: remember it, let backprop run
+            with _LOCK:
+                while len(_CACHE) >= CACHE_SIZE:
+                    del _CACHE[next(iter(_CACHE))]
+                _CACHE[sig] = None
+            return None
+        try:
+            replay = _trace(records, slots, tensors, key_of, targets, sources, grad_ys, mode)
+        except Exception:  # noqa: BLE001 - backprop runs and reports it
+            replay = _REFUSED
+        _CACHE[sig] = replay
+    if replay is _REFUSED:
+        return None
+    try:
+        return replay.run(tensors)
+    except Exception:  # noqa: BLE001 - backprop runs again and reports it
+        return None

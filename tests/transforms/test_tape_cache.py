@@ -233,3 +233,33 @@ def test_bad_and_numpy_output_gradients_are_walked(replays, seed, error):
             with pytest.raises(error, match="grad_ys"):
                 tape.gradient(y, x, output_gradients=seed)
     assert replays["runs"] == 0
+
+
+def _small_steps(n):
+    w = tg.Variable(np.array([[0.5, -1.0], [2.0, 0.25]]))
+    x = tg.constant(np.array([[1.0, 2.0], [3.0, -1.0]]))
+    out = []
+    for _ in range(n):
+        with tg.GradientTape() as tape:
+            loss = tnp.sum(tnp.tanh(x @ w) ** 2)
+        out.append(values([tape.gradient(loss, w)])[0])
+        tg.wait_for_compiles()
+    return out
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+def test_a_hot_structure_runs_as_a_kernel_unless_kernels_are_off(monkeypatch, replays,
+                                                                 kernels):
+    monkeypatch.setattr(tape_cache, "KERNEL_AFTER", 2)
+    monkeypatch.setattr(tg.config, "tape_kernels", kernels)
+    monkeypatch.setattr(tg.config, "backend", "numba")
+    got = _small_steps(5)
+    (replay,) = [r for r in tape_cache._CACHE.values() if isinstance(r, tape_cache.Replay)]
+    assert replay.compiled is kernels
+    walk_only(monkeypatch)
+    want = _small_steps(5)
+    for g, w in zip(got, want, strict=True):
+        if kernels:  # the numba backend's bounds (docs/numba.md)
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=0)
+        else:
+            np.testing.assert_array_equal(g, w)

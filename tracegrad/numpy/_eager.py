@@ -136,11 +136,16 @@ def _broadcast_recorded(prim, x1, x2, s1: tuple, s2: tuple):
     """`prim` bound on two tensors of one dtype and different shapes, each broadcast to the
     common shape by a recorded `broadcast_in_dim` as the general path does (None when the
     shapes do not broadcast: the general path reports it)."""
-    try:
-        shape = np.broadcast_shapes(s1, s2)
-    except ValueError:
-        return None
-    nd = len(shape)
+    nd = max(len(s1), len(s2))
+    shape = []
+    for d1, d2 in zip((1,) * (nd - len(s1)) + s1, (1,) * (nd - len(s2)) + s2, strict=True):
+        if d1 == d2 or d2 == 1:
+            shape.append(d1)
+        elif d1 == 1:
+            shape.append(d2)
+        else:
+            return None
+    shape = tuple(shape)
     if s1 != shape:
         x1 = broadcast_in_dim_p.bind(x1, shape=shape,
                                      broadcast_dimensions=tuple(range(nd - len(s1), nd)))

@@ -25,6 +25,7 @@ import threading
 
 import numpy as np
 
+from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import EagerTensor, FuncGraph, Operation
 from tracegrad.core.op import constant_p
 from tracegrad.core.state import state
@@ -114,8 +115,24 @@ def _leaf(t, slots, tensors, key_of, sig, var_of, variables) -> int:
     return i
 
 
+KERNEL_AFTER = 100  # replays of one structure before its kernel is compiled
+
+# `compile(graph)`: a Future of the executor `run(list of arrays) -> list of arrays` of the
+# graph compiled by the numba backend, or None when kernels are off (tracegrad/function).
+_kernel_compiler = Hook("the compiler of tape backward kernels", "tracegrad.function")
+
+
+def set_kernel_compiler(compile_in_background) -> None:
+    """Install what compiles a replayed backward pass into a kernel in the background."""
+    _kernel_compiler.install(compile_in_background)
+
+
 class Replay:
-    """A traced backward pass: `run(tensors)` gives one gradient (or None) per source."""
+    """A traced backward pass: `run(tensors)` gives one gradient (or None) per source.
+
+    It runs the graph's ops with their NumPy impls; after `KERNEL_AFTER` runs it asks for
+    the graph compiled into one kernel (in the background) and runs that once it is ready.
+    """
 
     def __init__(self, graph: FuncGraph, placeholders: list, results: list):
         used = {id(t) for op in graph.operations for t in op.inputs}
@@ -141,8 +158,10 @@ class Replay:
         self.plan = plan
         self.n_slots = len(slot_of)
         self.feeds = feeds
-        # per source: None, ("fed", slot of the tensor fed) or ("out", env slot, copy?)
+        # per source: None, ("fed", slot of the tensor fed) or ("out", env slot, copy?,
+        # position among the kernel's outputs)
         self.results = []
+        outputs: dict = {}  # id -> the graph tensors the kernel returns
         for g in results:
             if g is None:
                 self.results.append(None)
@@ -150,9 +169,30 @@ class Replay:
                 self.results.append(("fed", slot_of[id(g)]))
             else:
                 s = slot_of[id(g)]
-                self.results.append(("out", s, s in constants))
+                outputs.setdefault(id(g), g)
+                self.results.append(("out", s, s in constants, list(outputs).index(id(g))))
+        graph.outputs = list(outputs.values())
+        graph.inputs = [placeholders[i] for i in feeds]
+        self.graph = graph
+        self.runs = 0
+        self.kernel = None  # the Future of the compiled kernel, then the kernel
+        self.compiled = False
 
     def run(self, tensors: list) -> list:
+        if self.compiled:
+            return self._run_kernel(tensors)
+        self.runs += 1
+        if self.runs >= KERNEL_AFTER:
+            if self.kernel is None and self.runs == KERNEL_AFTER and _kernel_compiler.fn:
+                self.kernel = _kernel_compiler(self.graph)
+            if self.kernel is not None and self.kernel.done():
+                try:
+                    self.kernel = self.kernel.result()
+                    self.compiled = True
+                except Exception:  # noqa: BLE001 - the replay goes on as it is
+                    self.kernel = None
+                if self.compiled:
+                    return self._run_kernel(tensors)
         env = [None] * self.n_slots
         for s, i in enumerate(self.feeds):
             env[s] = tensors[i]._value
@@ -179,6 +219,28 @@ class Replay:
         return grads
 
 
+    def _run_kernel(self, tensors: list) -> list:
+        arrays = [tensors[i]._value for i in self.feeds]
+        outs = self.kernel(arrays)
+        fed = {id(a) for a in arrays}
+        made: dict = {}
+        grads = []
+        for res in self.results:
+            if res is None:
+                grads.append(None)
+            elif res[0] == "fed":
+                grads.append(tensors[self.feeds[res[1]]])
+            else:
+                g = made.get(res[3])
+                if g is None:
+                    x = outs[res[3]]
+                    if id(x) in fed or not x.flags.owndata or not x.flags.writeable:
+                        x = np.array(x)
+                    g = made[res[3]] = EagerTensor(x)
+                grads.append(g)
+        return grads
+
+
 def _trace(records, slots, tensors, key_of, targets, sources, grad_ys, mode) -> Replay:
     """The backward pass traced into a graph: `backprop` on copies of `records` whose
     tensors are the graph's inputs."""
@@ -201,7 +263,6 @@ def _trace(records, slots, tensors, key_of, targets, sources, grad_ys, mode) -> 
                          None if grad_ys is None else [placeholder(t) for t in grad_ys],
                          unconnected_gradients=mode, aggregate=aggregate_gradients,
                          key=lambda t: keys[id(t)])
-        graph.outputs = [g for g in grads if g is not None]
     return Replay(graph, ph, grads)
 
 

@@ -203,40 +203,38 @@ class Replay:
             else:
                 for o, v in zip(out, r, strict=True):
                     env[o] = v if type(v) is np.ndarray else np.asarray(v)
-        made: dict = {}
-        grads = []
-        for res in self.results:
-            if res is None:
-                grads.append(None)
-            elif res[0] == "fed":
-                grads.append(tensors[self.feeds[res[1]]])
-            else:
-                s = res[1]
-                g = made.get(s)
-                if g is None:
-                    g = made[s] = EagerTensor(np.array(env[s]) if res[2] else env[s])
-                grads.append(g)
-        return grads
-
+        outs = [np.array(env[res[1]]) if res[2] else env[res[1]]
+                if res is not None and res[0] == "out" else None for res in self.results]
+        return self._gradients(tensors, outs)
 
     def _run_kernel(self, tensors: list) -> list:
         arrays = [tensors[i]._value for i in self.feeds]
-        outs = self.kernel(arrays)
+        results = self.kernel(arrays)
         fed = {id(a) for a in arrays}
+        outs = []
+        for res in self.results:
+            x = None
+            if res is not None and res[0] == "out":
+                x = results[res[3]]
+                if id(x) in fed or not x.flags.owndata or not x.flags.writeable:
+                    x = np.array(x)
+            outs.append(x)
+        return self._gradients(tensors, outs)
+
+    def _gradients(self, tensors: list, outs: list) -> list:
+        """One gradient per source: the tensor fed, or `outs[i]` as a tensor (one tensor
+        for a result that answers several sources)."""
         made: dict = {}
         grads = []
-        for res in self.results:
+        for res, x in zip(self.results, outs, strict=True):
             if res is None:
                 grads.append(None)
             elif res[0] == "fed":
                 grads.append(tensors[self.feeds[res[1]]])
             else:
-                g = made.get(res[3])
+                g = made.get(res[1])
                 if g is None:
-                    x = outs[res[3]]
-                    if id(x) in fed or not x.flags.owndata or not x.flags.writeable:
-                        x = np.array(x)
-                    g = made[res[3]] = EagerTensor(x)
+                    g = made[res[1]] = EagerTensor(x)
                 grads.append(g)
         return grads
 

@@ -6,8 +6,9 @@ The model is `benchmarks/run.py`'s MLP loss at 32x64 -> 64 (tanh) -> 10 with a s
 cross-entropy, float64; one step records the loss on a tape, asks for the gradients of the
 4 Variables and applies plain SGD. The same step in PyTorch eager (`requires_grad` tensors,
 `backward`, `torch.no_grad` updates) and in TensorFlow eager, when installed, runs in the
-same process, alternately in `--rounds` rounds; all at one thread. The first steps are
-checked to give the same parameters in every library. Times are medians of 9 batches
+same process, alternately in `--rounds` rounds; all at one thread. The first 120 steps
+(warm-up: the tape's backward pass is replayed, then compiled, docs/tape.md) are checked
+to give the same parameters in every library. Times are medians of 9 batches
 (`benchmarks/run.py`'s `median_time`). Not a test.
 """
 
@@ -30,6 +31,7 @@ import tracegrad.numpy as tnp  # noqa: E402
 
 B, D, H, K = 32, 64, 64, 10
 LR = 0.05
+WARM_STEPS = 120  # steady state: past tape_cache.KERNEL_AFTER replays
 loss_fn = mlp_loss(tnp)
 
 
@@ -126,9 +128,10 @@ def main(argv=None):
     steps, finals = {}, {}
     for name, make in makers.items():
         steps[name], read = make(params, x, y)
-        for _ in range(5):
+        for _ in range(WARM_STEPS):
             steps[name]()
         finals[name] = read()
+    tg.wait_for_compiles()  # the tape's backward kernel, asked for after 100 replays
     for name in makers:
         for a, b in zip(finals["tracegrad"], finals[name]):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -48,42 +48,50 @@ _REFUSED = _Refused()
 
 
 def signature(records, var_of, targets, sources, grad_ys, mode):
-    """`(signature, slots, tensors, key_of)` of a gradient request on `records`, or None
-    when the request is not one a replay covers. `tensors` lists each distinct tensor once
-    (`slots` maps its id to its position); `key_of[slot]` is its gradient identity (the
-    reads of one Variable share one)."""
+    """`(signature, slots, tensors)` of a gradient request on `records`, or None when the
+    request is not one a replay covers. `tensors` lists each distinct tensor once (`slots`
+    maps its id to its position)."""
     slots: dict = {}
     tensors: list = []
-    key_of: list = []
     variables: dict = {}
-    # flat: per record its primitive, rule, attributes, input count and slots, output count
-    # and types; before it, a "leaf" entry (type, Variable) for each tensor seen first
+    # per record: its primitive, rule, attributes, input slots and result types; before
+    # it, a leaf entry (type, Variable) for each operand seen first
     sig: list = []
     add = sig.append
+    find = slots.get
     for op in records:
         if op.grad_override is not None:
             return None
-        ins = op.inputs
-        for t in ins:
-            if id(t) not in slots:
+        ins = []
+        for t in op.inputs:
+            i = find(id(t))
+            if i is None:
                 if type(t) is not EagerTensor:
                     return None
-                _leaf(t, slots, tensors, key_of, sig, var_of, variables)
+                i = _leaf(t, slots, tensors, add, var_of, variables)
+            ins.append(i)
         prim = op.primitive
         attrs = op.attrs
-        sig += (prim, prim.grad, tuple(attrs.items()) if attrs else None, len(ins))
-        for t in ins:
-            add(slots[id(t)])
         outs = op.outputs
-        add(len(outs))
+        if len(outs) == 1:
+            t = outs[0]
+            if type(t) is not EagerTensor or id(t) in slots:
+                return None
+            slots[id(t)] = len(tensors)
+            tensors.append(t)
+            v = t._value
+            add((prim, prim.grad, tuple(attrs.items()) if attrs else None, tuple(ins),
+                 v.shape, v.dtype))
+            continue
+        types = []
         for t in outs:
             if type(t) is not EagerTensor or id(t) in slots:
                 return None
-            slots[id(t)] = n = len(tensors)
+            slots[id(t)] = len(tensors)
             tensors.append(t)
-            key_of.append(n)
-            v = t._value
-            sig += (v.shape, v.dtype)
+            types.append((t._value.shape, t._value.dtype))
+        add((prim, prim.grad, tuple(attrs.items()) if attrs else None, tuple(ins),
+             tuple(types)))
     add(mode)
     for group in (targets, sources, grad_ys):
         add(len(group))
@@ -91,28 +99,36 @@ def signature(records, var_of, targets, sources, grad_ys, mode):
             if t is None:
                 add(None)
                 continue
-            i = slots.get(id(t))
+            i = find(id(t))
             if i is None:
                 if type(t) is not EagerTensor:
                     return None
-                i = _leaf(t, slots, tensors, key_of, sig, var_of, variables)
+                i = _leaf(t, slots, tensors, add, var_of, variables)
             add(i)
-    return tuple(sig), slots, tensors, key_of
+    return tuple(sig), slots, tensors
 
 
-def _leaf(t, slots, tensors, key_of, sig, var_of, variables) -> int:
-    """Give tensor `t`, first seen as an operand, a slot; its entry goes into `sig`."""
+def _leaf(t, slots, tensors, add, var_of, variables) -> int:
+    """Give tensor `t`, first seen as an operand, a slot; `add` its entry."""
     i = slots[id(t)] = len(tensors)
     tensors.append(t)
     v = t._value
     var = var_of.get(id(t))
     if var is not None:
         var = variables.setdefault(var, len(variables))
-        key_of.append(("variable", var))
-    else:
-        key_of.append(i)
-    sig += ("leaf", v.shape, v.dtype, var)
+    add(("leaf", v.shape, v.dtype, var))
     return i
+
+
+def _keys(tensors: list, var_of: dict) -> list:
+    """The gradient identity of each tensor: its slot, or its Variable's first slot (the
+    reads of one Variable share one)."""
+    first: dict = {}
+    keys = []
+    for i, t in enumerate(tensors):
+        var = var_of.get(id(t))
+        keys.append(i if var is None else first.setdefault(var, ("variable", i)))
+    return keys
 
 
 KERNEL_AFTER = 100  # replays of one structure before its kernel is compiled
@@ -273,7 +289,7 @@ def cached_gradient(records, var_of, targets, sources, grad_ys, mode):
                       mode)
     if found is None:
         return None
-    sig, slots, tensors, key_of = found
+    sig, slots, tensors = found
     try:
         replay = _CACHE.get(sig)
     except TypeError:  # an unhashable attribute
@@ -286,7 +302,8 @@ def cached_gradient(records, var_of, targets, sources, grad_ys, mode):
                 _CACHE[sig] = None
             return None
         try:
-            replay = _trace(records, slots, tensors, key_of, targets, sources, grad_ys, mode)
+            replay = _trace(records, slots, tensors, _keys(tensors, var_of), targets, sources,
+                            grad_ys, mode)
         except Exception:  # noqa: BLE001 - backprop runs and reports it
             replay = _REFUSED
         _CACHE[sig] = replay

@@ -63,10 +63,6 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
         def fn(x1, x2):
             if state.graph is None:
                 t1, t2 = type(x1), type(x2)
-                if t1 is Variable:  # read as the general path does, first to last
-                    x1, t1 = x1.value(), EagerTensor
-                if t2 is Variable:
-                    x2, t2 = x2.value(), EagerTensor
                 if t1 is EagerTensor and t2 is EagerTensor:
                     v1, v2 = x1._value, x2._value
                     if v1.dtype is v2.dtype and v1.dtype in closed:
@@ -89,6 +85,9 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                     out = _tensor_and_scalar(ufunc, prim, name, x1, x2)
                     if out is not None:
                         return out
+                elif t1 is Variable or t2 is Variable:  # read first to last, as `read` does
+                    return fn(x1.value() if t1 is Variable else x1,
+                              x2.value() if t2 is Variable else x2)
             return apply_ufunc(ufunc, prim, name, x1, x2)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "tracegrad.numpy"  # where pickle finds it

@@ -250,7 +250,7 @@ def _small_steps(n):
 @pytest.mark.parametrize("kernels", [True, False])
 def test_a_hot_structure_runs_as_a_kernel_unless_kernels_are_off(monkeypatch, replays,
                                                                  kernels):
-    monkeypatch.setattr(tape_cache, "KERNEL_AFTER", 2)
+    monkeypatch.setattr(tape_cache, "KERNEL_AFTER_SECONDS", 0.0)
     monkeypatch.setattr(tg.config, "tape_kernels", kernels)
     monkeypatch.setattr(tg.config, "backend", "numba")
     got = _small_steps(5)

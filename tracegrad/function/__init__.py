@@ -79,9 +79,9 @@ class Config:
       wait for the kernel). Results of the two agree within the numba backend's documented
       bounds (docs/function.md, "The first call").
     - `tape_kernels`: the backward pass of an eager tape whose structure repeats (docs/tape.md,
-      "The cached backward pass") runs as a numba kernel after `KERNEL_AFTER` replays
-      (default on; env TRACEGRAD_TAPE_KERNELS=0 keeps the NumPy replay, bit-identical to
-      the walk);
+      "The cached backward pass") runs as a numba kernel once its NumPy replays took
+      `tape_cache.KERNEL_AFTER_SECONDS` (default on; env TRACEGRAD_TAPE_KERNELS=0 keeps
+      the NumPy replay, bit-identical to the walk);
     - `vector_width`: the vector width in bits (256 or 512) LLVM prefers for the loops of
       numba kernels compiled from then on; None (the default) leaves it to LLVM, which
       picks 256 on most AVX-512 CPUs (env TRACEGRAD_VECTOR_WIDTH; docs/numba.md, "Vector

@@ -22,6 +22,7 @@ by one). docs/tape.md, "The cached backward pass".
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -131,7 +132,9 @@ def _keys(tensors: list, var_of: dict) -> list:
     return keys
 
 
-KERNEL_AFTER = 100  # replays of one structure before its kernel is compiled
+# Seconds the NumPy replays of one structure take in all before its kernel is compiled:
+# about what a compile takes, so compiling costs at most about as much as it can save.
+KERNEL_AFTER_SECONDS = 1.0
 
 # `compile(graph)`: a Future of the executor `run(list of arrays) -> list of arrays` of the
 # graph compiled by the numba backend, or None when kernels are off (tracegrad/function).
@@ -146,8 +149,9 @@ def set_kernel_compiler(compile_in_background) -> None:
 class Replay:
     """A traced backward pass: `run(tensors)` gives one gradient (or None) per source.
 
-    It runs the graph's ops with their NumPy impls; after `KERNEL_AFTER` runs it asks for
-    the graph compiled into one kernel (in the background) and runs that once it is ready.
+    It runs the graph's ops with their NumPy impls; once those runs have taken
+    `KERNEL_AFTER_SECONDS` in all, it asks for the graph compiled into one kernel (in the
+    background) and runs that once it is ready.
     """
 
     def __init__(self, graph: FuncGraph, placeholders: list, results: list):
@@ -190,25 +194,34 @@ class Replay:
         graph.outputs = list(outputs.values())
         graph.inputs = [placeholders[i] for i in feeds]
         self.graph = graph
-        self.runs = 0
-        self.kernel = None  # the Future of the compiled kernel, then the kernel
+        self.spent = 0.0  # seconds of NumPy replays
+        self.kernel = None  # the Future of the compiled kernel, then the kernel (False: none)
         self.compiled = False
 
     def run(self, tensors: list) -> list:
         if self.compiled:
             return self._run_kernel(tensors)
-        self.runs += 1
-        if self.runs >= KERNEL_AFTER:
-            if self.kernel is None and self.runs == KERNEL_AFTER and _kernel_compiler.fn:
-                self.kernel = _kernel_compiler(self.graph)
-            if self.kernel is not None and self.kernel.done():
+        kernel = self.kernel
+        if kernel:
+            if kernel.done():
                 try:
-                    self.kernel = self.kernel.result()
+                    self.kernel = kernel.result()
                     self.compiled = True
                 except Exception:  # noqa: BLE001 - the replay goes on as it is
-                    self.kernel = None
+                    self.kernel = False
                 if self.compiled:
                     return self._run_kernel(tensors)
+        elif kernel is None:
+            start = time.perf_counter()
+            grads = self._replay(tensors)
+            self.spent += time.perf_counter() - start
+            if self.spent >= KERNEL_AFTER_SECONDS:
+                self.kernel = (_kernel_compiler(self.graph) if _kernel_compiler.fn else None) \
+                    or False
+            return grads
+        return self._replay(tensors)
+
+    def _replay(self, tensors: list) -> list:
         env = [None] * self.n_slots
         for s, i in enumerate(self.feeds):
             env[s] = tensors[i]._value

@@ -6,7 +6,9 @@ walks them with `backprop`, whose bookkeeping and gradient rules cost Python tim
 Here the walk is traced instead, the second time a structure is seen, into a FuncGraph
 whose inputs stand for the recorded tensors; later gradients of that structure run the
 graph's ops on the recorded arrays, with the same NumPy impls in the same order (the
-values are bit-identical to the walk's).
+values are bit-identical to the walk's). Once those replays have taken about what a
+compile takes, the graph is compiled into one numba kernel in the background, which
+later gradients run (values within the numba backend's bounds; `tg.config.tape_kernels`).
 
 The structure (`signature`) is, per record in order: its primitive and gradient rule, its
 attributes, which earlier tensor each input is, the shape and dtype of every new tensor and

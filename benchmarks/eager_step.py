@@ -7,7 +7,10 @@ cross-entropy, float64; one step records the loss on a tape, asks for the gradie
 4 Variables and applies plain SGD. The same step in PyTorch eager (`requires_grad` tensors,
 `backward`, `torch.no_grad` updates) and in TensorFlow eager, when installed, runs in the
 same process, alternately in `--rounds` rounds; all at one thread. The first steps are
-checked to give the same parameters in every library. Times are medians of 9 batches
+checked to give the same parameters in every library; then tracegrad's step runs until its
+tape's backward pass runs as a kernel (the steady state of a long loop: the pass is
+replayed from the second step, and compiled once the replays took
+`tape_cache.KERNEL_AFTER_SECONDS`; docs/tape.md). Times are medians of 9 batches
 (`benchmarks/run.py`'s `median_time`). Not a test.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -102,6 +106,23 @@ def tensorflow_step(params, x, y):
     return step, lambda: [v.numpy() for v in vs]
 
 
+def warm_up(step, limit=60.0) -> float:
+    """Run `step` until a backward kernel of a tape is installed (or `limit` seconds)."""
+    try:
+        from tracegrad.transforms import tape_cache
+    except ImportError:  # a tracegrad without the cached backward pass
+        return 0.0
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        for _ in range(100):
+            step()
+        if any(getattr(r, "compiled", False) for r in tape_cache._CACHE.values()):
+            break
+        if any(getattr(r, "kernel", None) for r in tape_cache._CACHE.values()):
+            tg.wait_for_compiles()
+    return time.perf_counter() - start
+
+
 def _available(name):
     try:
         __import__(name)
@@ -129,6 +150,8 @@ def main(argv=None):
         for _ in range(5):
             steps[name]()
         finals[name] = read()
+    print(f"steady state: {warm_up(steps['tracegrad']):.1f} s of steps until the tape's "
+          "backward kernel runs", flush=True)
     for name in makers:
         for a, b in zip(finals["tracegrad"], finals[name]):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

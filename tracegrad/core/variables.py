@@ -222,6 +222,12 @@ class Variable:
         if graph is not None:
             _traced_write(self, graph, value, how)
             return self
+        old = self._value
+        if type(value) is EagerTensor and how != "assign":
+            delta = value._value  # the common update: a tensor of the Variable's type
+            if delta.dtype is old.dtype and delta.shape == old.shape:
+                self._value = np.asarray(old + delta if how == "assign_add" else old - delta)
+                return self
         new = self._new_value(value, how)
         if how == "assign_add":
             new = np.asarray(self._value + new)  # rank 0: arithmetic gives NumPy scalars

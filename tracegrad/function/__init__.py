@@ -59,6 +59,7 @@ from tracegrad.ops import convert_element_type
 from tracegrad.ops.custom import call_p
 from tracegrad.transforms.custom import CompiledCall, make_call_recorder
 from tracegrad.transforms.tape import inline_recorded
+from tracegrad.transforms.tape_cache import set_kernel_compiler
 
 BACKENDS = ("numba", "numpy")
 RETRACE_WARNING_THRESHOLD = 10  # distinct input shapes traced before RetracingWarning
@@ -77,6 +78,10 @@ class Config:
       once it is ready (default on; env TRACEGRAD_BACKGROUND_COMPILE=0 makes the first call
       wait for the kernel). Results of the two agree within the numba backend's documented
       bounds (docs/function.md, "The first call").
+    - `tape_kernels`: the backward pass of an eager tape whose structure repeats (docs/tape.md,
+      "The cached backward pass") runs as a numba kernel once its NumPy replays took
+      `tape_cache.KERNEL_AFTER_SECONDS` (default on; env TRACEGRAD_TAPE_KERNELS=0 keeps
+      the NumPy replay, bit-identical to the walk);
     - `vector_width`: the vector width in bits (256 or 512) LLVM prefers for the loops of
       numba kernels compiled from then on; None (the default) leaves it to LLVM, which
       picks 256 on most AVX-512 CPUs (env TRACEGRAD_VECTOR_WIDTH; docs/numba.md, "Vector
@@ -89,6 +94,7 @@ class Config:
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")
+        self.tape_kernels = os.environ.get("TRACEGRAD_TAPE_KERNELS", "1") not in ("", "0")
         width = os.environ.get("TRACEGRAD_VECTOR_WIDTH", "")
         self.vector_width = int(width) if width.isdigit() else (width or None)
 
@@ -447,6 +453,17 @@ def set_call_recorder(recorder) -> None:
 
 
 set_call_recorder(make_call_recorder(lambda concrete: concrete.callee))
+
+
+def _tape_kernel(graph: FuncGraph):
+    """The Future of the numba kernel of a replayed tape backward pass, or None when the
+    numba backend is not the default or `config.tape_kernels` is off."""
+    if not config.tape_kernels or config.backend != "numba":
+        return None
+    return _compiler().submit(compile_graph, graph, "numba")
+
+
+set_kernel_compiler(_tape_kernel)
 
 
 def _packer(treedef) -> Callable[[list], Any]:

@@ -129,6 +129,9 @@ def cast(x, dtype: np.dtype, weak: bool = False):
     return ops.convert_element_type(x, new_dtype=dtype)
 
 
+_EAGER_ARRAYS = frozenset((EagerTensor, np.ndarray))
+
+
 def promote(*xs, min_kind: str | None = None):
     """The operands converted to their NEP 50 common dtype, and that dtype.
 
@@ -137,10 +140,13 @@ def promote(*xs, min_kind: str | None = None):
     """
     if not xs:
         raise InvalidArgumentError("need at least one array")
-    if min_kind is None and type(xs[0]) is EagerTensor:  # eager tensors of one dtype as they are
-        dtype = xs[0]._value.dtype
-        if all(type(x) is EagerTensor and x._value.dtype is dtype for x in xs):
-            return list(xs), dtype
+    if min_kind is None and state.graph is None:
+        # eager tensors, Variables (read, in order) and arrays of one dtype as they are
+        xs = [x.value() if type(x) is Variable else x for x in xs]
+        dtype = xs[0].dtype if type(xs[0]) in _EAGER_ARRAYS else None
+        if dtype in SUPPORTED and dtype.isnative and all(
+                type(x) in _EAGER_ARRAYS and x.dtype is dtype for x in xs):
+            return xs, dtype
     xs = [read(x) for x in xs]
     dtype, weak = dtypes.result_type(*(dtype_of(x) for x in xs))
     if min_kind == "float" and not dtypes.is_inexact(dtype):

@@ -13,8 +13,9 @@ import numpy as np
 
 from tracegrad.core.ir import EagerTensor
 from tracegrad.core.state import state
+from tracegrad.core.variables import Variable
 from tracegrad.numpy._core import SUPPORTED, loop_dtypes, python_int_as, ufunc_operands
-from tracegrad.ops.shape_ops import broadcast_array
+from tracegrad.ops.shape_ops import broadcast_array, broadcast_in_dim_p
 
 
 def apply_ufunc(ufunc, prim, name: str, *xs):
@@ -75,11 +76,18 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                                                    else np.asarray(out))
                         elif v1.shape == v2.shape:
                             return prim.bind(x1, x2)
+                        else:
+                            out = _broadcast_recorded(prim, x1, x2, v1.shape, v2.shape)
+                            if out is not None:
+                                return out
                 elif t1 is EagerTensor and t2 in _SCALAR_KEYS or (
                         t2 is EagerTensor and t1 in _SCALAR_KEYS):
                     out = _tensor_and_scalar(ufunc, prim, name, x1, x2)
                     if out is not None:
                         return out
+                elif t1 is Variable or t2 is Variable:  # read first to last, as `read` does
+                    return fn(x1.value() if t1 is Variable else x1,
+                              x2.value() if t2 is Variable else x2)
             return apply_ufunc(ufunc, prim, name, x1, x2)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "tracegrad.numpy"  # where pickle finds it
@@ -121,6 +129,29 @@ def _tensor_and_scalar(ufunc, prim, name: str, x1, x2):
         return _tensor(prim.impl(v, c) if first else prim.impl(c, v))
     except Exception:  # noqa: BLE001 - the general path reports it at the user's line
         return None
+
+
+def _broadcast_recorded(prim, x1, x2, s1: tuple, s2: tuple):
+    """`prim` bound on two tensors of one dtype and different shapes, each broadcast to the
+    common shape by a recorded `broadcast_in_dim` as the general path does (None when the
+    shapes do not broadcast: the general path reports it)."""
+    nd = max(len(s1), len(s2))
+    shape = []
+    for d1, d2 in zip((1,) * (nd - len(s1)) + s1, (1,) * (nd - len(s2)) + s2, strict=True):
+        if d1 == d2 or d2 == 1:
+            shape.append(d1)
+        elif d1 == 1:
+            shape.append(d2)
+        else:
+            return None
+    shape = tuple(shape)
+    if s1 != shape:
+        x1 = broadcast_in_dim_p.bind(x1, shape=shape,
+                                     broadcast_dimensions=tuple(range(nd - len(s1), nd)))
+    if s2 != shape:
+        x2 = broadcast_in_dim_p.bind(x2, shape=shape,
+                                     broadcast_dimensions=tuple(range(nd - len(s2), nd)))
+    return prim.bind(x1, x2)
 
 
 def _tensor(out) -> EagerTensor:

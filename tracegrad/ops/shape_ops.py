@@ -72,7 +72,8 @@ def _broadcast_in_dim_abstract_eval(x, *dyn, shape, broadcast_dimensions):
 
 @broadcast_in_dim_p.def_impl
 def _broadcast_in_dim_impl(x, *dyn, shape, broadcast_dimensions):
-    shape = _resolve_shape(shape, dyn)
+    if dyn:
+        shape = _resolve_shape(shape, dyn)
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]

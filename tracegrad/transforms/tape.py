@@ -5,8 +5,10 @@ While a tape records it sits in `state.tapes`; every op that runs (`bind`, eager
 the graph being traced) is offered to it with `record(op)`, and every Variable read with
 `variable_accessed(variable, tensor)`. A tape keeps only the ops that consume a tensor it
 watches (a set of `id()`s of tensors it keeps alive, so that no id is reused while it
-records), and their outputs become watched in turn. Each read of a Variable is a new tensor; the tape maps
-the reads of a watched variable back to it, so `gradient(y, variable)` sums over them.
+records), and their outputs become watched in turn. Each read of a Variable is a new
+tensor; the tape maps the reads of a watched variable back to it, so
+`gradient(y, variable)` sums over them. Eagerly, a request whose recorded structure
+repeats is answered by a replay of its traced backward pass (transforms/tape_cache.py).
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops.indexing import gather_p
 from tracegrad.passes import inline_graph
 from tracegrad.transforms.backprop import backprop, unconnected_mode
-from tracegrad.transforms.jacobian import check_batch_shapes, stacked_rows
 from tracegrad.transforms.indexed_slices import (
     IndexedSlices,
     aggregate_gradients,
     gather_rows_gradient,
     wants_rows_gradient,
 )
+from tracegrad.transforms.jacobian import check_batch_shapes, stacked_rows
+from tracegrad.transforms.tape_cache import cached_gradient
 
 _USED = (
     "A non-persistent GradientTape can only be used to compute one set of gradients (or "
@@ -156,10 +159,14 @@ class Recording:
         mode = unconnected_mode(unconnected_gradients)
         xs = [self._source(x) for x in sources]
         found = [x for x in xs if x is not None]
-        grads = iter(backprop(
-            list(self.records), targets, found, output_gradients,
-            unconnected_gradients=mode, aggregate=aggregate_gradients, key=self.key,
-        ))
+        grads = cached_gradient(self.records, self.var_of, targets, found, output_gradients,
+                                mode)
+        if grads is None:
+            grads = backprop(
+                list(self.records), targets, found, output_gradients,
+                unconnected_gradients=mode, aggregate=aggregate_gradients, key=self.key,
+            )
+        grads = iter(grads)
         out = []
         for x, s in zip(xs, sources, strict=True):
             if x is not None:

@@ -629,6 +629,11 @@ def _cython_special(name):
 
 
 def __getattr__(attr):
+    if attr.startswith("_rf_"):  # rocket-fft's transforms (imported on first use)
+        import rocket_fft
+
+        fn = globals()[attr] = getattr(rocket_fft, attr[4:])
+        return fn
     if not attr.startswith("_cs_"):
         raise AttributeError(attr)
     fn = globals()[attr] = _cython_special(attr[4:])

@@ -156,8 +156,10 @@ def _n_axes(name, kind, a, s, axes, norm, out):
     if axes is None:
         axes = list(range(nd)) if s is None else list(range(nd - len(s), nd))
     axes = [axis_arg(ax, nd, name) for ax in axes]
-    if s is None:
-        s = [None] * len(axes)
+    if s is None:  # (the lengths of the input's axes, as they are before any transform)
+        s = [shape[ax] for ax in axes]
+        if kind == "irfft" and axes and s[-1] is not None:
+            s[-1] = _length(name, 2 * (s[-1] - 1))
     else:
         s = list(s)
         if len(s) != len(axes):

@@ -10,6 +10,7 @@ does.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
@@ -79,9 +80,10 @@ def _resize(x, axis, n):
     return x if m is not None and m < n else shape_ops.slice_along(x, axis, 0, n)
 
 
-def _scaled(x, kind, norm, axes, lengths):
+def _scaled(x, kind, norm, axes, lengths, points):
     """`x` scaled for `norm` (a forward transform by 1, 1/sqrt(N) or 1/N for "backward",
-    "ortho" or "forward"; an inverse one the other way round), N the points transformed."""
+    "ortho" or "forward"; an inverse one the other way round), N the points transformed:
+    the `lengths` along `axes`, unknown ones read from `points` (the real side)."""
     if kind in _INVERSE:
         norm = _SWAP[norm]
     if norm in (None, "backward"):
@@ -89,7 +91,7 @@ def _scaled(x, kind, norm, axes, lengths):
     dtype = dtype_of(x)[0]
     real = dtypes.real_dtype(dtype)
     if None in lengths:
-        size = count(x, [a for a, n in zip(axes, lengths, strict=True) if n is None], real)
+        size = count(points, [a for a, n in zip(axes, lengths, strict=True) if n is None], real)
         size = multiply(size, np.asarray(np.prod([n for n in lengths if n is not None]), real))
         factor = true_divide(np.asarray(1, real), size if norm == "forward" else ops.sqrt(size))
         return multiply(x, cast(factor, dtype))
@@ -102,6 +104,8 @@ def _transform(name, kind, a, s, axes, norm):
     """The `kind` transform of `a` over non-negative `axes` of lengths `s` (None: as the
     input is; for irfft the real output length, None: 2 (m - 1)), NumPy's order of 1-d
     transforms: the real axis is the last of `axes`."""
+    # (NumPy's 1-d irfft of float16 input gives float16, computed in float32)
+    half = kind == "irfft" and len(axes) == 1 and dtype_of(read(a))[0] == dtypes.float16
     x = _input(name, a, "rfft" if kind == "rfft" else "fft")
     nd = ndim_of(x)
     if len(set(axes)) != len(axes):  # NumPy transforms a repeated axis again
@@ -121,7 +125,8 @@ def _transform(name, kind, a, s, axes, norm):
     if kind == "irfft":
         attrs["n"] = lengths[-1]
     y = ops.fft(x, **attrs)
-    return _scaled(y, kind, norm, axes, lengths)
+    y = _scaled(y, kind, norm, axes, lengths, x if kind == "rfft" else y)
+    return cast(y, dtypes.float16) if half else y
 
 
 def _repeated(name, kind, x, s, axes, norm):
@@ -154,6 +159,10 @@ def _n_axes(name, kind, a, s, axes, norm, out):
     nd = ndim_of(a)
     shape = shape_of(a)
     if axes is None:
+        if s is not None:
+            warnings.warn(f"{name}: `axes` should not be `None` if `s` is not `None` "
+                          "(deprecated in NumPy 2.0); pass the axes `s` is for",
+                          DeprecationWarning, stacklevel=3)
         axes = list(range(nd)) if s is None else list(range(nd - len(s), nd))
     axes = [axis_arg(ax, nd, name) for ax in axes]
     if s is None:  # (the lengths of the input's axes, as they are before any transform)
@@ -206,7 +215,7 @@ def hfft(a, n=None, axis=-1, norm=None, out=None):
     """The (real) discrete Fourier transform of a signal with Hermitian symmetry, given by
     its first half `a` along `axis`: `n` real points (default `2 * (m - 1)`)."""
     _check_norm("hfft", norm)
-    return _one_axis("hfft", "irfft", conjugate(_input("hfft", a, "fft")), n, axis,
+    return _one_axis("hfft", "irfft", conjugate(read(a)), n, axis,
                      _SWAP[norm], out)
 
 

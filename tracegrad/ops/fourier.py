@@ -98,15 +98,16 @@ def _fft_dims(op):
 
 def _bin_weights(g, axis, n, interior):
     """`g` (bins along `axis` of an `n`-point real transform) with its interior bins (all
-    but bin 0 and, for even `n`, bin n/2) multiplied by `interior`."""
+    but bin 0 and, for even `n`, bin n/2) multiplied by `interior` (weights made from an
+    iota, computed in the consumer's loop rather than stored)."""
     m = g.shape[axis]
-    w = np.full(m, interior, dtype=g.dtype)
-    w[0] = 1
+    bins = shape_ops.iota_p.bind(dtype=dtypes.int64, shape=(m,), dimension=0)
+    edge = ew.eq_p.bind(bins, shape_ops.zeros_like(bins))
     if n % 2 == 0:
-        w[-1] = 1
-    # (scalar_like makes a constant of any array in the mode `g` is in)
-    const = shape_ops.scalar_like(g, w)
-    return ew.mul_p.bind(g, shape_ops.broadcast_like(const, g, (g.ndim + axis,)))
+        edge = ew.or_p.bind(edge, ew.eq_p.bind(bins, shape_ops.full_like(bins, m - 1)))
+    w = ew.select_p.bind(edge, shape_ops.ones_like(bins, g.dtype),
+                         shape_ops.full_like(bins, interior, g.dtype))
+    return ew.mul_p.bind(g, shape_ops.broadcast_like(w, g, (g.ndim + axis,)))
 
 
 def _real_length(op, x_or_y):

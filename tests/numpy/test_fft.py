@@ -80,14 +80,14 @@ def test_unknown_sizes_one_kernel_for_every_size(tmp_path, monkeypatch):
     def f(x):
         spectrum = tnp.fft.rfft(x, norm="ortho")
         return (tnp.fft.irfft(spectrum), tnp.fft.fft(x, n=6), tnp.fft.ifft(x, norm="forward"),
-                tnp.sum(tnp.abs(spectrum) ** 2))
+                tnp.sum(tnp.abs(spectrum) ** 2), tnp.fft.fftshift(x), tnp.fft.ifftshift(x))
 
     before = nb.cache_info()["compiled"]
     for shape in ((2, 7), (3, 8), (1, 4), (2, 9)):
         x = np.random.default_rng(sum(shape)).standard_normal(shape)
         s = np.fft.rfft(x, norm="ortho")
         want = (np.fft.irfft(s), np.fft.fft(x, 6), np.fft.ifft(x, norm="forward"),
-                np.sum(np.abs(s) ** 2))
+                np.sum(np.abs(s) ** 2), np.fft.fftshift(x), np.fft.ifftshift(x))
         for g, w in zip(f(x), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     assert f.tracing_count == 1
@@ -182,6 +182,7 @@ def test_vmap_matches_a_loop():
     (lambda: tnp.fft.ifft(np.ones(4), out=np.ones(4, complex)), UnsupportedOpError,
      "ifft: out= is not supported"),
     (lambda: tnp.fft.fftshift(np.ones(3), axes=2), ShapeError, "fftshift"),
+    (lambda: tnp.fft.fft2(np.ones(3)), ShapeError, "fft2"),
 ])
 def test_errors_name_the_function(call, error, message):
     with pytest.raises(error, match=message):

@@ -20,7 +20,8 @@ from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, Unsup
 from tracegrad.numpy._arrange import roll
 from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import axis_arg, cast, count, dtype_of, ndim_of, read, shape_of
-from tracegrad.numpy._ufuncs import multiply, true_divide
+from tracegrad.numpy._indexing import take
+from tracegrad.numpy._ufuncs import floor_divide, mod, multiply, subtract, true_divide
 from tracegrad.ops import shape_ops
 
 __all__ = [
@@ -299,11 +300,16 @@ def _shift(name, x, axes, sign):
         axes = (axes,)
     axes = tuple(axis_arg(ax, nd, name) for ax in axes)
     shape = shape_of(x)
+    static = [ax for ax in axes if shape[ax] is not None]
+    if static:
+        x = roll(x, tuple(sign * (shape[ax] // 2) for ax in static), axis=tuple(static))
     for ax in axes:
-        if shape[ax] is None:
-            raise ShapeError(f"{name}: the shift needs the length of axis {ax}; it is unknown "
-                             "when traced")
-    return roll(x, tuple(sign * (shape[ax] // 2) for ax in axes), axis=axes)
+        if shape[ax] is None:  # a gather of the indices rolled by half the run-time length
+            n = ops.dim_size(x, axis=ax)
+            index = ops.iota(n, dtype=dtypes.int64, shape=(None,), dimension=0)
+            source = mod(subtract(index, multiply(floor_divide(n, 2), sign)), n)
+            x = take(x, source, axis=ax)
+    return x
 
 
 def fftshift(x, axes=None):

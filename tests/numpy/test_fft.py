@@ -171,6 +171,8 @@ def test_vmap_matches_a_loop():
      'fft: Invalid norm value both; should be "backward", "ortho" or "forward"'),
     (lambda: tnp.fft.rfft(np.ones(4), n=0), InvalidArgumentError,
      r"rfft: Invalid number of FFT data points \(0\) specified"),
+    (lambda: tnp.fft.fft(np.ones((2, 0))), InvalidArgumentError,
+     r"fft: Invalid number of FFT data points \(0\)"),
     (lambda: tnp.fft.irfft(np.ones(1)), InvalidArgumentError,
      r"irfft: Invalid number of FFT data points \(0\)"),
     (lambda: tnp.fft.rfft(np.ones(4, complex)), DTypeError, "rfft: the input must be real"),

@@ -14,10 +14,10 @@ from tracegrad import ops
 WHY = "pocketfft (NumPy) and DUCC0 (rocket-fft) sum in different orders"
 F32_WHY = "float32 transforms round differently in the last bits"
 
-# -- the primitive, each kind ------------------------------------------------------------------
+# -- the primitive, each kind (gradients of the 1-d kinds: the rows of NumPy's functions) ------
 
 case("fft[fft,c128,3x8]", lambda z: ops.fft(z, fft_type="fft", axes=(-1,)), np.fft.fft,
-     rand((3, 8), C128), grad_argnums=(0,), rtol=1e-12, atol=1e-13, why=WHY, primitive="fft")
+     rand((3, 8), C128), rtol=1e-12, atol=1e-13, why=WHY, primitive="fft")
 case("fft[ifft,c128,2x3x5,axes=(-3,-1)]",
      lambda z: ops.fft(z, fft_type="ifft", axes=(-3, -1)),
      lambda z: np.fft.ifftn(z, axes=(0, 2)) * 10, rand((2, 3, 5), C128), grad_argnums=(0,),
@@ -25,7 +25,7 @@ case("fft[ifft,c128,2x3x5,axes=(-3,-1)]",
 case("fft[rfft,f64,4x9]", lambda x: ops.fft(x, fft_type="rfft", axes=(-1,)), np.fft.rfft,
      rand((4, 9), F64), grad_argnums=(0,), rtol=1e-12, atol=1e-13, why=WHY, primitive="fft")
 case("fft[irfft,c128,3x5,n=8]", lambda z: ops.fft(z, fft_type="irfft", axes=(-1,), n=8),
-     lambda z: np.fft.irfft(z, 8) * 8, rand((3, 5), C128), grad_argnums=(0,), rtol=1e-12,
+     lambda z: np.fft.irfft(z, 8) * 8, rand((3, 5), C128), rtol=1e-12,
      atol=1e-13, why=WHY, primitive="fft")
 case("fft[irfft,c128,3x4,axes=(-1,-2),n=5]",
      lambda z: ops.fft(z, fft_type="irfft", axes=(-1, -2), n=5),
@@ -99,7 +99,7 @@ for _n in (7, 8):
          lambda d, n=_n: np.fft.rfftfreq(n, d), _D, grad=False)
 _S = rand((3, 5), F64)
 _row("fft.fftshift[3x5]", tnp.fft.fftshift, np.fft.fftshift, _S)
-_row("fft.ifftshift[3x5]", tnp.fft.ifftshift, np.fft.ifftshift, _S)
+_row("fft.ifftshift[3x5]", tnp.fft.ifftshift, np.fft.ifftshift, _S, grad=False)
 _row("fft.fftshift[3x5,axes=1]", lambda x: tnp.fft.fftshift(x, axes=1),
      lambda x: np.fft.fftshift(x, axes=1), _S, grad=False)
 _row("fft.ifftshift[3x5,axes=(0,)]", lambda x: tnp.fft.ifftshift(x, axes=(0,)),

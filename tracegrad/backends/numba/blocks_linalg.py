@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 
 from tracegrad.backends.numba.blocks import _prod
-from tracegrad.backends.numba.helpers import SMALL_DOT, helper
+from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
@@ -193,17 +193,13 @@ def _triangular_solve(cg, op):
     _, bv = _batched(cg, rhs)
     target = cg.alloc(t)
     _, ov = _batched_target(cg, target, t)
-    cg.helpers["_trisolve"] = None
-    tag = cg.raise_tag(op)
+    prefix = BLAS_PREFIX[t.dtype][0]
+    cg.helpers[f"_trsm_{prefix}"] = cg.helpers[f"_blas_{prefix}trsm"] = None
     k = cg.fresh("k")
-    lower, trans, unit = at.get("lower", True), at.get("transpose_a", False), \
-        at.get("unit_diagonal", False)
-    if at.get("left_side", True):
-        call = f"_trisolve({av}[{k}], {bv}[{k}], {ov}[{k}], {lower}, {trans}, {unit}, {tag})"
-    else:  # x @ op(a) = b  <=>  op(a).T @ x.T = b.T
-        call = (f"_trisolve({av}[{k}], {bv}[{k}].T, {ov}[{k}].T, {lower}, {not trans}, "
-                f"{unit}, {tag})")
-    cg.emit(f"for {k} in range({b}):\n    {call}")
+    args = (at.get("lower", True), at.get("transpose_a", False),
+            at.get("unit_diagonal", False), at.get("left_side", True), cg.raise_tag(op))
+    cg.emit(f"for {k} in range({b}):\n"
+            f"    _trsm_{prefix}({av}[{k}], {bv}[{k}], {ov}[{k}], {', '.join(map(str, args))})")
 
 
 def _singular(args, where):

@@ -564,49 +564,44 @@ def _expm64(a):
     return r
 """
 
-_TRISOLVE = """
-_TRI_BLOCK = 48
-
-
+# BLAS's triangular solve on C-ordered matrices, for one BLAS prefix P (d s z c) and its
+# dtype: out = op(a)^-1 @ b (left) or b @ op(a)^-1, op(a) = a.T if trans. Read by BLAS's
+# column-major convention, a C-ordered matrix is its transpose, so a left solve is BLAS's
+# right solve of the transposes (and the other way round), with the triangle swapped.
+_TRSM = """
 @njit(cache=True, **_OPTS)
-def _trisolve(a, b, out, lower, trans, unit, tag):
-    # solves M @ out = b, M = a.T if trans else a (lower-triangular when lower != trans), by
-    # blocks of rows: the rows solved so far enter a block's right-hand side through one
-    # matrix product (BLAS), the block itself by substitution, row by row
-    n, k = b.shape
-    low = lower != trans
-    m = np.ascontiguousarray(a.T) if trans else np.ascontiguousarray(a)
-    x = np.empty((n, k), dtype=out.dtype)
-    x[:, :] = b
-    blocks = (n + _TRI_BLOCK - 1) // _TRI_BLOCK
-    for step in range(blocks):
-        blk = step if low else blocks - 1 - step
-        r0 = blk * _TRI_BLOCK
-        r1 = min(n, r0 + _TRI_BLOCK)
-        if low and r0 > 0:
-            x[r0:r1] -= m[r0:r1, :r0] @ x[:r0]
-        elif not low and r1 < n:
-            x[r0:r1] -= m[r0:r1, r1:] @ x[r1:]
-        for s in range(r1 - r0):
-            i = r0 + s if low else r1 - 1 - s
-            lo, hi = (r0, i) if low else (i + 1, r1)
-            for j in range(lo, hi):
-                mij = m[i, j]
-                for c in range(k):
-                    x[i, c] -= mij * x[j, c]
-            if not unit:
-                d = m[i, i]
-                if d == 0:
-                    raise ValueError(tag, i)
-                for c in range(k):
-                    x[i, c] = x[i, c] / d
-    out[:, :] = x
+def _trsm_{P}(a, b, out, lower, trans, unit, left, tag):
+    n = a.shape[0]
+    if not unit:
+        for i in range(n):
+            if a[i, i] == 0:
+                raise ValueError(tag, i)
+    out[:, :] = b
+    rows, cols = out.shape
+    if rows == 0 or cols == 0:
+        return
+    m = np.ascontiguousarray(a)
+    flags = np.empty(4, np.uint8)
+    flags[0] = 82 if left else 76  # side: R / L
+    flags[1] = 85 if lower else 76  # uplo: U / L
+    flags[2] = 84 if trans else 78  # transa: T / N
+    flags[3] = 85 if unit else 78  # diag: U / N
+    sizes = np.empty(4, np.int32)
+    sizes[0] = cols
+    sizes[1] = rows
+    sizes[2] = max(1, n)
+    sizes[3] = cols
+    alpha = np.ones(1, np.{N})
+    _blas_{P}trsm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
+                  sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
+                  sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
 """
 
 # SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
 # Numba external functions of doubles: `from <this module> import _cs_gammaln` binds one on
 # first use (SciPy is imported then, not with this module). Cython's fused functions are
-# exported under mangled names; the double one is picked by its C signature.
+# exported under mangled names; the double one is picked by its C signature. SciPy's BLAS
+# (scipy.linalg.cython_blas) the same way: `_blas_dtrsm` binds dtrsm, pointers in.
 _CYTHON_SPECIAL = """
 def _cython_special(name):
     import llvmlite.binding as llvm
@@ -628,15 +623,31 @@ def _cython_special(name):
     return types.ExternalFunction(symbol, types.float64(*[types.float64] * nargs, types.intc))
 
 
+def _cython_blas(name):
+    import llvmlite.binding as llvm
+    from numba import types
+    from numba.extending import get_cython_function_address
+
+    symbol = "tg_cython_blas_" + name
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.linalg.cython_blas", name))
+    # Fortran's calling convention: every argument by pointer
+    return types.ExternalFunction(symbol, types.void(*[types.voidptr] * _BLAS_ARGS[name[1:]]))
+
+
+_BLAS_ARGS = {"trsm": 11}
+
+
 def __getattr__(attr):
-    if attr.startswith("_rf_"):  # rocket-fft's transforms (imported on first use)
+    if attr.startswith("_cs_"):
+        fn = globals()[attr] = _cython_special(attr[4:])
+    elif attr.startswith("_blas_"):
+        fn = globals()[attr] = _cython_blas(attr[6:])
+    elif attr.startswith("_rf_"):  # rocket-fft's transforms (imported on first use)
         import rocket_fft
 
         fn = globals()[attr] = getattr(rocket_fft, attr[4:])
-        return fn
-    if not attr.startswith("_cs_"):
+    else:
         raise AttributeError(attr)
-    fn = globals()[attr] = _cython_special(attr[4:])
     return fn
 """
 
@@ -951,6 +962,11 @@ _INTS = tuple(dtypes.SIGNED + dtypes.UNSIGNED)
 _CPLX = (dtypes.complex128, dtypes.complex64)
 _C128 = (dtypes.complex128,)
 _INEXACT = _FLOATS + _CPLX
+# dtype -> (BLAS prefix, the NumPy name of the dtype BLAS computes in); float16 is held as
+# float32 in kernels
+BLAS_PREFIX = {dtypes.float64: ("d", "float64"), dtypes.float32: ("s", "float32"),
+               dtypes.float16: ("s", "float32"),
+               dtypes.complex128: ("z", "complex128"), dtypes.complex64: ("c", "complex64")}
 _INSTANCES = {
     "max_f": _FLOATS, "min_f": _FLOATS, "sign_f": _FLOATS, "logistic": _FLOATS,
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "bsum": _FLOATS,
@@ -997,7 +1013,8 @@ def _module_source() -> str:
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
                                             RN=dtypes.real_dtype(dt).name)
                       for dt in dts]
-    parts += [_TRISOLVE, _PIVOTS]
+    parts += [_PIVOTS]
+    parts += [_TRSM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 

@@ -1,0 +1,146 @@
+"""An eager training step: `GradientTape` over Variables, no `tg.function` (issue 30).
+
+    python benchmarks/eager_step.py [--rounds N]
+
+The model is `benchmarks/run.py`'s MLP loss at 32x64 -> 64 (tanh) -> 10 with a softmax
+cross-entropy, float64; one step records the loss on a tape, asks for the gradients of the
+4 Variables and applies plain SGD. The same step in PyTorch eager (`requires_grad` tensors,
+`backward`, `torch.no_grad` updates) and in TensorFlow eager, when installed, runs in the
+same process, alternately in `--rounds` rounds; all at one thread. The first steps are
+checked to give the same parameters in every library. Times are medians of 9 batches
+(`benchmarks/run.py`'s `median_time`). Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+from one_pass import cpu  # noqa: E402
+from run import median_time, mlp_loss  # noqa: E402
+
+import tracegrad as tg  # noqa: E402
+import tracegrad.numpy as tnp  # noqa: E402
+
+B, D, H, K = 32, 64, 64, 10
+LR = 0.05
+loss_fn = mlp_loss(tnp)
+
+
+def problem():
+    rng = np.random.default_rng(0)
+    params = [rng.standard_normal((D, H)) * 0.1, np.zeros(H),
+              rng.standard_normal((H, K)) * 0.1, np.zeros(K)]
+    return params, rng.standard_normal((B, D)), np.eye(K)[rng.integers(0, K, B)]
+
+
+def tracegrad_step(params, x, y):
+    variables = [tg.Variable(p) for p in params]
+
+    def step():
+        with tg.GradientTape() as tape:
+            loss = loss_fn(*variables, x, y)
+        for v, g in zip(variables, tape.gradient(loss, variables)):
+            v.assign_sub(LR * g)
+        return loss
+
+    return step, lambda: [v.numpy() for v in variables]
+
+
+def torch_step(params, x, y):
+    import torch
+    torch.set_num_threads(1)
+    ts = [torch.tensor(p, requires_grad=True) for p in params]
+    tx, ty = torch.tensor(x), torch.tensor(y)
+
+    def loss_t(w1, b1, w2, b2, x, y):
+        h = torch.tanh(x @ w1 + b1)
+        z = h @ w2 + b2
+        m = torch.amax(z, dim=1, keepdim=True)
+        lse = torch.log(torch.sum(torch.exp(z - m), dim=1, keepdim=True)) + m
+        return -torch.mean(torch.sum(y * (z - lse), dim=1))
+
+    def step():
+        loss = loss_t(*ts, tx, ty)
+        for t in ts:
+            t.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for t in ts:
+                t -= LR * t.grad
+        return loss
+
+    return step, lambda: [t.detach().numpy() for t in ts]
+
+
+def tensorflow_step(params, x, y):
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    vs = [tf.Variable(p) for p in params]
+    tx, ty = tf.constant(x), tf.constant(y)
+
+    def loss_tf(w1, b1, w2, b2, x, y):
+        h = tf.tanh(x @ w1 + b1)
+        z = h @ w2 + b2
+        m = tf.reduce_max(z, axis=1, keepdims=True)
+        lse = tf.math.log(tf.reduce_sum(tf.exp(z - m), axis=1, keepdims=True)) + m
+        return -tf.reduce_mean(tf.reduce_sum(y * (z - lse), axis=1))
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_tf(*vs, tx, ty)
+        for v, g in zip(vs, tape.gradient(loss, vs)):
+            v.assign_sub(LR * g)
+        return loss
+
+    return step, lambda: [v.numpy() for v in vs]
+
+
+def _available(name):
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(f"CPU: {cpu()}; numpy {np.__version__}, tracegrad {tg.__version__}")
+    print(f"eager MLP step {B}x{D} -> {H} -> {K}, 4 Variables, float64, one thread; "
+          "median us per step in each round")
+    makers = {"tracegrad": tracegrad_step}
+    if _available("torch"):
+        makers["torch"] = torch_step
+    if _available("tensorflow"):
+        makers["tensorflow"] = tensorflow_step
+    params, x, y = problem()
+    steps, finals = {}, {}
+    for name, make in makers.items():
+        steps[name], read = make(params, x, y)
+        for _ in range(5):
+            steps[name]()
+        finals[name] = read()
+    for name in makers:
+        for a, b in zip(finals["tracegrad"], finals[name]):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    times = {name: [] for name in makers}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            times[name].append(median_time(step) * 1e6)
+    for name, ts in times.items():
+        ratio = np.array(times["tracegrad"]) / np.array(ts)
+        print(f"{name:11s} {', '.join(f'{t:.0f}' for t in ts)} us; "
+              f"tracegrad / {name}: {ratio.min():.2f}-{ratio.max():.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -87,6 +87,15 @@ def test_gaussian_process_fits_its_hyperparameters_by_gradient():
     assert fitted < start
 
 
+def test_fft_deconvolution_differentiates_through_the_transforms():
+    out = run("fft_deconvolution.py")
+    assert float(re.search(r"derivative of .*: max error (\S+)", out).group(1)) < 1e-12
+    assert float(re.search(r"by hand\| = (\S+)", out).group(1)) < 1e-13
+    first, last = map(float, re.search(r"loss (\S+) -> (\S+) in", out).groups())
+    assert last < 1e-3 * first
+    assert "traced 1 time(s)" in out
+
+
 @pytest.mark.parametrize("name", ["numpy_interop.py", "eager_overhead.py"])
 def test_other_examples_run(name):
     assert run(name)

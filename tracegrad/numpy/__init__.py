@@ -20,7 +20,7 @@ from tracegrad.core.dtypes import (
     uint32,
     uint64,
 )
-from tracegrad.numpy import linalg
+from tracegrad.numpy import fft, linalg
 from tracegrad.numpy._arrange import (
     append,
     array_split,
@@ -484,6 +484,7 @@ __all__ = [
     "extract",
     "eye",
     "fabs",
+    "fft",
     "fill_diagonal",
     "flatnonzero",
     "flip",

@@ -114,6 +114,7 @@ FUNCTIONS = {
     np.linalg.slogdet: tnp.linalg.slogdet, np.linalg.cholesky: tnp.linalg.cholesky,
     **{getattr(np.linalg, name): getattr(tnp.linalg, name) for name in tnp.linalg.NUMPY_NAMES
        if hasattr(np.linalg, name)},
+    **{getattr(np.fft, name): getattr(tnp.fft, name) for name in tnp.fft.__all__},
 }
 
 # Functions of the tensors' dtypes only (shape, ndim and size are tnp functions above).

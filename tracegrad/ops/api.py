@@ -109,6 +109,7 @@ from tracegrad.ops.decompositions import (
     lu_pivots_to_permutation_p,
     expm_p,
 )
+from tracegrad.ops.fourier import fft_p
 
 neg = neg_p.bind
 sign = sign_p.bind
@@ -206,6 +207,7 @@ svd = svd_p.bind
 lu = lu_p.bind
 lu_pivots_to_permutation = lu_pivots_to_permutation_p.bind
 expm = expm_p.bind
+fft = fft_p.bind
 
 __all__ = [
     "constant_p",
@@ -401,6 +403,8 @@ __all__ = [
     "lu_pivots_to_permutation",
     "expm_p",
     "expm",
+    "fft_p",
+    "fft",
 ]
 
 

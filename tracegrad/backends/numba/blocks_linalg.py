@@ -1,6 +1,7 @@
-"""Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise) and the
+"""Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise), the
 linear-algebra primitives (`np.linalg` per matrix, substitution loops for
-triangular_solve), each with its lowering record (lowering.py)."""
+triangular_solve) and the Fourier transforms (rocket-fft), each with its lowering record
+(lowering.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
-from tracegrad.ops import decompositions, linalg
+from tracegrad.ops import decompositions, fourier, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -291,3 +292,26 @@ def _bad_pivot(args, where):
 
 register(decompositions.lu_pivots_to_permutation_p, Lowering(
     BLOCK, emit=_pivots_to_permutation, needs_array=True, error=_bad_pivot))
+
+
+# -- fft ----------------------------------------------------------------------------------------
+
+# rocket-fft's low-level transforms (DUCC0's, NumPy's pocketfft successor) write into the
+# result array, over any axes of any length known only at run time, unscaled (fct=1), on one
+# thread: c2c(in, out, axes, forward, fct, nthreads), r2c and c2r alike.
+_FFT_CALLS = {"fft": ("c2c", True), "ifft": ("c2c", False), "rfft": ("r2c", True),
+              "irfft": ("c2r", False)}
+
+
+def _fft(cg, op):
+    (x,), t = op.inputs, op.outputs[0]
+    call, forward = _FFT_CALLS[op.attrs["fft_type"]]
+    name = "_rf_" + call
+    cg.helpers[name] = None
+    axes = cg.fresh("ax")
+    listed = ", ".join(str(x.ndim + a) for a in op.attrs["axes"])
+    cg.emit(f"{axes} = np.array([{listed}], dtype=np.int64)")
+    cg.emit(f"{name}({cg.array(x)}, {cg.alloc(t)}, {axes}, {forward}, 1.0, 1)")
+
+
+register(fourier.fft_p, Lowering(BLOCK, emit=_fft, needs_array=True))

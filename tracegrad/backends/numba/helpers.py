@@ -642,6 +642,10 @@ def __getattr__(attr):
         fn = globals()[attr] = _cython_special(attr[4:])
     elif attr.startswith("_blas_"):
         fn = globals()[attr] = _cython_blas(attr[6:])
+    elif attr.startswith("_rf_"):  # rocket-fft's transforms (imported on first use)
+        import rocket_fft
+
+        fn = globals()[attr] = getattr(rocket_fft, attr[4:])
     else:
         raise AttributeError(attr)
     return fn

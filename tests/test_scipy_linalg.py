@@ -49,7 +49,8 @@ def test_pivots_out_of_range_are_an_index_error(backend):
         f(np.array([0, 3, 2], np.int32))
 
 
-def test_expm_second_derivatives_match_finite_differences():
+def test_expm_second_derivatives_match_finite_differences(numpy_backend):
+    # the rule's mathematics (the op tables compile expm on numba)
     rng = np.random.default_rng(0)
     a, w, v = (rng.standard_normal((3, 3)) * 0.7 for _ in range(3))
 

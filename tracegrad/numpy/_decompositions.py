@@ -1,5 +1,5 @@
-"""`tnp.linalg`'s decompositions: qr, eigh, eigvalsh, svd, svdvals (the qr, eigh and svd
-primitives), with NumPy's result named tuples."""
+"""`tnp.linalg`'s decompositions: qr, eigh, eigvalsh, eig, eigvals, svd, svdvals (the qr,
+eigh, eig and svd primitives), with NumPy's result named tuples."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ class QRResult(NamedTuple):
 
 
 class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+class EigResult(NamedTuple):
     eigenvalues: object
     eigenvectors: object
 
@@ -90,6 +95,23 @@ def eigvalsh(a, UPLO="L"):
     a = floating(a)
     square_matrices("eigvalsh", a)
     return ops.eigh(a, lower=_uplo("eigvalsh", UPLO))[0]
+
+
+def eig(a):
+    """`EigResult(eigenvalues, eigenvectors)` of each square matrix in `a`: eigenvectors as
+    columns of unit norm, in LAPACK's (NumPy's) order and phases. Both are complex, for real
+    `a` too (complex64 for float32), as in NumPy 2.5 and JAX. Gradients are those of
+    functions invariant to each eigenvector's phase, at distinct eigenvalues."""
+    a = floating(a)
+    square_matrices("eig", a)
+    return EigResult(*ops.eig(a))
+
+
+def eigvals(a):
+    """The eigenvalues of each square matrix in `a` (complex, in `eig`'s order)."""
+    a = floating(a)
+    square_matrices("eigvals", a)
+    return ops.eig(a)[0]
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):

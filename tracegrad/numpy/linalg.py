@@ -42,9 +42,12 @@ from tracegrad.numpy._core import reshape as _reshape
 from tracegrad.numpy._creation import asarray, diagonal_mask, zeros_like
 from tracegrad.numpy._decompositions import (
     EighResult,
+    EigResult,
     QRResult,
     SVDResult,
+    eig,
     eigh,
+    eigvals,
     eigvalsh,
     floating,
     matrices,
@@ -553,13 +556,13 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 
 # The np.linalg functions defined in this namespace beyond norm inv solve det slogdet
 # cholesky: `np.linalg.NAME(tensor)` dispatches to them.
-NUMPY_NAMES = ("qr", "eigh", "eigvalsh", "svd", "svdvals", "lstsq", "pinv", "matrix_rank", "cond",
-               "matrix_power", "multi_dot", "tensorsolve", "tensorinv", "cross", "outer",
-               "matmul", "vecdot", "tensordot", "matrix_transpose", "trace", "diagonal",
-               "vector_norm", "matrix_norm")
+NUMPY_NAMES = ("qr", "eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "lstsq", "pinv",
+               "matrix_rank", "cond", "matrix_power", "multi_dot", "tensorsolve", "tensorinv",
+               "cross", "outer", "matmul", "vecdot", "tensordot", "matrix_transpose", "trace",
+               "diagonal", "vector_norm", "matrix_norm")
 
-__all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "cross",
-           "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
-           "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
-           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv",
-           "tensorsolve", "trace", "vecdot", "vector_norm"]
+__all__ = ["EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
+           "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+           "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose",
+           "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
+           "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm"]

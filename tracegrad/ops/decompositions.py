@@ -1,6 +1,7 @@
-"""Matrix decompositions and functions: qr, eigh (symmetric eigenproblem), svd, lu (with
-lu_pivots_to_permutation), expm. Each acts on the last two dims and batches over the leading
-ones; results are LAPACK's (NumPy's, SciPy's), sign conventions included."""
+"""Matrix decompositions and functions: qr, eigh (symmetric eigenproblem), eig (general
+eigenproblem), svd, lu (with lu_pivots_to_permutation), expm. Each acts on the last two dims
+and batches over the leading ones; results are LAPACK's (NumPy's, SciPy's), sign conventions
+included."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from tracegrad.ops._families import check_kind, nondifferentiable, real_only
 from tracegrad.ops.linalg import (
     _check_square,
     _matmul,
+    _mH,
     _mT,
     _rows_cols,
     _triangle,
+    solve_p,
     triangular_solve_p,
 )
 
@@ -189,6 +192,59 @@ def _eigh_grad(op, g_w, g_v):
     rows, cols = _rows_cols(g)
     return [ew.select_p.bind(ew.eq_p.bind(rows, cols), g,
                              _triangle(ew.add_p.bind(g, _mT(g)), lower, strict=True))]
+
+
+# -- eig -------------------------------------------------------------------------------------
+
+eig_p = Primitive("eig", multiple_results=True)
+"""`(w, v)`: the eigenvalues and right eigenvectors (columns, unit 2-norm, LAPACK's geev
+phases) of each square matrix, complex for real operands too (complex64 for float32)."""
+
+
+@eig_p.def_abstract_eval
+def _eig_abstract_eval(a):
+    _check_square("eig", a)
+    n = a.shape[-1] if a.shape[-1] is not None else a.shape[-2]
+    c = dtypes.complex_dtype(a.dtype)
+    return [TensorType(a.shape[:-2] + (n,), c), TensorType(a.shape[:-2] + (n, n), c)]
+
+
+def _eig_impl(a):
+    c = dtypes.complex_dtype(a.dtype)
+    if a.size and not np.isfinite(a).all():
+        raise np.linalg.LinAlgError("eig: array must not contain infs or NaNs")
+    w, v = np.linalg.eig(a.astype(np.float32) if a.dtype == np.float16 else a)
+    return w.astype(c, copy=False), v.astype(c, copy=False)
+
+
+eig_p.def_impl(_eig_impl)
+batch_axes(eig_p, front=True)
+eig_p.def_dims(lambda op: _dims(op, [((0, -1), (0, -2)), ((0, -1), (1, -1)),
+                                     ((0, -2), (2, -2)), ((0, -1), (2, -1))]))
+
+
+@eig_p.def_grad
+def _eig_grad(op, g_w, g_v):
+    # With X = V^-1 da V: dw = diag(X), dV = V (F o X) - V diag(Re diag(V^H V (F o X))), F[i,
+    # j] = 1 / (w_j - w_i) off the diagonal (the last term keeps the columns' unit norm; their
+    # phase is free, so only gradients of phase-invariant functions of V are defined). The
+    # adjoint: G = V^-H (diag(g_w) + conj(F) o (V^H g_v - V^H V diag(Re diag(V^H g_v)))) V^H.
+    (a,), (w, v) = op.inputs, op.outputs
+    vh = _mH(v)
+    vhg = _matmul(vh, g_v)
+    rows, cols = _rows_cols(vhg)
+    diag = ew.eq_p.bind(rows, cols)
+    zeros = shape_ops.zeros_like(vhg)
+    norm = ew.select_p.bind(diag, ew.convert_element_type_p.bind(
+        ew.real_p.bind(vhg), new_dtype=vhg.dtype), zeros)
+    inner = ew.mul_p.bind(_gaps(ew.conj_p.bind(w), vhg),
+                          ew.sub_p.bind(vhg, _matmul(_matmul(vh, v), norm)))
+    inner = ew.add_p.bind(inner, ew.mul_p.bind(
+        ew.convert_element_type_p.bind(diag, new_dtype=vhg.dtype), _cols(g_w, vhg)))
+    g = solve_p.bind(vh, _matmul(inner, vh))
+    if not dtypes.is_complex(a.dtype):
+        g = ew.convert_element_type_p.bind(ew.real_p.bind(g), new_dtype=a.dtype)
+    return [g]
 
 
 # -- svd -------------------------------------------------------------------------------------

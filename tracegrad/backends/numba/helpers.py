@@ -147,6 +147,76 @@ def _svd_{S}(a, u, s, vh, full):
     vh[:, :] = vv
 """
 
+# eig: LAPACK's geev (Numba's binding of SciPy's LAPACK, in double precision) on a copy in
+# Fortran order; eigenvector j is column j of VR, which is row j of the C-ordered `vr`. For
+# real operands a complex pair (wi > 0, then its conjugate) shares the rows j, j + 1: the
+# real and imaginary parts of the first one's eigenvector. Raises (tag, 0) for infs or NaNs,
+# (tag, 1) when geev does not converge.
+_EIG = """
+_RGEEV = _LAPACK_ROUTINES.numba_ez_rgeev(from_dtype(np.dtype(np.float64)))
+_CGEEV = _LAPACK_ROUTINES.numba_ez_cgeev(from_dtype(np.dtype(np.complex128)))
+_GEEV_D, _GEEV_Z, _GEEV_N, _GEEV_V = ord("d"), ord("z"), ord("N"), ord("V")
+
+
+@njit(cache=True, error_model="numpy")
+def _geev_inputs(a, zero, tag):
+    # a in Fortran order, and geev's VL (not computed) and VR, all of zero's type
+    n = a.shape[0]
+    f = np.zeros((n, n)) + zero
+    for i in range(n):
+        for j in range(n):
+            f[j, i] = a[i, j]
+    if not np.isfinite(f).all():
+        raise ValueError(tag, 0)
+    return f, np.zeros((n, 1)) + zero, np.zeros((n, n)) + zero
+
+
+@njit(cache=True, error_model="numpy")
+def _eig_r(a, w, v, tag):
+    n = a.shape[0]
+    if n == 0:
+        return
+    f, vl, vr = _geev_inputs(a, 0.0, tag)
+    wr = np.empty(n, dtype=np.float64)
+    wi = np.empty(n, dtype=np.float64)
+    r = _RGEEV(_GEEV_D, _GEEV_N, _GEEV_V, n, f.ctypes, n, wr.ctypes, wi.ctypes, vl.ctypes, 1,
+               vr.ctypes, n)
+    _dummy_liveness_func([f.size, vl.size, wr.size, wi.size, vr.size])
+    if r != 0:
+        raise ValueError(tag, 1)
+    j = 0
+    while j < n:
+        if wi[j] == 0.0:
+            w[j] = wr[j]
+            for i in range(n):
+                v[i, j] = vr[j, i]
+            j += 1
+        else:
+            w[j] = complex(wr[j], wi[j])
+            w[j + 1] = complex(wr[j + 1], wi[j + 1])
+            for i in range(n):
+                v[i, j] = complex(vr[j, i], vr[j + 1, i])
+                v[i, j + 1] = complex(vr[j, i], -vr[j + 1, i])
+            j += 2
+
+
+@njit(cache=True, error_model="numpy")
+def _eig_c(a, w, v, tag):
+    n = a.shape[0]
+    if n == 0:
+        return
+    f, vl, vr = _geev_inputs(a, 0j, tag)
+    ww = np.empty(n, dtype=np.complex128)
+    r = _CGEEV(_GEEV_Z, _GEEV_N, _GEEV_V, n, f.ctypes, n, ww.ctypes, vl.ctypes, 1, vr.ctypes, n)
+    _dummy_liveness_func([f.size, vl.size, ww.size, vr.size])
+    if r != 0:
+        raise ValueError(tag, 1)
+    for j in range(n):
+        w[j] = ww[j]
+        for i in range(n):
+            v[i, j] = vr[j, i]
+"""
+
 # -- templates: {T} is the Numba type, {S} the dtype suffix --------------------------------------
 
 _HELPERS = {
@@ -969,6 +1039,7 @@ def _module_source() -> str:
         "import numpy as np",
         "from numba import njit, objmode",
         "from numba.np.linalg import _LAPACK as _LapackRoutines, get_blas_kind",
+        "from numba.np.linalg import _dummy_liveness_func",
         "from numba.np.numpy_support import from_dtype",
         "_LAPACK_ROUTINES = _LapackRoutines()",
         "",
@@ -992,7 +1063,7 @@ def _module_source() -> str:
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
                                             RN=dtypes.real_dtype(dt).name)
                       for dt in dts]
-    parts += [_TRISOLVE, _PIVOTS]
+    parts += [_TRISOLVE, _PIVOTS, _EIG]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 

@@ -9,7 +9,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference, complex_gradient
-from tracegrad.errors import ShapeError
+from tracegrad.errors import InvalidArgumentError, ShapeError
 
 RNG = np.random.default_rng(26)
 A = RNG.normal(size=(4, 4))  # real, with a complex pair
@@ -148,3 +148,48 @@ def test_eig_refuses_non_square_input_naming_the_function(fn):
         fn(np.ones((2, 3)))
     with pytest.raises(ShapeError, match=fn.__name__):
         fn(np.ones(3))
+
+
+# -- roots ---------------------------------------------------------------------------------------
+
+POLYS = [[1.0, -3.0, 2.0], [0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0], [2.0, 0.0, 1.0, 4.0, -1.0],
+         [0.0, 0.0], [5.0], [0.0, 3.0, 0.0], [1, 2, 3], [1 + 1j, 2.0, 3j]]
+
+
+@pytest.mark.parametrize("p", POLYS, ids=[str(p) for p in POLYS])
+def test_roots_match_numpy(p):
+    for got in (tnp.roots(p), tnp.roots(tg.constant(p)).numpy()):
+        want = np.roots(p)
+        assert got.dtype == np.result_type(want, np.complex64)
+        np.testing.assert_allclose(_sorted(got), _sorted(want), atol=1e-12)
+        # NumPy's trailing-zero roots come last
+        trailing = len(p) - 1 - int(np.flatnonzero(p)[-1]) if np.any(p) else 0
+        if trailing:
+            np.testing.assert_array_equal(got[-trailing:], 0)
+
+
+def test_roots_of_float32_are_complex64():
+    assert tnp.roots(np.array([1.0, 2.0, 3.0], np.float32)).dtype == np.complex64
+
+
+def test_roots_traced_needs_strip_zeros_false(backend):
+    with pytest.raises(InvalidArgumentError, match="roots: .*strip_zeros=False"):
+        tg.function(tnp.roots)(np.ones(3))
+    got = tg.function(lambda p: tnp.roots(p, strip_zeros=False))(np.array([1.0, -3.0, 2.0, 0.0]))
+    np.testing.assert_allclose(_sorted(got), [0, 1, 2], atol=1e-12)
+
+
+def test_roots_gradient_through_eigvals(numpy_backend):
+    p = np.array([2.0, 0.0, 1.0, 4.0, -1.0])
+
+    def loss(lib, p):
+        return lib.sum(lib.abs(lib.roots(p) if lib is np else lib.roots(p, strip_zeros=False))
+                       ** 2)
+
+    g = tg.grad(lambda p: loss(tnp, p))(p)
+    np.testing.assert_allclose(g, central_difference(lambda p: loss(np, p), p), atol=1e-6)
+
+
+def test_roots_refuses_a_matrix():
+    with pytest.raises(ShapeError, match="roots"):
+        tnp.roots(np.ones((2, 2)))

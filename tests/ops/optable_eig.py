@@ -37,3 +37,12 @@ case("linalg.eigvals[2x4x4]", tnp.linalg.eigvals, lambda a: _complex(np.linalg.e
      rand((2, 4, 4), seed=93), grad_argnums=(0,))
 case("linalg.eigvals[i64]", tnp.linalg.eigvals, lambda a: _complex(np.linalg.eigvals(a)),
      rand((3, 3), I64, seed=94))
+
+# roots traced need strip_zeros=False (their inputs have no zero at either end, so NumPy's
+# stripping keeps them all); poly of a matrix is poly of its eigenvalues, real for real input
+case("roots[5]", lambda p: tnp.roots(p, strip_zeros=False), lambda p: _complex(np.roots(p)),
+     np.array([2.0, -1.0, 0.5, 3.0, 1.0]), grad_argnums=(0,))
+case("roots[3,f32]", lambda p: tnp.roots(p, strip_zeros=False), lambda p: _complex(np.roots(p)),
+     np.array([1.0, -3.0, 2.0], F32))
+case("poly[3x3]", tnp.poly, np.poly, rand((3, 3), seed=95), grad_argnums=(0,), atol=1e-13,
+     why="the product of the factors in another order than NumPy's convolutions")

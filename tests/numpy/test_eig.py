@@ -193,3 +193,39 @@ def test_roots_gradient_through_eigvals(numpy_backend):
 def test_roots_refuses_a_matrix():
     with pytest.raises(ShapeError, match="roots"):
         tnp.roots(np.ones((2, 2)))
+
+
+# -- tracegrad.scipy.linalg.eig, eigvals -----------------------------------------------------
+
+
+def test_scipy_eig_and_eigvals_match_scipy_up_to_phase():
+    import scipy.linalg
+
+    import tracegrad.scipy.linalg as tsl
+
+    w, vl, vr = tsl.eig(A, left=True)
+    w0, vl0, vr0 = scipy.linalg.eig(A, left=True)
+    np.testing.assert_allclose(w, w0, atol=1e-12)
+    np.testing.assert_allclose(np.abs(vl), np.abs(vl0), atol=1e-12)
+    np.testing.assert_allclose(np.abs(vr), np.abs(vr0), atol=1e-12)
+    np.testing.assert_allclose(np.conj(vl.T) @ A, w[:, None] * np.conj(vl.T), atol=1e-12)
+    np.testing.assert_allclose(tsl.eig(A, right=False), w0, atol=1e-12)
+    np.testing.assert_allclose(tsl.eigvals(A, homogeneous_eigvals=True),
+                               scipy.linalg.eigvals(A, homogeneous_eigvals=True), atol=1e-12)
+    with pytest.raises(tg.errors.UnsupportedOpError, match="eigvals: the generalized"):
+        tsl.eigvals(A, np.eye(4))
+
+
+def test_scipy_eig_left_vectors_gradient(numpy_backend):
+    import scipy.linalg
+
+    import tracegrad.scipy.linalg as tsl
+
+    def loss(lib, a):
+        vl = lib.eig(a, left=True)[1]
+        return np.sum(np.abs(vl) ** 2 * W[:4, :4]) if lib is scipy.linalg else \
+            tnp.sum(tnp.abs(vl) ** 2 * W[:4, :4])
+
+    g = tg.grad(lambda a: loss(tsl, a))(A)
+    np.testing.assert_allclose(g, central_difference(lambda a: loss(scipy.linalg, a), A),
+                               atol=1e-6)

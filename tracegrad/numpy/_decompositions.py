@@ -9,6 +9,7 @@ from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import shape_str
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import cast, dtype_of, ndim_of, read, shape_of
 from tracegrad.numpy._indexing import take_along_axis
 from tracegrad.numpy._reductions import argsort
@@ -130,7 +131,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
             return s
         u = take_along_axis(v, order[..., None, :], axis=-1)
         signs = take_along_axis(sign(w), order, axis=-1)
-        return SVDResult(u, s, swapaxes(multiply(u, signs[..., None, :]), -1, -2))
+        return SVDResult(u, s, conjugate(swapaxes(multiply(u, signs[..., None, :]), -1, -2)))
     u, s, vh = ops.svd(a, full_matrices=bool(full_matrices) and compute_uv)
     return SVDResult(u, s, vh) if compute_uv else s
 

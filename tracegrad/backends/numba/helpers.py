@@ -70,7 +70,8 @@ def _solve_{S}(a, b):
 
 _DECOMPOSITIONS = """
 
-# qr, eigh and svd compute in float64, as NumPy does for float32 input
+# qr, eigh, svd and expm compute in double precision ({W}), as NumPy does for float32
+# input
 
 @njit(cache=True, error_model="numpy")
 def _qr_{S}(a, q, r, full):
@@ -78,27 +79,29 @@ def _qr_{S}(a, q, r, full):
     # extra Householder reflections are identities)
     m, n = a.shape
     if full and m > n:
-        p = np.zeros((m, m), dtype=np.float64)
+        p = np.zeros((m, m), dtype={W})
         p[:, :n] = a
         qq, rr = np.linalg.qr(p)
         q[:, :] = qq
         r[:, :] = rr[:, :n]
     else:
-        qq, rr = np.linalg.qr(a.astype(np.float64))
+        qq, rr = np.linalg.qr(a.astype({W}))
         q[:, :] = qq
         r[:, :] = rr
 
 
 @njit(cache=True, error_model="numpy")
 def _eigh_{S}(a, w, v, lower):
-    # the triangle eigh reads, mirrored (Numba's eigh checks the whole matrix is finite)
+    # the triangle eigh reads, mirrored (conjugated: Hermitian, the diagonal's real part;
+    # Numba's eigh checks the whole matrix is finite)
     n = a.shape[0]
-    s = np.empty((n, n), dtype=np.float64)
+    s = np.empty((n, n), dtype={W})
     for i in range(n):
-        for j in range(i + 1):
-            x = a[i, j] if lower else a[j, i]
+        for j in range(i):
+            x = a[i, j] if lower else np.conj(a[j, i])
             s[i, j] = x
-            s[j, i] = x
+            s[j, i] = np.conj(x)
+        s[i, i] = a[i, i].real
     if not np.isfinite(s).all():
         w[:] = np.nan
         v[:, :] = np.nan
@@ -136,12 +139,12 @@ def _lu_{S}(a, lu, piv, perm, flag):
 
 @njit(cache=True, error_model="numpy")
 def _expm_{S}(a, out, flag):
-    out[:, :] = _expm64(a.astype(np.float64))
+    out[:, :] = _expm64(a.astype({W}))
 
 
 @njit(cache=True, error_model="numpy")
 def _svd_{S}(a, u, s, vh, full):
-    uu, ss, vv = np.linalg.svd(a.astype(np.float64), full_matrices=full)
+    uu, ss, vv = np.linalg.svd(a.astype({W}), full_matrices=full)
     u[:, :] = uu
     s[:] = ss
     vh[:, :] = vv
@@ -585,7 +588,7 @@ _THETA13 = 5.371920351148152
 def _pade_low(a, b):
     # (U, V) of the Padé approximant with coefficients b (degree 3, 5, 7 or 9)
     n = a.shape[0]
-    eye = np.eye(n)
+    eye = np.eye(n).astype(a.dtype)
     a2 = a @ a
     power = eye
     u = b[1] * eye
@@ -603,7 +606,7 @@ def _expm64(a):
     if n == 0:
         return a.copy()
     if not np.isfinite(a).all():
-        return np.full((n, n), np.nan)
+        return np.full_like(a, np.nan)
     norm = np.abs(a).sum(axis=0).max()
     s = 0
     if norm <= _THETA[3]:
@@ -620,7 +623,7 @@ def _expm64(a):
         s = int(np.ceil(np.log2(norm / _THETA13)))
     a = a * 2.0 ** -s
     b = _PADE13
-    eye = np.eye(n)
+    eye = np.eye(n).astype(a.dtype)
     a2 = a @ a
     a4 = a2 @ a2
     a6 = a4 @ a2
@@ -1025,7 +1028,7 @@ _INSTANCES = {
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,
     "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
-    "linalg": _INEXACT, "decompositions": _FLOATS, "threefry": None,
+    "linalg": _INEXACT, "decompositions": _INEXACT, "threefry": None,
     "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
     "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "sign_c": _C128, "sqrt_c": _C128, "exp_c": _C128,
     "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
@@ -1061,7 +1064,9 @@ def _module_source() -> str:
         else:
             parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name,
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
-                                            RN=dtypes.real_dtype(dt).name)
+                                            RN=dtypes.real_dtype(dt).name,
+                                            W="np.complex128" if dtypes.is_complex(dt)
+                                            else "np.float64")
                       for dt in dts]
     parts += [_TRISOLVE, _PIVOTS, _EIG]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]

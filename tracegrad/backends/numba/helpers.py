@@ -92,8 +92,10 @@ def _qr_{S}(a, q, r, full):
 
 @njit(cache=True, error_model="numpy")
 def _eigh_{S}(a, w, v, lower):
-    # the triangle eigh reads, mirrored (conjugated: Hermitian, the diagonal's real part;
-    # Numba's eigh checks the whole matrix is finite)
+    # the triangle eigh reads, mirrored (conjugated: Hermitian, the diagonal's real part),
+    # given to LAPACK's syevd/heevd (Numba's binding) as it is: read in Fortran order it is
+    # its transpose, the same matrix or its conjugate, whose eigenvectors (rows of `s` after
+    # the call) are the conjugates. Non-finite input or no convergence: NaN.
     n = a.shape[0]
     s = np.empty((n, n), dtype={W})
     for i in range(n):
@@ -102,13 +104,21 @@ def _eigh_{S}(a, w, v, lower):
             s[i, j] = x
             s[j, i] = np.conj(x)
         s[i, i] = a[i, i].real
-    if not np.isfinite(s).all():
+    if n == 0:
+        return
+    ww = np.empty(n, dtype=np.float64)
+    r = -1
+    if np.isfinite(s).all():
+        r = _EVD_{WS}(_EVD_KIND_{WS}, _EVD_V, _EVD_L, n, s.ctypes, n, ww.ctypes)
+        _dummy_liveness_func([s.size, ww.size])
+    if r != 0:
         w[:] = np.nan
         v[:, :] = np.nan
         return
-    ww, vv = np.linalg.eigh(s)
     w[:] = ww
-    v[:, :] = vv
+    for i in range(n):
+        for j in range(n):
+            v[i, j] = np.conj(s[j, i])
 
 
 _getrf_{S} = _LAPACK_ROUTINES.numba_xxgetrf(from_dtype(np.dtype({T})))
@@ -159,6 +169,10 @@ _EIG = """
 _RGEEV = _LAPACK_ROUTINES.numba_ez_rgeev(from_dtype(np.dtype(np.float64)))
 _CGEEV = _LAPACK_ROUTINES.numba_ez_cgeev(from_dtype(np.dtype(np.complex128)))
 _GEEV_D, _GEEV_Z, _GEEV_N, _GEEV_V = ord("d"), ord("z"), ord("N"), ord("V")
+# eigh: syevd/heevd (the _eigh_ templates)
+_EVD_D = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.float64)))
+_EVD_Z = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.complex128)))
+_EVD_KIND_D, _EVD_KIND_Z, _EVD_V, _EVD_L = ord("d"), ord("z"), ord("V"), ord("L")
 
 
 @njit(cache=True, error_model="numpy")
@@ -1066,7 +1080,8 @@ def _module_source() -> str:
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
                                             RN=dtypes.real_dtype(dt).name,
                                             W="np.complex128" if dtypes.is_complex(dt)
-                                            else "np.float64")
+                                            else "np.float64",
+                                            WS="Z" if dtypes.is_complex(dt) else "D")
                       for dt in dts]
     parts += [_TRISOLVE, _PIVOTS, _EIG]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]

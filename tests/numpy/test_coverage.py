@@ -10,7 +10,7 @@ import tracegrad.numpy as tnp
 NAMES = pathlib.Path(__file__).with_name("jax_numpy_names.txt")
 
 # Not yet in tracegrad.numpy (docs/numpy.md, "What it does not cover", says why).
-MISSING = frozenset(["roots"])
+MISSING = frozenset()
 
 
 def _names() -> list[str]:

@@ -109,12 +109,12 @@ def test_variables_dispatch_too():
 
 def test_missing_numpy_function_inside_a_trace_names_it_and_the_line():
     def f(x):
-        return np.linalg.eig(x)
+        return np.busday_count(x, x)
 
     with pytest.raises(UnsupportedOpError) as info:
         tg.function(f, backend="numpy")(A)
     message = str(info.value)
-    assert "numpy.linalg.eig" in message
+    assert "numpy.busday_count" in message
     assert "test_dispatch.py" in message
 
 
@@ -127,9 +127,9 @@ def test_missing_numpy_function_inside_a_trace_names_it_and_the_line():
     (lambda t: np.add.reduceat(t, [0, 1]), "numpy.add.reduceat"),
     (lambda t: np.isnat(t), "numpy.isnat"),
     (lambda t: np.sort_complex(t), "numpy.sort_complex"),
-    (lambda t: np.linalg.eig(t @ t.T), "numpy.linalg.eig"),
+    (lambda t: np.busday_count(t, t), "numpy.busday_count"),
 ], ids=["sum out", "sum where", "max initial", "sin where", "add out", "reduceat", "isnat",
-        "sort_complex", "eig"])
+        "sort_complex", "busday_count"])
 def test_unsupported_arguments_and_functions_inside_a_trace(call, named):
     with pytest.raises(UnsupportedOpError, match=named.replace(".", r"\.")):
         tg.function(call, backend="numpy")(A)

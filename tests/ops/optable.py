@@ -26,7 +26,7 @@ empty arrays), `optable_dtypes.py` (the narrower integers and float16), `optable
 `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
 `optable_datadep.py` and `optable_sets.py`; the special functions in `optable_special.py`;
-the Fourier transforms in `optable_fft.py`.
+the Fourier transforms in `optable_fft.py`; `eig` and `roots` in `optable_eig.py`.
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ from tests.ops import (  # noqa: F401
     optable_composites,
     optable_datadep,
     optable_dtypes,
+    optable_eig,
     optable_fft,
     optable_functions,
     optable_linalg,

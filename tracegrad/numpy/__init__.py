@@ -160,6 +160,7 @@ from tracegrad.numpy._polynomials import (
     poly,
     polydiv,
     polyfit,
+    roots,
 )
 from tracegrad.numpy._products import dot, inner, matmul, outer, tensordot, vdot
 from tracegrad.numpy._reductions import (
@@ -649,6 +650,7 @@ __all__ = [
     "rint",
     "roll",
     "rollaxis",
+    "roots",
     "rot90",
     "round",
     "searchsorted",

@@ -1,5 +1,5 @@
-"""`tnp.linalg`'s decompositions: qr, eigh, eigvalsh, svd, svdvals (the qr, eigh and svd
-primitives), with NumPy's result named tuples."""
+"""`tnp.linalg`'s decompositions: qr, eigh, eigvalsh, eig, eigvals, svd, svdvals (the qr,
+eigh, eig and svd primitives), with NumPy's result named tuples."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import shape_str
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import cast, dtype_of, ndim_of, read, shape_of
 from tracegrad.numpy._indexing import take_along_axis
 from tracegrad.numpy._reductions import argsort
@@ -22,6 +23,11 @@ class QRResult(NamedTuple):
 
 
 class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+class EigResult(NamedTuple):
     eigenvalues: object
     eigenvectors: object
 
@@ -92,6 +98,23 @@ def eigvalsh(a, UPLO="L"):
     return ops.eigh(a, lower=_uplo("eigvalsh", UPLO))[0]
 
 
+def eig(a):
+    """`EigResult(eigenvalues, eigenvectors)` of each square matrix in `a`: eigenvectors as
+    columns of unit norm, in LAPACK's (NumPy's) order and phases. Both are complex, for real
+    `a` too (complex64 for float32), as in NumPy 2.5 and JAX. Gradients are those of
+    functions invariant to each eigenvector's phase, at distinct eigenvalues."""
+    a = floating(a)
+    square_matrices("eig", a)
+    return EigResult(*ops.eig(a))
+
+
+def eigvals(a):
+    """The eigenvalues of each square matrix in `a` (complex, in `eig`'s order)."""
+    a = floating(a)
+    square_matrices("eigvals", a)
+    return ops.eig(a)[0]
+
+
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """`SVDResult(U, S, Vh)` with `a == U @ (S[..., None] * Vh)`, S descending; with
     `compute_uv=False` only S. `full_matrices` makes U (m, m) and Vh (n, n), otherwise
@@ -108,7 +131,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
             return s
         u = take_along_axis(v, order[..., None, :], axis=-1)
         signs = take_along_axis(sign(w), order, axis=-1)
-        return SVDResult(u, s, swapaxes(multiply(u, signs[..., None, :]), -1, -2))
+        return SVDResult(u, s, conjugate(swapaxes(multiply(u, signs[..., None, :]), -1, -2)))
     u, s, vh = ops.svd(a, full_matrices=bool(full_matrices) and compute_uv)
     return SVDResult(u, s, vh) if compute_uv else s
 

@@ -107,7 +107,7 @@ FUNCTIONS = {
     np.fill_diagonal: tnp.fill_diagonal, np.piecewise: tnp.piecewise,
     np.apply_along_axis: tnp.apply_along_axis, np.apply_over_axes: tnp.apply_over_axes,
     np.einsum_path: tnp.einsum_path, np.poly: tnp.poly, np.polydiv: tnp.polydiv,
-    np.polyfit: tnp.polyfit,
+    np.polyfit: tnp.polyfit, np.roots: tnp.roots,
     np.i0: tnp.i0,
     np.linalg.norm: tnp.linalg.norm, np.linalg.inv: tnp.linalg.inv,
     np.linalg.solve: tnp.linalg.solve, np.linalg.det: tnp.linalg.det,

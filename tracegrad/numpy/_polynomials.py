@@ -1,7 +1,9 @@
-"""Polynomials from their roots, polynomial division and fits: poly, polydiv, polyfit.
+"""Polynomials from their roots, their roots, polynomial division and fits: poly, roots,
+polydiv, polyfit.
 
 `poly` multiplies the factors `(x - r)` one root at a time, as NumPy's convolutions do;
-`polydiv` is NumPy's long division, step by step. Both need static lengths.
+`roots` takes the eigenvalues of the companion matrix, as NumPy's; `polydiv` is NumPy's long
+division, step by step. All need static lengths.
 """
 
 from __future__ import annotations
@@ -12,37 +14,76 @@ import warnings
 import numpy as np
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import GraphTensor
+from tracegrad.core.ir import EagerTensor, GraphTensor
 from tracegrad.core.source import user_frame
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.numpy._complex import real
 from tracegrad.numpy._core import dtype_of, ndim_of, read, shape_of, static_dim, static_shape
-from tracegrad.numpy._creation import astype
+from tracegrad.numpy._creation import astype, eye, zeros
+from tracegrad.numpy._decompositions import eigvals, floating
 from tracegrad.numpy._shape import atleast_1d, concatenate, stack
-from tracegrad.numpy._ufuncs import multiply, subtract, true_divide, where
+from tracegrad.numpy._ufuncs import multiply, negative, subtract, true_divide, where
 
 
 def poly(seq_of_zeros):
     """The coefficients (highest power first) of the monic polynomial with the given roots
-    (1-D; float64 unless float32); 1.0 for no roots. A square matrix (its characteristic
-    polynomial) needs eigenvalues, which tracegrad does not have yet."""
+    (1-D; float64 unless float32 or complex: complex roots give complex coefficients);
+    1.0 for no roots. For a square matrix, its characteristic polynomial (the roots its
+    eigenvalues): real for a real matrix."""
     z = atleast_1d(read(seq_of_zeros))
     shape = shape_of(z)
     if len(shape) == 2 and shape[0] == shape[1] and shape[0] != 0:
-        raise UnsupportedOpError("poly: the characteristic polynomial of a matrix needs its "
-                                 "eigenvalues, which tracegrad does not compute yet; pass "
-                                 "the roots (1-D)")
+        a = floating(z)
+        coefficients = poly(eigvals(a))
+        return coefficients if dtypes.is_complex(dtype_of(a)[0]) else real(coefficients)
     if len(shape) != 1:
         raise ShapeError("poly: input must be 1d or non-empty square 2d array")
     n = static_dim(z, 0, "poly")
     if n == 0:
         return 1.0
-    dtype = dtypes.float32 if dtype_of(z)[0] == dtypes.float32 else dtypes.float64
+    dtype = dtype_of(z)[0] if dtype_of(z)[0] in (dtypes.float32, *dtypes.COMPLEX) else \
+        dtypes.float64
     z = astype(z, dtype)
     a = np.ones(1, dtype)
     for k in range(n):
         zero = np.zeros(1, dtype)
         a = subtract(concatenate([a, zero]), multiply(z[k], concatenate([zero, a])))
     return a
+
+
+def roots(p, *, strip_zeros=True):
+    """The roots of the polynomial with coefficients `p` (1-D, highest power first): the
+    eigenvalues of its companion matrix, complex always (complex64 for float32), with
+    one 0 per trailing zero coefficient at the end, as NumPy's. Leading and trailing zeros
+    are stripped as NumPy does (`strip_zeros`), which needs `p`'s values; in traced code
+    pass `strip_zeros=False` (as jax.numpy): every coefficient is kept, a trailing zero
+    gives a root 0 among the others and a leading zero non-finite roots."""
+    p = atleast_1d(read(p))
+    if ndim_of(p) != 1:
+        raise ShapeError("roots: input must be a rank-1 array")
+    n = static_dim(p, 0, "roots")
+    p = floating(p)
+    dtype = dtypes.complex_dtype(dtype_of(p)[0])
+    trailing = 0
+    if strip_zeros:
+        if isinstance(p, GraphTensor):
+            raise InvalidArgumentError(
+                "roots: stripping the zero coefficients needs their values, which a traced "
+                "tensor does not have; pass strip_zeros=False")
+        value = p.numpy() if isinstance(p, EagerTensor) else np.asarray(p)
+        nonzero = np.flatnonzero(value)
+        if not len(nonzero):
+            return astype(p[:0], dtype)
+        trailing = n - 1 - int(nonzero[-1])
+        p = p[int(nonzero[0]):int(nonzero[-1]) + 1]
+        n = int(nonzero[-1]) + 1 - int(nonzero[0])
+    if n > 1:
+        first = negative(true_divide(p[1:], p[0]))
+        companion = concatenate([first[None, :], eye(n - 2, n - 1, dtype=dtype_of(p)[0])])
+        found = eigvals(companion)
+    else:
+        found = astype(p[:0], dtype)
+    return concatenate([found, zeros(trailing, dtype)]) if trailing else found
 
 
 def _allclose_to_zero(x) -> bool:

@@ -42,9 +42,12 @@ from tracegrad.numpy._core import reshape as _reshape
 from tracegrad.numpy._creation import asarray, diagonal_mask, zeros_like
 from tracegrad.numpy._decompositions import (
     EighResult,
+    EigResult,
     QRResult,
     SVDResult,
+    eig,
     eigh,
+    eigvals,
     eigvalsh,
     floating,
     matrices,
@@ -234,9 +237,9 @@ def _inverted(s, keep):
     return where(keep, divide(1, safe), 0)
 
 
-def _mT(x):
-    """The matrices of `x` transposed."""
-    return swapaxes(x, -1, -2)
+def _mH(x):
+    """The matrices of `x` conjugate-transposed (transposed when real)."""
+    return conjugate(swapaxes(x, -1, -2))
 
 
 def _eps_times_size(a, dtype):
@@ -252,13 +255,13 @@ def _eps_times_size(a, dtype):
 
 
 def _solve_by_svd(a, col, rcond):
-    """`(x, u, s, u^T col, kept singular values)` of the least-squares solution of
+    """`(x, u, s, u^H col, kept singular values)` of the least-squares solution of
     `a @ x = col` (`col` a matrix)."""
     u, s, vh = ops.svd(a, full_matrices=False)
     rcond = _eps_times_size(a, np.float64) if rcond is None or rcond < 0 else rcond
     keep = greater(s, multiply(_max(s, -1, keepdims=True), rcond))
-    utb = matmul(_mT(u), col)
-    x = matmul(_mT(vh), multiply(_inverted(s, keep)[..., None], utb))
+    utb = matmul(_mH(u), col)
+    x = matmul(_mH(vh), multiply(_inverted(s, keep)[..., None], utb))
     return x, u, s, utb, keep
 
 
@@ -294,7 +297,7 @@ def lstsq(a, b, rcond=None):
         residuals = s[:0]
     else:
         p = subtract(col, matmul(u, utb))
-        residuals = _sum(multiply(p, p), 0)
+        residuals = _sum(abs_squared(p), 0)
         if not isinstance(rank, GraphTensor) and int(np.asarray(rank)) != n:
             residuals = residuals[:0]
     return (x[:, 0] if vector else x), residuals, rank, s
@@ -319,7 +322,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     cutoff = multiply(expand_dims(asarray(rcond), -1), _max(s, -1, keepdims=True))
     inv_s = _inverted(s, greater(s, cutoff))
-    return matmul(_mT(vh), multiply(inv_s[..., None], _mT(u)))
+    return matmul(_mH(vh), multiply(inv_s[..., None], _mH(u)))
 
 
 def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
@@ -553,13 +556,13 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 
 # The np.linalg functions defined in this namespace beyond norm inv solve det slogdet
 # cholesky: `np.linalg.NAME(tensor)` dispatches to them.
-NUMPY_NAMES = ("qr", "eigh", "eigvalsh", "svd", "svdvals", "lstsq", "pinv", "matrix_rank", "cond",
-               "matrix_power", "multi_dot", "tensorsolve", "tensorinv", "cross", "outer",
-               "matmul", "vecdot", "tensordot", "matrix_transpose", "trace", "diagonal",
-               "vector_norm", "matrix_norm")
+NUMPY_NAMES = ("qr", "eig", "eigh", "eigvals", "eigvalsh", "svd", "svdvals", "lstsq", "pinv",
+               "matrix_rank", "cond", "matrix_power", "multi_dot", "tensorsolve", "tensorinv",
+               "cross", "outer", "matmul", "vecdot", "tensordot", "matrix_transpose", "trace",
+               "diagonal", "vector_norm", "matrix_norm")
 
-__all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cond", "cross",
-           "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
-           "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
-           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv",
-           "tensorsolve", "trace", "vecdot", "vector_norm"]
+__all__ = ["EigResult", "EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky",
+           "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+           "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose",
+           "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
+           "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm"]

@@ -120,8 +120,7 @@ def same_dtype(op: str, *types: TensorType) -> np.dtype:
 def real_only(name: str, impl: Callable) -> Callable:
     """`impl` refusing complex operands with a DTypeError naming `name`: NumPy (or SciPy)
     computes some functions on complex operands that a primitive defines for real ones
-    only (rint, erf, the decompositions ...), and the eager path runs `impl` without
-    `abstract_eval`."""
+    only (rint, erf ...), and the eager path runs `impl` without `abstract_eval`."""
     def checked(*xs, **attrs):
         for x in xs:
             if x.dtype.kind == "c":

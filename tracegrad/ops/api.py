@@ -104,6 +104,7 @@ from tracegrad.ops.linalg import (
 from tracegrad.ops.decompositions import (
     qr_p,
     eigh_p,
+    eig_p,
     svd_p,
     lu_p,
     lu_pivots_to_permutation_p,
@@ -203,6 +204,7 @@ det = det_p.bind
 slogdet = slogdet_p.bind
 qr = qr_p.bind
 eigh = eigh_p.bind
+eig = eig_p.bind
 svd = svd_p.bind
 lu = lu_p.bind
 lu_pivots_to_permutation = lu_pivots_to_permutation_p.bind
@@ -395,6 +397,8 @@ __all__ = [
     "qr",
     "eigh_p",
     "eigh",
+    "eig_p",
+    "eig",
     "svd_p",
     "svd",
     "lu_p",

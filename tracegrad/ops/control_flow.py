@@ -22,14 +22,14 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.hooks import Hook
-from tracegrad.core.op import Primitive, constant_p, no_dims
+from tracegrad.core.op import Primitive, no_dims
 from tracegrad.core.types import TensorType
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import bdim_at, moveaxis
 from tracegrad.ops.reductions import reduce_sum_p
 from tracegrad.ops.indexing import gather_p
-from tracegrad.ops.shape_ops import broadcast_in_dim_p, broadcast_like, scalar_like, zeros_like
+from tracegrad.ops.shape_ops import broadcast_like, is_zeros, scalar_like, zeros_like
 
 # The transforms the rules need (ops import no transforms; these install them when imported).
 _run = Hook("the reference interpreter of control-flow sub-graphs",
@@ -227,15 +227,6 @@ def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=No
     return (*carry, np.asarray(i, np.int64), *stack_history(history, carry))
 
 
-def _is_zeros(t) -> bool:
-    """Whether `t` is a broadcast constant zero (what an unconnected gradient is)."""
-    op = t.op if hasattr(t, "op") else None
-    while op is not None and op.primitive is broadcast_in_dim_p:
-        op = op.inputs[0].op
-    return (op is not None and op.primitive is constant_p
-            and not np.any(op.attrs["value"].value))
-
-
 def stack_history(history: list, carry: list) -> list:
     """The carries recorded at each iteration, one `[n, ...]` array per carry."""
     if not history:
@@ -256,7 +247,7 @@ def _while_grad(op, *out_grads):
     if attrs.get("keep_history"):  # the history's cotangents join the carry's on the way
         m = (m - 1) // 2
         ct_history = {i: g for i, g in enumerate(out_grads[m + 1:])
-                      if g is not None and not _is_zeros(g)}
+                      if g is not None and not is_zeros(g)}
     consts, init = list(op.inputs[:k]), list(op.inputs[k:])
     float_consts = [i for i, c in enumerate(consts) if dtypes.is_differentiable(c.dtype)]
     float_carry = [i for i, c in enumerate(init) if dtypes.is_differentiable(c.dtype)]

@@ -13,7 +13,7 @@ import numpy as np
 
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, Tensor
-from tracegrad.core.op import Primitive, no_dims
+from tracegrad.core.op import Primitive, constant_p, no_dims
 from tracegrad.core.shapes import shape_str
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorType
@@ -635,6 +635,16 @@ def full_like(x, fill_value, dtype=None):
 
 def zeros_like(x, dtype=None):
     return full_like(x, 0, dtype)
+
+
+def is_zeros(t) -> bool:
+    """Whether `t` is a broadcast constant zero (what `zeros_like` and an unconnected
+    gradient are): rules may drop the terms it multiplies."""
+    op = getattr(t, "op", None)
+    while op is not None and op.primitive is broadcast_in_dim_p:
+        op = op.inputs[0].op
+    return (op is not None and op.primitive is constant_p
+            and not np.any(op.attrs["value"].value))
 
 
 def ones_like(x, dtype=None):

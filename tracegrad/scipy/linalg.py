@@ -1,6 +1,7 @@
 """`tracegrad.scipy.linalg`: solve_triangular, cho_factor, cho_solve, block_diag, lu,
-lu_factor, lu_solve, solve, inv, det, cholesky, eigh and expm with SciPy's signatures and
-values, over the linear-algebra primitives. Matrix functions batch over leading dims."""
+lu_factor, lu_solve, solve, inv, det, cholesky, eigh, eig, eigvals and expm with SciPy's
+signatures and values, over the linear-algebra primitives. Matrix functions batch over
+leading dims."""
 
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ from tracegrad.numpy._core import (
     shape_of,
 )
 from tracegrad.numpy._core import reshape as _reshape
-from tracegrad.numpy._creation import arange, diagonal_mask, eye
+from tracegrad.numpy._creation import arange, diagonal_mask, eye, ones_like
 from tracegrad.numpy._decompositions import floating, matrices, square_matrices
 from tracegrad.numpy._indexing import take_along_axis
 from tracegrad.numpy._matrix import diagonal, tril, triu
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._products import matmul
 from tracegrad.numpy._reductions import argsort
-from tracegrad.numpy._shape import concatenate, swapaxes
+from tracegrad.numpy._shape import concatenate, stack, swapaxes
 from tracegrad.numpy._ufuncs import add, divide, equal
 
 
@@ -166,7 +167,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     rows = argsort(perm, axis=-1).astype(np.int32)
     if p_indices:
         return rows, low, up
-    p = cast(equal(rows[..., :, None], arange(m, dtype=np.int32)), dtype_of(a)[0])
+    p = cast(equal(rows[..., :, None], arange(m, dtype=np.int32)),
+             dtypes.real_dtype(dtype_of(a)[0]))
     return p, low, up
 
 
@@ -309,12 +311,12 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
         (a, b), _ = promote(a, _float(b))
         square_matrices("eigh", b)
         c = _cholesky_lower(b, lower)
-        a = _symmetric(a, lower)
-        if type == 1:  # C = L^-1 a L^-T
-            y = ops.triangular_solve(c, a, lower=True)
-            a = swapaxes(ops.triangular_solve(c, swapaxes(y, -1, -2), lower=True), -1, -2)
-        else:  # C = L^T a L
-            a = matmul(swapaxes(c, -1, -2), matmul(a, c))
+        a = _symmetric(a, lower, hermitian=True)
+        if type == 1:  # C = L^-1 a L^-H
+            a = _adjoint(ops.triangular_solve(c, _adjoint(ops.triangular_solve(c, a, lower=True)),
+                                              lower=True))
+        else:  # C = L^H a L
+            a = matmul(_adjoint(c), matmul(a, c))
         lower = True
     w, v = ops.eigh(a, lower=lower)
     if subset_by_index is not None:
@@ -327,9 +329,41 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     if eigvals_only:
         return w
     if c is not None:
-        v = (ops.triangular_solve(c, v, lower=True, transpose_a=True) if type in (1, 2)
-             else matmul(c, v))
+        v = _tsolve(c, v, True, "C") if type in (1, 2) else matmul(c, v)
     return w, v
+
+
+def _general_eig(op, a, b):
+    a = _float(a)
+    square_matrices(op, a)
+    if b is not None:
+        raise UnsupportedOpError(f"{op}: the generalized eigenproblem (b) is not supported")
+    return ops.eig(a)
+
+
+def _homogeneous(w, homogeneous_eigvals):
+    return stack([w, ones_like(w)], axis=-2) if homogeneous_eigvals else w
+
+
+def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
+        check_finite=True, homogeneous_eigvals=False):
+    """`(w, vr)`: the eigenvalues and right eigenvectors (columns of unit norm) of each square
+    matrix in `a`; with `left`, `(w, vl, vr)` or `(w, vl)`, the left ones (`vl[:, i]^H a =
+    w[i] vl[:, i]^H`, unit norm); with neither, `w`. Complex always, as `numpy.linalg.eig`
+    here. `homogeneous_eigvals` gives `w` as the (2, n) pairs `(w, 1)`."""
+    w, vr = _general_eig("eig", a, b)
+    out = [_homogeneous(w, homogeneous_eigvals)]
+    if left:  # the rows of vr^-1, as columns of unit norm
+        vl = conjugate(swapaxes(_np_linalg.inv(vr), -1, -2))
+        out.append(divide(vl, _np_linalg.norm(vl, axis=-2, keepdims=True)))
+    if right:
+        out.append(vr)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
+    """The eigenvalues (complex) of each square matrix in `a`, in `eig`'s order."""
+    return _homogeneous(_general_eig("eigvals", a, b)[0], homogeneous_eigvals)
 
 
 def expm(A):

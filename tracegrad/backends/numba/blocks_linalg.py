@@ -246,13 +246,19 @@ register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True),
 
 
 def _decomposition(cg, op, kind, flag):
-    """qr, eigh or svd: helper `kind` per matrix, writing each result in place; `flag` the
-    attribute it takes."""
+    """qr, eigh, eig or svd: helper `kind` per matrix, writing each result in place; `flag`
+    the attribute it takes (a function of the attributes; eig takes its raise tag)."""
     (a,), outs = op.inputs, op.outputs
     b, av = _batched(cg, a)
     views = [_batched_target(cg, cg.alloc(t), t, mat_dims=t.ndim - a.ndim + 2)[1]
              for t in outs]
-    fn = helper(cg.helpers, kind + "_f", a.dtype)
+    if kind == "eig":
+        fn = "_eig_c" if dtypes.is_complex(a.dtype) else "_eig_r"
+        cg.helpers[fn] = None
+        tag = cg.raise_tag(op)
+        flag = lambda at: tag  # noqa: E731
+    else:
+        fn = helper(cg.helpers, kind + "_f", a.dtype)
     k = cg.fresh("k")
     args = ", ".join(f"{v}[{k}]" for v in views)
     cg.emit(f"for {k} in range({b}):\n    {fn}({av}[{k}], {args}, {flag(op.attrs)})")
@@ -265,6 +271,17 @@ register(decompositions.qr_p, Lowering(
 register(decompositions.eigh_p, Lowering(
     BLOCK, emit=partial(_decomposition, kind="eigh", flag=lambda at: at.get("lower", True)),
     needs_array=True, linalg=True))
+
+
+def _eig_error(args, where):
+    what = "array must not contain infs or NaNs" if args[0] == 0 else \
+        "eigenvalues did not converge"
+    return np.linalg.LinAlgError(f"eig: {what} {where}")
+
+
+register(decompositions.eig_p, Lowering(
+    BLOCK, emit=partial(_decomposition, kind="eig", flag=None), needs_array=True, linalg=True,
+    error=_eig_error))
 register(decompositions.svd_p, Lowering(
     BLOCK, emit=partial(_decomposition, kind="svd",
                         flag=lambda at: at.get("full_matrices", False)),

@@ -70,7 +70,8 @@ def _solve_{S}(a, b):
 
 _DECOMPOSITIONS = """
 
-# qr, eigh and svd compute in float64, as NumPy does for float32 input
+# qr, eigh, svd and expm compute in double precision ({W}), as NumPy does for float32
+# input
 
 @njit(cache=True, error_model="numpy")
 def _qr_{S}(a, q, r, full):
@@ -78,34 +79,46 @@ def _qr_{S}(a, q, r, full):
     # extra Householder reflections are identities)
     m, n = a.shape
     if full and m > n:
-        p = np.zeros((m, m), dtype=np.float64)
+        p = np.zeros((m, m), dtype={W})
         p[:, :n] = a
         qq, rr = np.linalg.qr(p)
         q[:, :] = qq
         r[:, :] = rr[:, :n]
     else:
-        qq, rr = np.linalg.qr(a.astype(np.float64))
+        qq, rr = np.linalg.qr(a.astype({W}))
         q[:, :] = qq
         r[:, :] = rr
 
 
 @njit(cache=True, error_model="numpy")
 def _eigh_{S}(a, w, v, lower):
-    # the triangle eigh reads, mirrored (Numba's eigh checks the whole matrix is finite)
+    # the triangle eigh reads, mirrored (conjugated: Hermitian, the diagonal's real part),
+    # given to LAPACK's syevd/heevd (Numba's binding) as it is: read in Fortran order it is
+    # its transpose, the same matrix or its conjugate, whose eigenvectors (rows of `s` after
+    # the call) are the conjugates. Non-finite input or no convergence: NaN.
     n = a.shape[0]
-    s = np.empty((n, n), dtype=np.float64)
+    s = np.empty((n, n), dtype={W})
     for i in range(n):
-        for j in range(i + 1):
-            x = a[i, j] if lower else a[j, i]
+        for j in range(i):
+            x = a[i, j] if lower else np.conj(a[j, i])
             s[i, j] = x
-            s[j, i] = x
-    if not np.isfinite(s).all():
+            s[j, i] = np.conj(x)
+        s[i, i] = a[i, i].real
+    if n == 0:
+        return
+    ww = np.empty(n, dtype=np.float64)
+    r = -1
+    if np.isfinite(s).all():
+        r = _EVD_{WS}(_EVD_KIND_{WS}, _EVD_V, _EVD_L, n, s.ctypes, n, ww.ctypes)
+        _dummy_liveness_func([s.size, ww.size])
+    if r != 0:
         w[:] = np.nan
         v[:, :] = np.nan
         return
-    ww, vv = np.linalg.eigh(s)
     w[:] = ww
-    v[:, :] = vv
+    for i in range(n):
+        for j in range(n):
+            v[i, j] = np.conj(s[j, i])
 
 
 _getrf_{S} = _LAPACK_ROUTINES.numba_xxgetrf(from_dtype(np.dtype({T})))
@@ -136,15 +149,89 @@ def _lu_{S}(a, lu, piv, perm, flag):
 
 @njit(cache=True, error_model="numpy")
 def _expm_{S}(a, out, flag):
-    out[:, :] = _expm64(a.astype(np.float64))
+    out[:, :] = _expm64(a.astype({W}))
 
 
 @njit(cache=True, error_model="numpy")
 def _svd_{S}(a, u, s, vh, full):
-    uu, ss, vv = np.linalg.svd(a.astype(np.float64), full_matrices=full)
+    uu, ss, vv = np.linalg.svd(a.astype({W}), full_matrices=full)
     u[:, :] = uu
     s[:] = ss
     vh[:, :] = vv
+"""
+
+# eig: LAPACK's geev (Numba's binding of SciPy's LAPACK, in double precision) on a copy in
+# Fortran order; eigenvector j is column j of VR, which is row j of the C-ordered `vr`. For
+# real operands a complex pair (wi > 0, then its conjugate) shares the rows j, j + 1: the
+# real and imaginary parts of the first one's eigenvector. Raises (tag, 0) for infs or NaNs,
+# (tag, 1) when geev does not converge.
+_EIG = """
+_RGEEV = _LAPACK_ROUTINES.numba_ez_rgeev(from_dtype(np.dtype(np.float64)))
+_CGEEV = _LAPACK_ROUTINES.numba_ez_cgeev(from_dtype(np.dtype(np.complex128)))
+_GEEV_D, _GEEV_Z, _GEEV_N, _GEEV_V = ord("d"), ord("z"), ord("N"), ord("V")
+# eigh: syevd/heevd (the _eigh_ templates)
+_EVD_D = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.float64)))
+_EVD_Z = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.complex128)))
+_EVD_KIND_D, _EVD_KIND_Z, _EVD_V, _EVD_L = ord("d"), ord("z"), ord("V"), ord("L")
+
+
+@njit(cache=True, error_model="numpy")
+def _geev_inputs(a, zero, tag):
+    # a in Fortran order, and geev's VL (not computed) and VR, all of zero's type
+    n = a.shape[0]
+    f = np.zeros((n, n)) + zero
+    for i in range(n):
+        for j in range(n):
+            f[j, i] = a[i, j]
+    if not np.isfinite(f).all():
+        raise ValueError(tag, 0)
+    return f, np.zeros((n, 1)) + zero, np.zeros((n, n)) + zero
+
+
+@njit(cache=True, error_model="numpy")
+def _eig_r(a, w, v, tag):
+    n = a.shape[0]
+    if n == 0:
+        return
+    f, vl, vr = _geev_inputs(a, 0.0, tag)
+    wr = np.empty(n, dtype=np.float64)
+    wi = np.empty(n, dtype=np.float64)
+    r = _RGEEV(_GEEV_D, _GEEV_N, _GEEV_V, n, f.ctypes, n, wr.ctypes, wi.ctypes, vl.ctypes, 1,
+               vr.ctypes, n)
+    _dummy_liveness_func([f.size, vl.size, wr.size, wi.size, vr.size])
+    if r != 0:
+        raise ValueError(tag, 1)
+    j = 0
+    while j < n:
+        if wi[j] == 0.0:
+            w[j] = wr[j]
+            for i in range(n):
+                v[i, j] = vr[j, i]
+            j += 1
+        else:
+            w[j] = complex(wr[j], wi[j])
+            w[j + 1] = complex(wr[j + 1], wi[j + 1])
+            for i in range(n):
+                v[i, j] = complex(vr[j, i], vr[j + 1, i])
+                v[i, j + 1] = complex(vr[j, i], -vr[j + 1, i])
+            j += 2
+
+
+@njit(cache=True, error_model="numpy")
+def _eig_c(a, w, v, tag):
+    n = a.shape[0]
+    if n == 0:
+        return
+    f, vl, vr = _geev_inputs(a, 0j, tag)
+    ww = np.empty(n, dtype=np.complex128)
+    r = _CGEEV(_GEEV_Z, _GEEV_N, _GEEV_V, n, f.ctypes, n, ww.ctypes, vl.ctypes, 1, vr.ctypes, n)
+    _dummy_liveness_func([f.size, vl.size, ww.size, vr.size])
+    if r != 0:
+        raise ValueError(tag, 1)
+    for j in range(n):
+        w[j] = ww[j]
+        for i in range(n):
+            v[i, j] = vr[j, i]
 """
 
 # -- templates: {T} is the Numba type, {S} the dtype suffix --------------------------------------
@@ -515,7 +602,7 @@ _THETA13 = 5.371920351148152
 def _pade_low(a, b):
     # (U, V) of the Padé approximant with coefficients b (degree 3, 5, 7 or 9)
     n = a.shape[0]
-    eye = np.eye(n)
+    eye = np.eye(n).astype(a.dtype)
     a2 = a @ a
     power = eye
     u = b[1] * eye
@@ -533,7 +620,7 @@ def _expm64(a):
     if n == 0:
         return a.copy()
     if not np.isfinite(a).all():
-        return np.full((n, n), np.nan)
+        return np.full_like(a, np.nan)
     norm = np.abs(a).sum(axis=0).max()
     s = 0
     if norm <= _THETA[3]:
@@ -550,7 +637,7 @@ def _expm64(a):
         s = int(np.ceil(np.log2(norm / _THETA13)))
     a = a * 2.0 ** -s
     b = _PADE13
-    eye = np.eye(n)
+    eye = np.eye(n).astype(a.dtype)
     a2 = a @ a
     a4 = a2 @ a2
     a6 = a4 @ a2
@@ -976,7 +1063,7 @@ _INSTANCES = {
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,
     "bdot_nn": _INEXACT, "bdot_nt": _INEXACT, "bdot_tn": _INEXACT, "bdot_tt": _INEXACT,
-    "linalg": _INEXACT, "decompositions": _FLOATS, "threefry": None,
+    "linalg": _INEXACT, "decompositions": _INEXACT, "threefry": None,
     "lt_c": _CPLX, "le_c": _CPLX, "gt_c": _CPLX, "ge_c": _CPLX, "max_c": _CPLX,
     "min_c": _CPLX, "div_c": _CPLX, "argsort_c": _CPLX, "abs_c": _C128, "sign_c": _C128, "sqrt_c": _C128, "exp_c": _C128,
     "expm1_c": _C128, "tanh_c": _C128, "ipow_c": _C128, "pow_c": _C128,
@@ -990,6 +1077,7 @@ def _module_source() -> str:
         "import numpy as np",
         "from numba import njit, objmode",
         "from numba.np.linalg import _LAPACK as _LapackRoutines, get_blas_kind",
+        "from numba.np.linalg import _dummy_liveness_func",
         "from numba.np.numpy_support import from_dtype",
         "_LAPACK_ROUTINES = _LapackRoutines()",
         "",
@@ -1011,9 +1099,12 @@ def _module_source() -> str:
         else:
             parts += [_HELPERS[kind].format(T=NB_TYPE[dt], S=SUFFIX[dt], N=dt.name,
                                             R=NB_TYPE[dtypes.real_dtype(dt)],
-                                            RN=dtypes.real_dtype(dt).name)
+                                            RN=dtypes.real_dtype(dt).name,
+                                            W="np.complex128" if dtypes.is_complex(dt)
+                                            else "np.float64",
+                                            WS="Z" if dtypes.is_complex(dt) else "D")
                       for dt in dts]
-    parts += [_PIVOTS]
+    parts += [_PIVOTS, _EIG]
     parts += [_TRSM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)

@@ -16,7 +16,7 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import EagerTensor, GraphTensor
 from tracegrad.core.source import user_frame
-from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
+from tracegrad.errors import InvalidArgumentError, ShapeError
 from tracegrad.numpy._complex import real
 from tracegrad.numpy._core import dtype_of, ndim_of, read, shape_of, static_dim, static_shape
 from tracegrad.numpy._creation import astype, eye, zeros

@@ -13,6 +13,7 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
 from tracegrad import random as tr
+from tracegrad.scipy import special as tsp
 
 # Functions run on the numpy backend unless a test names the numba backend.
 pytestmark = pytest.mark.usefixtures("numpy_backend")
@@ -229,6 +230,9 @@ def test_gamma_dx_da_in_each_region(a, x):
     p, h = sc.gammainc(a, x), 1e-5 * a
     want = (sc.gammaincinv(a + h, p) - sc.gammaincinv(a - h, p)) / (2 * h)
     assert got == pytest.approx(want, rel=1e-5)
+    # the same implicit derivative as gammainc's gradient in a: -(dP/da) / p(x; a)
+    dp_da = tg.grad(lambda a: tsp.gammainc(a, x))(a)
+    assert got == pytest.approx(-dp_da / st.gamma.pdf(x, a), rel=1e-10)
 
 
 def test_beta_and_dirichlet_gradients_are_unbiased():

@@ -325,6 +325,21 @@ def _zeta(args, x, out, attrs, helpers):
 
 _elementwise(sp.zeta_p, _zeta, cost=COSTLY)
 
+
+def _incomplete(name: str, *extra: str):
+    """The scalar builder calling helper `name` of backends/numba/incomplete.py (float64),
+    with the SciPy functions it calls imported first."""
+    def scalar(args, x, out, attrs, helpers):
+        helpers.update(dict.fromkeys((name, "_cs_gammaln", "_cs_psi", "_cs_betaln")))
+        return typed(f"{name}({', '.join([f'np.float64({a})' for a in args] + list(extra))})",
+                     out)
+    return scalar
+
+
+_elementwise(sp.igamma_grad_a_p, _incomplete("_igamma_grad_a"), cost=COSTLY)
+_elementwise(sp.betainc_grad_a_p, _incomplete("_betainc_grad", "0"), cost=COSTLY)
+_elementwise(sp.betainc_grad_b_p, _incomplete("_betainc_grad", "1"), cost=COSTLY)
+
 def _threefry(args, x, out, attrs, helpers):
     helpers["_threefry2x32"] = None
     return f"_threefry2x32({', '.join(args)})"

@@ -7,8 +7,8 @@ betainc_grad_b), which no composition gives either (ops/_incomplete.py).
 Each is a primitive because a composition of the elementary primitives would lose SciPy's
 accuracy (series, continued fractions and asymptotic expansions chosen per range). The
 value is SciPy's ufunc; the numba backend calls SciPy's compiled `cython_special` function
-of the same name from the fused loop, except for the hot log_ndtr and lgamma (vector-math
-helpers) and zeta (which `cython_special` does not export): docs/scipy.md.
+of the same name from the fused loop, except for the hot log_ndtr, ndtr, erfc and lgamma
+(vector-math helpers) and zeta (which `cython_special` does not export): docs/scipy.md.
 """
 
 from __future__ import annotations

@@ -303,18 +303,21 @@ def _cython_special(name: str):
     return scalar
 
 
-for _prim, _name in ((sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
+for _prim, _name in ((sp.digamma_p, "psi"),
                      (sp.erfinv_p, "erfinv"), (sp.ndtri_p, "ndtri"),
                      (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
                      (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
-                     (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"), (sp.ndtr_p, "ndtr"),
+                     (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"),
                      (sp.logit_p, "logit"), (sp.i0_p, "i0"), (sp.i1_p, "i1"),
                      (sp.betaln_p, "betaln"), (sp.beta_p, "beta"),
                      (sp.betainc_p, "betainc"), (sp.betaincc_p, "betaincc")):
     _elementwise(_prim, _cython_special(_name), cost=COSTLY)
 
 
-_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")  # vecmath_special.py
+# vecmath_special.py
+_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")
+_elementwise(sp.ndtr_p, cost=COSTLY, vector_math="ndtr")
+_elementwise(sp.erfc_p, cost=COSTLY, vector_math="erfc")
 _elementwise(sp.lgamma_p, cost=COSTLY, vector_math="lgamma")
 
 

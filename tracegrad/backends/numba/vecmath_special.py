@@ -15,10 +15,10 @@ before erfc: up to 2 x^2 ulp) dominates the difference.
 
 erfc(x) and Phi(x) = ndtr(x) round as SciPy (Cephes) does, so that they agree with it to a
 few ulp even where both lose accuracy: erfc(a) = exp(-(a*a)) erfcx(a) with a*a rounded
-(SciPy's erfc), and Phi(x) from a = x * M_SQRT1_2 rounded (sqrt(1/2) rounded to nearest): 1/2 + erf(a)/2 for
-|a| < 1/sqrt(2), else erfc(|a|)/2, or 1 minus it above 0 (SciPy's ndtr). Both errors grow
-as a^2 ulp in the tails (the rounding of a*a in the exponent), the same ones in both; both
-are 0 where a*a > log(DBL_MAX) (SciPy's underflow).
+(SciPy's erfc), and Phi(x) from a = x * M_SQRT1_2 rounded (sqrt(1/2) to nearest):
+1/2 + erf(a)/2 for |a| < 1/sqrt(2), else erfc(|a|)/2, or 1 minus it above 0 (SciPy's
+ndtr). Both errors grow as a^2 ulp in the tails (the rounding of a*a in the exponent), the
+same ones in both; both are 0 where a*a > log(DBL_MAX) (SciPy's underflow).
 """
 
 from __future__ import annotations
@@ -71,13 +71,11 @@ TEMPLATES["erfc_v"] = f"""
 @njit(cache=True, forceinline=True, **_OPTS)
 def _erfc_v(x):
     a = np.abs(x)
-    z = a * a
-{horner("z", _ERF_P)}
-    small = 1.0 - x * p
-    y = _exp_v(-z) * _erfcx_v(a)
-    y = 0.0 if z > {_MAXLOG} else y  # SciPy's underflow
+    y = _exp_v(-(a * a)) * _erfcx_v(a)
+    y = 0.0 if a * a > {_MAXLOG} else y  # SciPy's underflow
     y = 2.0 - y if x < 0.0 else y
-    y = small if a < 0.75 else y
+{horner("(x * x)", _ERF_P)}
+    y = 1.0 - x * p if a < 0.75 else y
     return x if x != x else y
 """
 

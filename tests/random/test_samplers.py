@@ -185,6 +185,18 @@ def test_numba_gives_the_numpy_backends_bits(name):
     np.testing.assert_array_equal(tg.function(fn, backend="numba")(K), fn(K))
 
 
+def test_a_sample_is_drawn_in_a_flat_loop_of_its_own():
+    # in its consumers' nest, a row sum over a dim of 2, it would not vectorize: the
+    # sampler's counter is the index of one loop (the ELBO benchmark, docs/performance.md)
+    f = tg.function(lambda k, x: tnp.sum(x * tr.normal(k, (256, 2)), axis=1), backend="numba")
+    src = tg.compiled_source(f.get_concrete_function(K, np.ones((256, 2))).graph)
+    (call,) = [line for line in src.splitlines() if "_threefry2x32(" in line]
+    assert call.startswith(" " * 8 + "v") and call.rstrip().endswith("np.uint32(i1))"), call
+    x = np.linspace(0.0, 1.0, 512).reshape(256, 2)
+    np.testing.assert_allclose(f(K, x), np.sum(x * np.asarray(tr.normal(K, (256, 2))), axis=1),
+                               rtol=1e-14)
+
+
 # why: the numba backend's vector-math log/exp/sqrt are within a few ulp of NumPy's
 # (docs/numba.md), so samplers computed through them agree to rounding, not bit for bit;
 # gamma's exp of a log-space sum (log d + log v + log(u) / a) scales an ulp of the sum by

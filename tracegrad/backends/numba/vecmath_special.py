@@ -36,7 +36,8 @@ _CONTINUED = "\n".join(
     for n in range(1, _DEPTH + 1))
 
 TEMPLATES: dict[str, str] = {}
-INLINED = (("_log_ndtr_v", "x"), ("_ndtr_v", "x"), ("_erfc_v", "x"), ("_lgamma_v", "x"))
+INLINED = (("_erfcx_v", "a"), ("_log_ndtr_v", "x"), ("_erfc_v", "x"), ("_ndtr_v", "x"),
+           ("_lgamma_v", "x"))
 
 TEMPLATES["erfcx_v"] = f"""
 @njit(cache=True, forceinline=True, **_OPTS)

@@ -33,6 +33,17 @@ def assert_moments(x, mean, var=None):
         assert np.all(np.abs(d2.mean(0) - var) <= 5 * d2.std(0) / math.sqrt(n)), (d2.mean(0), var)
 
 
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.uint8])
+def test_bits_moments(dtype):
+    b = tr.bits(K, (N,), dtype)
+    assert b.dtype == dtype
+    top = float(np.iinfo(dtype).max) + 1.0
+    assert_moments(b.astype(np.float64) / top, 0.5 - 0.5 / top, (1 - 1 / top**2) / 12)
+    width = np.iinfo(dtype).bits
+    each = (b[:, None] >> np.arange(width, dtype=dtype)) & dtype(1)  # every bit is fair
+    assert_moments(each, np.full(width, 0.5), np.full(width, 0.25))
+
+
 def test_uniform_moments_and_range():
     x = tr.uniform(K, (N,), minval=-1.0, maxval=3.0)
     assert x.dtype == np.float64 and x.min() >= -1.0 and x.max() < 3.0

@@ -189,3 +189,17 @@ def test_a_worker_killed_mid_computation_is_retried_and_the_result_unchanged(cli
     np.testing.assert_allclose(value, logistic_loss_numpy(w, x, y), rtol=1e-13)
     np.testing.assert_allclose(grad, tg.grad(logistic_loss)(w, x, y), rtol=1e-12)
     client.wait_for_workers(2, timeout=30)  # the nanny restarts the killed worker
+
+
+def test_random_numbers_are_the_same_on_every_worker(client, data):
+    # a key is an ordinary argument: each chunk draws the numbers of its shape from it
+    from tracegrad import random as tr
+
+    x, _, _ = data
+    key = tr.key(27)
+    f = tg.function(lambda x, k: x + tr.normal(k, x.shape))
+    out = np.asarray(tgd.map_blocks(f, chunked(x), key).compute())
+    want = [f(x[i:i + CHUNKS], key) for i in range(0, ROWS, CHUNKS)]  # in this process
+    np.testing.assert_array_equal(out, np.concatenate(want))
+    np.testing.assert_allclose(want[0], x[:CHUNKS] + tr.normal(key, (CHUNKS, FEATURES)),
+                               rtol=1e-15)

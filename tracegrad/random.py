@@ -172,6 +172,10 @@ def _float_dtype(dtype, op: str) -> np.dtype:
 def _unit(k, shape, dt):
     """Uniform floats of `dt` in [0, 1), JAX's: the top mantissa-width bits (52 of the 64
     for float64, 23 of the 32 for float32, 10 of the 16 for float16) times 2**-width."""
+    return _flat(lambda n: _flat_unit(k, n, dt), shape)
+
+
+def _flat_unit(k, shape, dt):
     b = _blocks(k, shape)
     if dt == dtypes.float64:
         return tnp.multiply(tnp.astype(tnp.right_shift(b, np.uint64(12)), dt), 2.0**-52)
@@ -184,11 +188,22 @@ def _unit(k, shape, dt):
     return tnp.multiply(tnp.astype(m, dt), np.float32(2.0**-23))
 
 
+def _flat(draw, shape: tuple):
+    """`draw((n,))` of the n elements of `shape`, reshaped to `shape` (the same values: element
+    i's counter is i either way). Drawn flat, a compiled sample is one flat loop of its own
+    (the counter is the loop index), which vectorizes; drawn in its shape it would join the
+    loop nest of its consumers, whose innermost dim may be too narrow to vectorize."""
+    out = draw((math.prod(shape),))
+    return out if len(shape) == 1 else tnp.reshape(out, shape)
+
+
 def _open_unit(k, shape):
     """Uniform float64 in the open interval (0, 1), symmetric: (m + 1/2) 2**-52 for the
     top 52 bits m of each block, so `u` and `1 - u` are both exact and nonzero."""
-    m = tnp.astype(tnp.right_shift(_blocks(k, shape), np.uint64(12)), np.float64)
-    return tnp.multiply(tnp.add(m, 0.5), 2.0**-52)
+    def draw(n):
+        m = tnp.astype(tnp.right_shift(_blocks(k, n), np.uint64(12)), np.float64)
+        return tnp.multiply(tnp.add(m, 0.5), 2.0**-52)
+    return _flat(draw, shape)
 
 
 def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
@@ -263,7 +278,7 @@ def normal(key, shape=(), dtype=None):
     """
     k = _key(key, "normal")
     dt = _float_dtype(dtype, "normal")
-    return tnp.astype(_ndtri(_open_unit(k, _shape(shape, "normal"))), dt)
+    return _flat(lambda n: tnp.astype(_ndtri(_open_unit(k, n)), dt), _shape(shape, "normal"))
 
 
 # -- samplers over uniform and normal ------------------------------------------------------------

@@ -222,8 +222,10 @@ def test_a_random_sample_read_by_the_forward_and_the_backward_pass_is_drawn_once
     args = (rng.standard_normal((16, 2)), rng.standard_normal((16, 2)),
             rng.standard_normal((2, 8)), tr.key(5))
     assert source_of(fn, *args).count("_threefry2x32(") == 1
-    # a sample read by one loop stays fused into it
-    assert source_of(lambda k: tr.normal(k, (4, 3)) * 2.0, args[3]).count("\n    for ") == 1
+    # a sample read by one loop stays fused into it, unless its rows are too narrow to
+    # vectorize: then it is drawn in a flat loop of its own
+    assert source_of(lambda k: tr.normal(k, (4, 16)) * 2.0, args[3]).count("\n    for ") == 1
+    assert source_of(lambda k: tr.normal(k, (4, 3)) * 2.0, args[3]).count("\n    for ") == 2
     both_backends(fn, *args)
 
 
@@ -431,3 +433,28 @@ def test_a_long_chain_is_outlined_loop_nests_the_same_code_compiled_once(monkeyp
     both_backends(fn, x)
     small = source_of(sin_tanh_chain(fusion.MAX_FUSED_OPS // 8), x)
     assert not re.search(r"^def nest", small, re.M) and cg.ENTRY in small
+
+
+@pytest.mark.parametrize("shape", [(6, 2), (3, 16), (1, 5), (4, 1), (2, 3, 2), (0, 3)])
+def test_a_computed_vector_unflattened_by_a_reshape(shape):
+    # fused as a remap at the row-major linear index (wide rows), or stored and viewed
+    # (rows narrower than a vector register, a costly vector)
+    n = int(np.prod(shape))
+
+    def fn(v, y):
+        return tnp.sum(tnp.reshape(tnp.log1p(tnp.exp(v)), shape) * y, axis=-1)
+
+    rng = np.random.default_rng(3)
+    v, y = rng.standard_normal(n), rng.standard_normal(shape)
+    both_backends(fn, v, y)
+    both_backends(fn, v, y, input_signature=[tg.TensorSpec([None]),
+                                             tg.TensorSpec([None] * len(shape))])
+
+
+def test_a_costly_vector_unflattened_into_narrow_rows_is_stored_once():
+    def fn(v, y):
+        return tnp.sum(tnp.reshape(tnp.log1p(tnp.exp(v)), y.shape) * y, axis=1)
+
+    narrow = source_of(fn, np.ones(16), np.ones((8, 2)))
+    assert narrow.count("_exp_v(") == 1 and outer_loops(narrow) == 2
+    assert outer_loops(source_of(fn, np.ones(16), np.ones((2, 8)))) == 1

@@ -11,6 +11,7 @@ import scipy.stats
 import tracegrad.scipy.special as tsp
 import tracegrad.scipy.stats as tstats
 from tests.ops.optable import F32, F64, case, rand, shape_id
+from tracegrad import ops
 
 # primitive: (tracegrad.scipy.special name, low, high): SciPy's function of the same name
 UNARY = {
@@ -44,8 +45,8 @@ case("log_ndtr[f64,tails]", tsp.log_ndtr, scipy.special.log_ndtr,
 
 # primitive: (name, (low, high) of each operand, which operands have a gradient)
 BINARY = {
-    "igamma": ("gammainc", (0.5, 5), (0.1, 6), (1,)),
-    "igammac": ("gammaincc", (0.5, 5), (0.1, 6), (1,)),
+    "igamma": ("gammainc", (0.5, 5), (0.1, 6), (0, 1)),
+    "igammac": ("gammaincc", (0.5, 5), (0.1, 6), (0, 1)),
     "zeta": ("zeta", (1.5, 6), (0.2, 5), (1,)),
     "betaln": ("betaln", (0.2, 6), (0.2, 6), (0, 1)),
     "beta": ("beta", (0.5, 4), (0.5, 4), (0, 1)),
@@ -66,10 +67,48 @@ for _prim in ("betainc", "betaincc"):
     for _dt in (F64, F32):
         case(f"{_prim}[{_dt},3x4]", getattr(tsp, _prim), getattr(scipy.special, _prim),
              rand((3, 4), _dt, 0.3, 5, seed=3), rand((3, 4), _dt, 0.3, 5, seed=4),
-             rand((3, 4), _dt, 0.02, 0.98, seed=5), grad_argnums=(2,) if _dt == F64 else (),
+             rand((3, 4), _dt, 0.02, 0.98, seed=5), grad_argnums=(0, 1, 2) if _dt == F64 else (),
              primitive=_prim)
 case("betainc[f64,edges]", tsp.betainc, scipy.special.betainc, np.array([1.0, 2.0, 0.5, 3.0]),
      np.array([1.0, 0.5, 2.0, 3.0]), np.array([0.0, 1.0, 1e-12, 0.5]), primitive="betainc")
+
+
+def _richardson(f, i):
+    """d f / d (operand i) by central differences with one Richardson step (error about
+    1e-10 relative): the reference of the derivatives SciPy does not compute."""
+    def derivative(*args):
+        dtype = np.asarray(args[i]).dtype
+        args = [np.asarray(a, np.float64) for a in args]
+
+        def at(h):
+            up, down = list(args), list(args)
+            up[i], down[i] = args[i] + h, args[i] - h
+            return (f(*up) - f(*down)) / (2 * h)
+        h = 1e-3 * args[i]
+        return ((4 * at(h / 2) - at(h)) / 3).astype(dtype)
+    return derivative
+
+
+_WHY_FD = "the reference is a central difference of SciPy's function (about 1e-9 relative)"
+for _dt in (F64, F32):
+    _a, _b = rand((3, 4), _dt, 0.3, 30, seed=9), rand((3, 4), _dt, 0.3, 30, seed=10)
+    _tol = 1e-7 if _dt == F64 else 2e-5
+    # x on both sides of a + 1 (series and continued fraction)
+    case(f"igamma_grad_a[{_dt},3x4]", ops.igamma_grad_a,
+         _richardson(scipy.special.gammainc, 0), _a, (_b * 1.5).astype(_dt), rtol=_tol,
+         atol=1e-12, primitive="igamma_grad_a", why=_WHY_FD)
+    _x = rand((3, 4), _dt, 0.01, 0.99, seed=11)
+    for _i, _prim in enumerate(("betainc_grad_a", "betainc_grad_b")):
+        case(f"{_prim}[{_dt},3x4]", getattr(ops, _prim),
+             _richardson(scipy.special.betainc, _i), _a, _b, _x, rtol=_tol, atol=1e-12,
+             primitive=_prim, why=_WHY_FD)
+case("igamma_grad_a[f64,edges]", ops.igamma_grad_a, lambda a, x: np.where(
+    (a > 0) & (x >= 0), 0.0, np.nan), np.array([1.0, 2.0, -1.0, np.nan, 1.0, np.inf]),
+    np.array([0.0, np.inf, 1.0, 1.0, -1.0, 2.0]), primitive="igamma_grad_a")
+case("betainc_grad_a[f64,edges]", ops.betainc_grad_a, lambda a, b, x: np.where(
+    (a > 0) & (b > 0) & ~np.isnan(x), 0.0, np.nan), np.array([1.0, 2.0, -1.0, 1.0, 2.0]),
+    np.array([1.0, 0.5, 1.0, 1.0, np.nan]), np.array([0.0, 1.0, 0.5, np.nan, 0.5]),
+    primitive="betainc_grad_a")
 
 # -- compositions: tracegrad.scipy.special and tracegrad.scipy.stats ---------------------------
 

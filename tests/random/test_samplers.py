@@ -13,6 +13,7 @@ import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
 from tracegrad import random as tr
+from tracegrad.scipy import special as tsp
 
 # Functions run on the numpy backend unless a test names the numba backend.
 pytestmark = pytest.mark.usefixtures("numpy_backend")
@@ -30,6 +31,17 @@ def assert_moments(x, mean, var=None):
     if var is not None:
         d2 = (x - m) ** 2
         assert np.all(np.abs(d2.mean(0) - var) <= 5 * d2.std(0) / math.sqrt(n)), (d2.mean(0), var)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.uint8])
+def test_bits_moments(dtype):
+    b = tr.bits(K, (N,), dtype)
+    assert b.dtype == dtype
+    top = float(np.iinfo(dtype).max) + 1.0
+    assert_moments(b.astype(np.float64) / top, 0.5 - 0.5 / top, (1 - 1 / top**2) / 12)
+    width = np.iinfo(dtype).bits
+    each = (b[:, None] >> np.arange(width, dtype=dtype)) & dtype(1)  # every bit is fair
+    assert_moments(each, np.full(width, 0.5), np.full(width, 0.25))
 
 
 def test_uniform_moments_and_range():
@@ -184,6 +196,18 @@ def test_numba_gives_the_numpy_backends_bits(name):
     np.testing.assert_array_equal(tg.function(fn, backend="numba")(K), fn(K))
 
 
+def test_a_sample_is_drawn_in_a_flat_loop_of_its_own():
+    # in its consumers' nest, a row sum over a dim of 2, it would not vectorize: the
+    # sampler's counter is the index of one loop (the ELBO benchmark, docs/performance.md)
+    f = tg.function(lambda k, x: tnp.sum(x * tr.normal(k, (256, 2)), axis=1), backend="numba")
+    src = tg.compiled_source(f.get_concrete_function(K, np.ones((256, 2))).graph)
+    (call,) = [line for line in src.splitlines() if "_threefry2x32(" in line]
+    assert call.startswith(" " * 8 + "v") and call.rstrip().endswith("np.uint32(i1))"), call
+    x = np.linspace(0.0, 1.0, 512).reshape(256, 2)
+    np.testing.assert_allclose(f(K, x), np.sum(x * np.asarray(tr.normal(K, (256, 2))), axis=1),
+                               rtol=1e-14)
+
+
 # why: the numba backend's vector-math log/exp/sqrt are within a few ulp of NumPy's
 # (docs/numba.md), so samplers computed through them agree to rounding, not bit for bit;
 # gamma's exp of a log-space sum (log d + log v + log(u) / a) scales an ulp of the sum by
@@ -229,6 +253,9 @@ def test_gamma_dx_da_in_each_region(a, x):
     p, h = sc.gammainc(a, x), 1e-5 * a
     want = (sc.gammaincinv(a + h, p) - sc.gammaincinv(a - h, p)) / (2 * h)
     assert got == pytest.approx(want, rel=1e-5)
+    # the same implicit derivative as gammainc's gradient in a: -(dP/da) / p(x; a)
+    dp_da = tg.grad(lambda a: tsp.gammainc(a, x))(a)
+    assert got == pytest.approx(-dp_da / st.gamma.pdf(x, a), rel=1e-10)
 
 
 def test_beta_and_dirichlet_gradients_are_unbiased():

@@ -120,6 +120,23 @@ def test_log_ndtr_vector_helper_is_within_its_documented_ulps_of_scipy():
     assert np.all(ulp <= bound), f"{ulp.max()} ulp at x = {x[finite][np.argmax(ulp - bound)]}"
 
 
+@pytest.mark.parametrize("name", ["ndtr", "erfc"])
+def test_ndtr_and_erfc_vector_helpers_are_within_their_documented_ulps_of_scipy(name):
+    # numba's branch-free helpers (vecmath_special.py) round as SciPy does: 16 ulp, and 4
+    # steps of the smallest subnormal where the value is subnormal
+    x = np.concatenate([np.linspace(-40, 40, 40001), np.logspace(-320, 8, 400),
+                        -np.logspace(-320, 8, 400), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    f = tg.function(getattr(tsp, name), backend="numba")
+    f(x)
+    tg.wait_for_compiles()
+    got, want = f(x), getattr(scipy.special, name)(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    exact = np.isinf(x) | (want == 0)
+    np.testing.assert_array_equal(got[exact], want[exact])
+    ulp = np.abs(got - want) / np.maximum(np.spacing(np.abs(want)), 4 * np.spacing(0.0))
+    assert np.nanmax(ulp) <= 16, f"{np.nanmax(ulp)} ulp at x = {x[np.nanargmax(ulp)]}"
+
+
 def test_gammaln_vector_helper_is_within_its_documented_ulps_of_scipy():
     # numba's helper (vecmath_special.py) and SciPy reduce alike, so both lose relative
     # accuracy next to the zeros at 1 and 2: ulps of max(|gammaln(x)|, 1) for x > 0, and of

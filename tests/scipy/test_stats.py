@@ -19,29 +19,32 @@ UNIT = R.uniform(0.05, 0.95, (6,))
 Q = R.uniform(0.05, 0.95, (6,))
 K = np.array([0.0, 1.0, 2.0, 3.0, 5.0, -1.0, 2.5])
 
-# distribution: [(arguments, methods, indices of the float parameters to differentiate)]
+# distribution: [(arguments, methods, indices of the float parameters to differentiate)]:
+# every float parameter (the counts k of the discrete ones are not)
 ROWS = {
     "norm": [((X, 0.3, 1.5), "logpdf pdf cdf logcdf sf logsf", (0, 1, 2)),
              ((Q, 0.3, 1.5), "ppf isf", (0, 1, 2))],
     "t": [((X, 3.5, 0.3, 1.5), "logpdf pdf", (0, 1, 2, 3))],
     "gamma": [((POS, 2.5, 0.05, 1.5), "logpdf pdf", (0, 1, 2, 3)),
-              ((POS, 2.5, 0.05, 1.5), "cdf logcdf sf logsf", (0, 2, 3))],
+              ((POS, 2.5, 0.05, 1.5), "cdf logcdf sf logsf", (0, 1, 2, 3))],
     "beta": [((UNIT, 2.5, 1.5), "logpdf pdf", (0, 1, 2)),
-             ((UNIT * 3 - 0.5, 2.5, 1.5, -0.5, 3.0), "logpdf", (1, 2, 3, 4)),
-             ((UNIT * 3 - 0.5, 2.5, 1.5, -0.4, 3.0), "cdf logcdf sf logsf", (0, 3, 4))],
+             ((UNIT * 3 - 0.5, 2.5, 1.5, -0.5, 3.0), "logpdf", (0, 1, 2, 3, 4)),
+             ((UNIT * 3 - 0.5, 2.5, 1.5, -0.4, 3.0), "cdf logcdf sf logsf", (0, 1, 2, 3, 4)),
+             ((UNIT, 3.0, 3.0), "cdf sf", (1, 2))],  # both sides of x = (a+1)/(a+b+2)
     "expon": [((POS, 0.05, 1.5), "logpdf pdf cdf logcdf sf logsf", (0, 1, 2)),
               ((Q, 0.1, 1.5), "ppf", (0, 1, 2))],
-    "laplace": [((X, 0.1, 1.5), "logpdf pdf cdf", (1, 2))],
+    "laplace": [((X, 0.1, 1.5), "logpdf pdf cdf", (0, 1, 2))],
     "logistic": [((X, 0.1, 1.5), "logpdf pdf cdf sf", (0, 1, 2)),
                  ((Q, 0.1, 1.5), "ppf isf", (0, 1, 2))],
     "cauchy": [((X, 0.1, 1.5), "logpdf pdf cdf logcdf sf logsf", (0, 1, 2)),
                ((Q, 0.1, 1.5), "ppf isf", (0, 1, 2))],
-    "uniform": [((X, -1.0, 2.5), "logpdf pdf cdf", (2,)), ((Q, -1.0, 2.5), "ppf", (0, 1, 2))],
-    "truncnorm": [((X, -1.0, 2.0, 0.3, 1.2), "logpdf pdf cdf logcdf sf logsf", (2, 3, 4)),
-                  ((X, 0.5, 3.0, 0.3, 1.2), "logpdf cdf sf", (3, 4))],
+    "uniform": [((X, -1.0, 2.5), "logpdf pdf cdf", (0, 1, 2)),
+                ((Q, -1.0, 2.5), "ppf", (0, 1, 2))],
+    "truncnorm": [((X, -1.0, 2.0, 0.3, 1.2), "logpdf pdf cdf logcdf sf logsf", (0, 1, 2, 3, 4)),
+                  ((X, 0.5, 3.0, 0.3, 1.2), "logpdf cdf sf", (0, 1, 2, 3, 4))],
     "poisson": [((K, 2.5), "logpmf pmf cdf", (1,))],
-    "bernoulli": [((K, 0.3), "logpmf pmf cdf", (1,)), ((Q, 0.3), "ppf", ())],
-    "binom": [((K, 5.0, 0.3), "logpmf pmf", (2,))],
+    "bernoulli": [((K, 0.3), "logpmf pmf cdf", (1,)), ((Q, 0.3), "ppf", (0, 1))],
+    "binom": [((K, 5.0, 0.3), "logpmf pmf", (2,)), ((K, 7.0, 0.3), "logpmf pmf", (1, 2))],
     "nbinom": [((K, 5.0, 0.3), "logpmf pmf", (1, 2))],
     "geom": [((K, 0.3), "logpmf pmf", (1,))],
 }

@@ -423,6 +423,8 @@ __all__ += ["assign", "assign_p"]
 
 from tracegrad.ops.special import (  # noqa: E402
     beta_p,
+    betainc_grad_a_p,
+    betainc_grad_b_p,
     betainc_p,
     betaincc_p,
     betaln_p,
@@ -435,6 +437,7 @@ from tracegrad.ops.special import (  # noqa: E402
     i0e_p,
     i1_p,
     i1e_p,
+    igamma_grad_a_p,
     igamma_p,
     igammac_p,
     lgamma_p,
@@ -466,12 +469,16 @@ betaln = betaln_p.bind
 beta = beta_p.bind
 betainc = betainc_p.bind
 betaincc = betaincc_p.bind
+igamma_grad_a = igamma_grad_a_p.bind
+betainc_grad_a = betainc_grad_a_p.bind
+betainc_grad_b = betainc_grad_b_p.bind
 __all__ += ["lgamma_p", "lgamma", "digamma_p", "digamma", "erfc_p", "erfc", "erfinv_p",
             "erfinv", "ndtri_p", "ndtri", "log_ndtr_p", "log_ndtr", "i0e_p", "i0e", "i1e_p",
             "i1e", "igamma_p", "igamma", "igammac_p", "igammac", "zeta_p", "zeta", "gamma_p",
             "gamma", "erfcinv_p", "erfcinv", "ndtr_p", "ndtr", "logit_p", "logit", "i0_p",
             "i0", "i1_p", "i1", "betaln_p", "betaln", "beta_p", "beta", "betainc_p", "betainc",
-            "betaincc_p", "betaincc"]
+            "betaincc_p", "betaincc", "igamma_grad_a_p", "igamma_grad_a", "betainc_grad_a_p",
+            "betainc_grad_a", "betainc_grad_b_p", "betainc_grad_b"]
 
 from tracegrad.ops.random_bits import threefry2x32_p  # noqa: E402
 

@@ -1,12 +1,14 @@
 """Special-function primitives (SciPy's `scipy.special` ufuncs): lgamma, gamma, digamma,
 erfc, erfinv, erfcinv, ndtr, ndtri, log_ndtr, logit, i0, i0e, i1, i1e, the two-operand
-igamma, igammac, zeta, beta and betaln, and the three-operand betainc and betaincc.
+igamma, igammac, zeta, beta and betaln, and the three-operand betainc and betaincc; the
+derivatives of igamma in `a` (igamma_grad_a) and of betainc in `a` and `b` (betainc_grad_a,
+betainc_grad_b), which no composition gives either (ops/_incomplete.py).
 
 Each is a primitive because a composition of the elementary primitives would lose SciPy's
 accuracy (series, continued fractions and asymptotic expansions chosen per range). The
 value is SciPy's ufunc; the numba backend calls SciPy's compiled `cython_special` function
-of the same name from the fused loop, except for the hot log_ndtr and lgamma (vector-math
-helpers) and zeta (which `cython_special` does not export): docs/scipy.md.
+of the same name from the fused loop, except for the hot log_ndtr, ndtr, erfc and lgamma
+(vector-math helpers) and zeta (which `cython_special` does not export): docs/scipy.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from tracegrad.core.op import Primitive
 from tracegrad.core.types import TensorType
+from tracegrad.ops import _incomplete
 from tracegrad.ops._batching import batch_elementwise
 from tracegrad.ops._families import (
     binary,
@@ -152,11 +155,25 @@ def _igamma_density(a, x):
     return select_p.bind(eq_p.bind(positive, _c(x, 0)), _c(x, 0), exp_p.bind(logd))
 
 
-# The gradient in `a` is not defined (None): only the gradient in `x` (docs/scipy.md).
-igamma_p.def_grad(lambda op, g: [
-    None, mul_p.bind(g, _igamma_density(*op.inputs)) if needs(op, 1) else None])
-igammac_p.def_grad(lambda op, g: [
-    None, neg_p.bind(mul_p.bind(g, _igamma_density(*op.inputs))) if needs(op, 1) else None])
+def _no_grad(op, g):
+    return [None] * len(op.inputs)
+
+
+igamma_grad_a_p = binary("igamma_grad_a", _incomplete.igamma_grad_a, kind="float")
+"""`igamma_grad_a(a, x)`: dP(a, x)/da, the derivative of `igamma` in its first operand (its
+own gradient is not defined: None)."""
+igamma_grad_a_p.def_grad(_no_grad)
+
+
+def _igamma_grads(op, g, sign):
+    a, x = op.inputs
+    return [mul_p.bind(g, sign(igamma_grad_a_p.bind(a, x))) if needs(op, 0) else None,
+            mul_p.bind(g, sign(_igamma_density(a, x))) if needs(op, 1) else None]
+
+
+# Q = 1 - P: the same derivatives negated
+igamma_p.def_grad(lambda op, g: _igamma_grads(op, g, lambda v: v))
+igammac_p.def_grad(lambda op, g: _igamma_grads(op, g, neg_p.bind))
 
 zeta_p = binary("zeta", _scipy("zeta"), kind="float")
 """`zeta(s, q)`: the Hurwitz zeta function `sum_k (q + k)^-s` (scipy.special.zeta)."""
@@ -184,8 +201,9 @@ betaln_p.def_grad(lambda op, g: _beta_grads(op, g, None))
 beta_p.def_grad(lambda op, g: _beta_grads(op, g, True))
 
 
-def _ternary(name: str, scipy_name: str) -> Primitive:
-    """An elementwise special function of three float operands of equal shapes and dtypes."""
+def _ternary(name: str, impl) -> Primitive:
+    """An elementwise special function of three float operands of equal shapes and dtypes
+    (`impl`: SciPy's ufunc of that name, or the implementation)."""
     prim = Primitive(name)
 
     @prim.def_abstract_eval
@@ -193,7 +211,7 @@ def _ternary(name: str, scipy_name: str) -> Primitive:
         check_kind(name, a, "float")
         return TensorType(same_shape(name, a, b, x), same_dtype(name, a, b, x))
 
-    prim.def_impl(_scipy(scipy_name))
+    prim.def_impl(_scipy(impl) if isinstance(impl, str) else impl)
     elementwise(prim)
     batch_elementwise(prim)
     return prim
@@ -216,8 +234,22 @@ def _beta_density(a, b, x):
     return select_p.bind(inside, exp_p.bind(logd), _c(x, 0))
 
 
-# The gradients in a and b are not defined (None): only the gradient in x (docs/scipy.md).
-betainc_p.def_grad(lambda op, g: [
-    None, None, mul_p.bind(g, _beta_density(*op.inputs)) if needs(op, 2) else None])
-betaincc_p.def_grad(lambda op, g: [
-    None, None, neg_p.bind(mul_p.bind(g, _beta_density(*op.inputs))) if needs(op, 2) else None])
+betainc_grad_a_p = _ternary("betainc_grad_a", lambda a, b, x: _incomplete.betainc_grad(
+    a, b, x, 0))
+"""`betainc_grad_a(a, b, x)`: dI_x(a, b)/da (its own gradient is not defined: None)."""
+betainc_grad_b_p = _ternary("betainc_grad_b", lambda a, b, x: _incomplete.betainc_grad(
+    a, b, x, 1))
+"""`betainc_grad_b(a, b, x)`: dI_x(a, b)/db (its own gradient is not defined: None)."""
+betainc_grad_a_p.def_grad(_no_grad)
+betainc_grad_b_p.def_grad(_no_grad)
+
+
+def _betainc_grads(op, g, sign):
+    args = op.inputs
+    rules = (betainc_grad_a_p.bind, betainc_grad_b_p.bind, _beta_density)
+    return [mul_p.bind(g, sign(rule(*args))) if needs(op, i) else None
+            for i, rule in enumerate(rules)]
+
+
+betainc_p.def_grad(lambda op, g: _betainc_grads(op, g, lambda v: v))
+betaincc_p.def_grad(lambda op, g: _betainc_grads(op, g, neg_p.bind))

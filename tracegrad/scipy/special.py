@@ -4,8 +4,8 @@ values, differentiable, batchable and compiled into fused loops.
 The functions SciPy computes with one algorithm of its own (gammaln, digamma, erfc, ndtri,
 gammainc ...) are primitives (`tracegrad.ops.special`) whose values are SciPy's; the others
 are compositions over them (logsumexp, softmax, polygamma, multigammaln, xlogy, entr).
-`gammainc`, `gammaincc` are differentiable in `x` only, `zeta` in `q` only (the gradient
-in the other operand is not defined: None, as a constant's).
+`zeta` is differentiable in `q` only (the gradient in `x` is not defined: None, as a
+constant's); `gammainc`, `gammaincc`, `betainc` and `betaincc` in every operand.
 """
 
 from __future__ import annotations
@@ -55,11 +55,9 @@ i0e = _ufunc("i0e", ops.i0e_p, "`exp(-|x|) i0(x)`.")
 i1 = _ufunc("i1", ops.i1_p, "The modified Bessel function of the first kind, order 1.")
 i1e = _ufunc("i1e", ops.i1e_p, "`exp(-|x|) i1(x)`.")
 gammainc = _ufunc("gammainc", ops.igamma_p,
-                  "The regularized lower incomplete gamma function `P(a, x)`; "
-                  "differentiable in `x`.")
+                  "The regularized lower incomplete gamma function `P(a, x)`.")
 gammaincc = _ufunc("gammaincc", ops.igammac_p,
-                   "The regularized upper incomplete gamma function `Q(a, x) = 1 - P(a, x)`; "
-                   "differentiable in `x`.")
+                   "The regularized upper incomplete gamma function `Q(a, x) = 1 - P(a, x)`.")
 sinc = tnp.sinc
 
 
@@ -71,12 +69,12 @@ def zeta(x, q=None):
 
 
 def betainc(a, b, x):
-    """The regularized incomplete beta function `I_x(a, b)`; differentiable in `x`."""
+    """The regularized incomplete beta function `I_x(a, b)`."""
     return ops.betainc(*ufunc_operands(_sc.betainc, "betainc", a, b, x)[0])
 
 
 def betaincc(a, b, x):
-    """`1 - I_x(a, b)`, accurate where `I_x(a, b)` is near 1; differentiable in `x`."""
+    """`1 - I_x(a, b)`, accurate where `I_x(a, b)` is near 1."""
     return ops.betaincc(*ufunc_operands(_sc.betaincc, "betaincc", a, b, x)[0])
 
 

@@ -1,8 +1,6 @@
 """`tracegrad.scipy.stats`: the densities, distribution functions and quantiles of SciPy's
 distributions, with SciPy's (JAX's) signatures, as compositions over
-`tracegrad.scipy.special`: differentiable in every float parameter except where a special
-function's gradient is not defined (the shapes of `gamma.cdf` and `beta.cdf` and their
-relatives, through `gammainc`'s and `betainc`'s first operands).
+`tracegrad.scipy.special`: differentiable in every float parameter.
 
 Each distribution is a namespace of functions (`norm.logpdf(x, loc=0, scale=1)`); values
 outside the support are those of SciPy (`-inf` log densities, 0 or 1 probabilities).

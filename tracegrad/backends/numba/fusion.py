@@ -19,7 +19,7 @@ from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.core.op import constant_p
 from tracegrad.ops.random_bits import threefry2x32_p
-from tracegrad.ops.shape_ops import broadcast_in_dim_p
+from tracegrad.ops.shape_ops import broadcast_in_dim_p, reshape_p, squeeze_map
 
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
 # see docs/performance.md for the compile times it was chosen from.
@@ -34,6 +34,9 @@ _LOOKAHEAD = 256
 # The region size from which a region is worth storing rather than recomputing for each
 # copy of a broadcast (as is one with a `COSTLY` op).
 _COSTLY_REGION = 6
+# Rows narrower than this (float64 lanes of an AVX-512 register) keep a costly vector
+# unflattened into them out of their loop nest (`_store_before_narrow_unflattens`).
+_NARROW = 8
 
 
 def _enlarges(before, after) -> bool:
@@ -83,6 +86,7 @@ class Fusion:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
         self._store_before_broadcasts()
+        self._store_before_narrow_unflattens()
         self._store_shared_samples()
         self._cap_regions()
 
@@ -98,6 +102,24 @@ class Fusion:
                 continue
             if self._costly(x):
                 self.kinds[id(x)] = "root"
+
+    def _store_before_narrow_unflattens(self):
+        """Store a costly vector that a reshape unflattens into rows narrower than a vector
+        register (`_NARROW`): in one flat loop of its own it vectorizes, in its consumers'
+        nest its inner loop would be too short to (a reparameterized sample of a few
+        latent dims per row: tracegrad.random draws samples as vectors). The reshape is
+        then a view of the stored vector."""
+        for op in self.plan.graph.operations:
+            if op.primitive is not reshape_p or squeeze_map(op) is not None:
+                continue
+            x, t = op.inputs[0], op.outputs[0]
+            if self.kinds.get(id(t)) != "virtual":
+                continue
+            narrow = t.shape[-1] is not None and t.shape[-1] < _NARROW
+            if self.kinds.get(id(x)) == "virtual" and narrow and self._costly(x):
+                self.kinds[id(x)] = "root"
+            if self.kinds.get(id(x)) != "virtual":
+                self.kinds[id(t)] = "block"  # a view: its consumers may loop flat
 
     def _store_shared_samples(self):
         """Store a value computed from random bits (`threefry2x32`: ~130 integer ops an

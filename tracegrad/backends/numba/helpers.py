@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tracegrad.backends.numba import vecmath, vecmath_special, vecmath_trig
+from tracegrad.backends.numba import incomplete, vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
 from tracegrad.ops import random_bits
 
@@ -1092,6 +1092,7 @@ def _module_source() -> str:
         _EXPM,
         _CYTHON_SPECIAL,
         _ZETA,
+        incomplete.SOURCE,
     ]
     for kind, dts in _INSTANCES.items():
         if dts is None:

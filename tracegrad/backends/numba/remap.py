@@ -1,7 +1,7 @@
 """Index remapping: the lowering records and element rules of the ops a fused loop nest
 evaluates by reading their operand at another index (broadcasts, transposes, slices,
-reversals, gathers, squeezing reshapes) or from the index alone (`iota`, `dim_size`,
-constants); a reshape that is not fused is a view (`_reshape`).
+reversals, gathers, squeezing reshapes, reshapes of a computed vector) or from the index
+alone (`iota`, `dim_size`, constants); a reshape that is not fused is a view (`_reshape`).
 
 Each element rule is `rule(cg, op, t, idx, nest) -> (expression, deps)`: element `idx` of
 `t` (one `(expression, deps)` per dim) evaluated in `nest` by the `CodeGen` `cg`.
@@ -9,7 +9,15 @@ Each element rule is `rule(cg, op, t, idx, nest) -> (expression, deps)`: element
 
 from __future__ import annotations
 
-from tracegrad.backends.numba.lowering import GENERATOR, REMAP, VIEW, Lowering, register
+from tracegrad.backends.numba.lowering import (
+    ELEMENTWISE,
+    GENERATOR,
+    REMAP,
+    VIEW,
+    Lowering,
+    lowering,
+    register,
+)
 from tracegrad.backends.numba.plan import AttrSlot
 from tracegrad.backends.numba.records import Ref, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE
@@ -68,10 +76,25 @@ def _v_rev(cg, op, t, idx, nest):
 def _v_reshape(cg, op, t, idx, nest):
     x = op.inputs[0]
     pairs = shape_ops.squeeze_map(op)
+    if pairs is None:  # a vector unflattened: its index is the row-major linear one
+        e, deps = "0", frozenset()
+        for (ie, dep), d in zip(idx, cg.dims(t), strict=True):
+            if d != "1":
+                e = ie if e == "0" else f"({e} * {d} + {ie})"
+                deps |= dep
+        return cg.elem(x, [(e, deps)], nest)
     mapped = [("0", frozenset())] * x.ndim
     for i, j in pairs:
         mapped[i] = idx[j]
     return cg.elem(x, mapped, nest)
+
+
+def unflattens(op) -> bool:
+    """Whether reshape `op` unflattens a vector computed by an elementwise op (a fused
+    remap: the vector's element at the row-major linear index)."""
+    x = op.inputs[0]
+    return (x.ndim == 1 and op.outputs[0].ndim > 1 and x.op is not None
+            and lowering(x.op.primitive).kind == ELEMENTWISE)
 
 def _v_gather(cg, op, t, idx, nest):
     x, ind = op.inputs
@@ -127,7 +150,8 @@ register(shape_ops.rev_p, Lowering(REMAP, element=_v_rev))
 register(indexing.gather_p, Lowering(REMAP, element=_v_gather))
 register(shape_ops.reshape_p, Lowering(
     VIEW, element=_v_reshape, emit=_reshape,
-    fuses_if=lambda op: shape_ops.squeeze_map(op) is not None, needs_array=True))
+    fuses_if=lambda op: shape_ops.squeeze_map(op) is not None or unflattens(op),
+    needs_array=True))
 register(shape_ops.iota_p, Lowering(GENERATOR, element=_v_iota))
 register(shape_ops.dim_size_p, Lowering(GENERATOR, element=_v_dim_size))
 # a scalar constant is loaded at kernel entry, an array one is an argument (codegen.py)

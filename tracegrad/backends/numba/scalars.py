@@ -303,18 +303,21 @@ def _cython_special(name: str):
     return scalar
 
 
-for _prim, _name in ((sp.digamma_p, "psi"), (sp.erfc_p, "erfc"),
+for _prim, _name in ((sp.digamma_p, "psi"),
                      (sp.erfinv_p, "erfinv"), (sp.ndtri_p, "ndtri"),
                      (sp.i0e_p, "i0e"), (sp.i1e_p, "i1e"),
                      (sp.igamma_p, "gammainc"), (sp.igammac_p, "gammaincc"),
-                     (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"), (sp.ndtr_p, "ndtr"),
+                     (sp.gamma_p, "gamma"), (sp.erfcinv_p, "erfcinv"),
                      (sp.logit_p, "logit"), (sp.i0_p, "i0"), (sp.i1_p, "i1"),
                      (sp.betaln_p, "betaln"), (sp.beta_p, "beta"),
                      (sp.betainc_p, "betainc"), (sp.betaincc_p, "betaincc")):
     _elementwise(_prim, _cython_special(_name), cost=COSTLY)
 
 
-_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")  # vecmath_special.py
+# vecmath_special.py
+_elementwise(sp.log_ndtr_p, cost=COSTLY, vector_math="log_ndtr")
+_elementwise(sp.ndtr_p, cost=COSTLY, vector_math="ndtr")
+_elementwise(sp.erfc_p, cost=COSTLY, vector_math="erfc")
 _elementwise(sp.lgamma_p, cost=COSTLY, vector_math="lgamma")
 
 
@@ -324,6 +327,21 @@ def _zeta(args, x, out, attrs, helpers):
 
 
 _elementwise(sp.zeta_p, _zeta, cost=COSTLY)
+
+
+def _incomplete(name: str, *extra: str):
+    """The scalar builder calling helper `name` of backends/numba/incomplete.py (float64),
+    with the SciPy functions it calls imported first."""
+    def scalar(args, x, out, attrs, helpers):
+        helpers.update(dict.fromkeys((name, "_cs_gammaln", "_cs_psi", "_cs_betaln")))
+        return typed(f"{name}({', '.join([f'np.float64({a})' for a in args] + list(extra))})",
+                     out)
+    return scalar
+
+
+_elementwise(sp.igamma_grad_a_p, _incomplete("_igamma_grad_a"), cost=COSTLY)
+_elementwise(sp.betainc_grad_a_p, _incomplete("_betainc_grad", "0"), cost=COSTLY)
+_elementwise(sp.betainc_grad_b_p, _incomplete("_betainc_grad", "1"), cost=COSTLY)
 
 def _threefry(args, x, out, attrs, helpers):
     helpers["_threefry2x32"] = None

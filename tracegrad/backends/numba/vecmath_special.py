@@ -1,15 +1,24 @@
-"""Branch-free float64 log_ndtr and lgamma for generated kernels (see vecmath.py): the hot
-special functions of probit likelihoods and of gamma, beta and Poisson densities.
-`TEMPLATES` continues vecmath.py's and vecmath_trig.py's.
+"""Branch-free float64 log_ndtr, ndtr, erfc and lgamma for generated kernels (see
+vecmath.py): the hot special functions of probit likelihoods and of gamma, beta and Poisson
+densities. `TEMPLATES` continues vecmath.py's and vecmath_trig.py's.
+
+All three normal/error-function helpers share erfcx(a) = e^(a^2) erfc(a) for a >= 3/4:
+Q(t) / (1 + 2a) up to 6 (vecmath's erf polynomials), and 1 / (sqrt(pi) K(a)) beyond, K
+the continued fraction a + (1/2)/(a + 1/(a + (3/2)/(a + ...))) at depth 16 (its convergent
+by the forward recurrence; converged to an ulp for a >= 6).
 
 log Phi(x) with a = |x|/sqrt(2) and z = x*x/2 (one rounding, so e^-z keeps its relative
-accuracy far into the tail): erfc(a) is 1 - erf(a) below a = 3/4, e^-z Q(t) / (1 + 2a) up
-to 6 (vecmath's erf polynomials), and e^-z / (sqrt(pi) K(a)) beyond, K the continued
-fraction a + (1/2)/(a + 1/(a + (3/2)/(a + ...))) at depth 16 (its convergent by the
-forward recurrence) (converged to an ulp for
-a >= 6). Then log Phi(x) = log(erfc(a)/2) below 0, in logs (no underflow), and
-log1p(-erfc(a)/2) above. Within 6 ulp of SciPy for x < 1; above, SciPy's own error (it
-rounds x/sqrt(2) before erfc: up to 2 x^2 ulp) dominates the difference.
+accuracy far into the tail): erfc(a) is 1 - erf(a) below a = 3/4, e^-z erfcx(a) above.
+Then log Phi(x) = log(erfc(a)/2) below 0, in logs (no underflow), and log1p(-erfc(a)/2)
+above. Within 6 ulp of SciPy for x < 1; above, SciPy's own error (it rounds x/sqrt(2)
+before erfc: up to 2 x^2 ulp) dominates the difference.
+
+erfc(x) and Phi(x) = ndtr(x) round as SciPy (Cephes) does, so that they agree with it to a
+few ulp even where both lose accuracy: erfc(a) = exp(-(a*a)) erfcx(a) with a*a rounded
+(SciPy's erfc), and Phi(x) from a = x * M_SQRT1_2 rounded (sqrt(1/2) to nearest):
+1/2 + erf(a)/2 for |a| < 1/sqrt(2), else erfc(|a|)/2, or 1 minus it above 0 (SciPy's
+ndtr). Both errors grow as a^2 ulp in the tails (the rounding of a*a in the exponent), the
+same ones in both; both are 0 where a*a > log(DBL_MAX) (SciPy's underflow).
 """
 
 from __future__ import annotations
@@ -27,7 +36,20 @@ _CONTINUED = "\n".join(
     for n in range(1, _DEPTH + 1))
 
 TEMPLATES: dict[str, str] = {}
-INLINED = (("_log_ndtr_v", "x"), ("_lgamma_v", "x"))
+INLINED = (("_erfcx_v", "a"), ("_log_ndtr_v", "x"), ("_erfc_v", "x"), ("_ndtr_v", "x"),
+           ("_lgamma_v", "x"))
+
+TEMPLATES["erfcx_v"] = f"""
+@njit(cache=True, forceinline=True, **_OPTS)
+def _erfcx_v(a):
+    t = (a - 2.5) / (a + 2.5)
+{horner("t", _ERFC_Q, "q")}
+    ac = a if a < 1e8 else 1e8
+    a0, a1, b0, b1 = 1.0, ac, 0.0, 1.0
+{_CONTINUED}
+    f = a + (a1 / b1 - ac)
+    return q / (1.0 + 2.0 * a) if a < 6.0 else {nearest(1 / math.sqrt(math.pi))} / f
+"""
 
 TEMPLATES["log_ndtr_v"] = f"""
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -36,17 +58,39 @@ def _log_ndtr_v(x):
     a = np.abs(x) * {nearest(1 / math.sqrt(2))}
 {horner("(a * a)", _ERF_P)}
     erfc_small = 1.0 - a * p
-    t = (a - 2.5) / (a + 2.5)
-{horner("t", _ERFC_Q, "q")}
-    ac = a if a < 1e8 else 1e8
-    a0, a1, b0, b1 = 1.0, ac, 0.0, 1.0
-{_CONTINUED}
-    f = a + (a1 / b1 - ac)
-    r = q / (1.0 + 2.0 * a) if a < 6.0 else {nearest(1 / math.sqrt(math.pi))} / f
+    r = _erfcx_v(a)
     e = _exp_v(-z)
     erfc = erfc_small if a < 0.75 else e * r
     below = _log_v(0.5 * erfc_small) if a < 0.75 else ({nearest(math.log(0.5))} - z) + _log_v(r)
     y = below if x < 0.0 else _log1p_v(-0.5 * erfc)
+    return x if x != x else y
+"""
+
+_MAXLOG = "709.782712893384"  # SciPy's (Cephes') erfc is 0 where a*a exceeds log(DBL_MAX)
+
+TEMPLATES["erfc_v"] = f"""
+@njit(cache=True, forceinline=True, **_OPTS)
+def _erfc_v(x):
+    a = np.abs(x)
+    y = _exp_v(-(a * a)) * _erfcx_v(a)
+    y = 0.0 if a * a > {_MAXLOG} else y  # SciPy's underflow
+    y = 2.0 - y if x < 0.0 else y
+{horner("(x * x)", _ERF_P)}
+    y = 1.0 - x * p if a < 0.75 else y
+    return x if x != x else y
+"""
+
+TEMPLATES["ndtr_v"] = f"""
+@njit(cache=True, forceinline=True, **_OPTS)
+def _ndtr_v(x):
+    a = x * {math.sqrt(0.5)!r}
+    z = np.abs(a)
+{horner("(a * a)", _ERF_P)}
+    small = 0.5 + 0.5 * (a * p)
+    tail = 0.5 * (_exp_v(-(z * z)) * _erfcx_v(z))
+    tail = 0.0 if z * z > {_MAXLOG} else tail
+    big = 1.0 - tail if a > 0.0 else tail
+    y = small if z < {math.sqrt(0.5)!r} else big
     return x if x != x else y
 """
 

@@ -11,8 +11,8 @@ differentiated (`wrt`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -93,6 +93,20 @@ def kmeans_torch(torch):
                 + torch.sum(centroids * centroids, dim=1) - 2.0 * (points @ centroids.T))
         return torch.sum(torch.min(dist, dim=1).values)
     return cost
+
+
+def kmeans_dir_tracegrad(cost):
+    """GradBench's `dir` in tracegrad: (cost, J / diag(H)) of `cost(centroids, points)`; H is
+    diagonal, so H @ 1 (forward over reverse) is its diagonal."""
+    import tracegrad as tg
+    import tracegrad.numpy as tnp
+
+    gradient = tg.grad(cost)
+
+    def direction(c, p):
+        j, h = tg.jvp(lambda cc: gradient(cc, p), (c,), (tnp.ones_like(c),))
+        return cost(c, p), j / h
+    return direction
 
 
 def kmeans_data(size, seed=31337):
@@ -206,7 +220,7 @@ def gmm(xp, m=0, gamma=1.0):
         a = xp.max(v, axis=axis, keepdims=True)
         return xp.squeeze(a, axis) + xp.log(xp.sum(xp.exp(v - a), axis=axis))
 
-    def objective(alpha, mu, q, l, x):
+    def objective(alpha, mu, q, l, x):  # noqa: E741  (GradBench's names)
         n, d = x.shape
         k = alpha.shape[0]
         index = gmm_lower_index(d)
@@ -226,7 +240,7 @@ def gmm_torch(torch, m=0, gamma=1.0):
         a = torch.max(v, dim=dim, keepdim=True).values
         return a.squeeze(dim) + torch.log(torch.sum(torch.exp(v - a), dim=dim))
 
-    def objective(alpha, mu, q, l, x):
+    def objective(alpha, mu, q, l, x):  # noqa: E741  (GradBench's names)
         n, d = x.shape
         k = alpha.shape[0]
         index = torch.from_numpy(gmm_lower_index(d))
@@ -405,13 +419,15 @@ PROBLEMS = {
         default=[(10, 25, 1000), (64, 50, 1000)], tiny=(3, 4, 7),
         data=gmm_data, wrt=(0, 1, 2, 3),
         make=lambda xp, scan, size: gmm(xp), make_torch=lambda torch, size: gmm_torch(torch),
-        reference=lambda *a, size: gmm_reference(*a), label=lambda s: f"d={s[0]} K={s[1]} N={s[2]}"),
+        reference=lambda *a, size: gmm_reference(*a),
+        label=lambda s: f"d={s[0]} K={s[1]} N={s[2]}"),
     "lstm": Problem(
         sizes=sorted([(lay, c) for lay in (2, 4, 6) for c in (1024, 4096, 8192)],
                      key=lambda s: s[0] * s[1]),
         default=[(2, 1024), (4, 4096)], tiny=(2, 5),
         data=lstm_data, wrt=(0, 1),
-        make=lambda xp, scan, size: lstm(xp, scan), make_torch=lambda torch, size: lstm_torch(torch),
+        make=lambda xp, scan, size: lstm(xp, scan),
+        make_torch=lambda torch, size: lstm_torch(torch),
         reference=lambda *a, size: lstm_reference(*a),
         label=lambda s: f"l={s[0]} c={s[1]} b={LSTM_BITS}"),
     "lse": Problem(

@@ -29,15 +29,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]  # benchmarks/ first: its run.py, not this one
-from one_thread import jax, jnp, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, torch  # noqa: E402, I001  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
+from gradbench_problems import PROBLEMS, kmeans_dir_tracegrad  # noqa: E402
 from one_pass import cpu  # noqa: E402
 from run import _version, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
-from gradbench_problems import PROBLEMS  # noqa: E402
 
 LIBRARIES = ("tracegrad", "jax", "torch", "torch.compile")
 _MAX = 10 ** 9
@@ -46,21 +46,10 @@ _MAX = 10 ** 9
 # -- the callables of each library: value and value+grad -------------------------------------
 
 
-def _tg_dir(cost):
-    """kmeans' `dir`: J / diag(H) of `cost(centroids, points)`; H is diagonal, so H @ 1 is
-    its diagonal."""
-    gradient = tg.grad(cost)
-
-    def direction(c, p):
-        j, h = tg.jvp(lambda cc: gradient(cc, p), (c,), (tnp.ones_like(c),))
-        return cost(c, p), j / h
-    return direction
-
-
 def tracegrad_fns(problem, size):
     f = problem.make(tnp, tg.scan, size)
     if problem.derivative == "dir":
-        return tg.function(f), tg.function(_tg_dir(f))
+        return tg.function(f), tg.function(kmeans_dir_tracegrad(f))
     return tg.function(f), tg.function(tg.value_and_grad(f, argnums=problem.wrt))
 
 
@@ -168,7 +157,8 @@ def first_call_child(lib, name, size):
     _, deriv = library_fns(lib, problem, size)
     t = time.perf_counter()
     block(lib, deriv(*args))
-    print(json.dumps(time.perf_counter() - t))
+    print(json.dumps(time.perf_counter() - t), flush=True)
+    os._exit(0)  # the result is out: not waiting for a background compile it will not use
 
 
 def first_call(lib, name, size):
@@ -211,8 +201,8 @@ def measure(name, size, libs):
         if lib == "jax":
             jax_deriv = d[1] if isinstance(d[1], list) else [d[1]]
         check(name, problem, size, lib, v, d, reference, jax_deriv)
-        rows["value"][lib] = median_time(lambda: block(lib, value(*la)))
-        rows["value+grad"][lib] = median_time(lambda: block(lib, deriv(*la)))
+        rows["value"][lib] = median_time(lambda f=value, a=la, lib=lib: block(lib, f(*a)))
+        rows["value+grad"][lib] = median_time(lambda f=deriv, a=la, lib=lib: block(lib, f(*a)))
         print(f"  {name} {problem.label(size)} {lib}: value {rows['value'][lib] * 1e3:.3f} ms, "
               f"value+grad {rows['value+grad'][lib] * 1e3:.3f} ms", flush=True)
     return rows

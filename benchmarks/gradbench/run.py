@@ -9,10 +9,11 @@ For each problem and size: the objective alone ("value") and the value with its 
 from a forward-over-reverse product with ones). Before timing, every library's value is
 checked against a float64 NumPy reference written separately (gradbench_problems.py) and
 every gradient against JAX's (and the closed-form gradient where there is one). Steady-state
-times are medians of 9 batches after a warm-up (benchmarks/run.py's `median_time`), kernels
-compiled first. The first call of value+grad is timed in a fresh process per library
-(tracegrad with an empty kernel cache and its default settings, so the background compile
-on; JAX's jit; torch.compile). float64, one thread for every library (benchmarks/one_thread.py).
+times are medians of 9 batches after a warm-up (benchmarks/run.py's `median_time`; 3 for a
+call of more than half a second), kernels compiled first. The first call of value+grad is
+timed in a fresh process per library (tracegrad with an empty kernel cache and its default
+settings, so the background compile on; JAX's jit; torch.compile). float64, one thread for
+every library (benchmarks/one_thread.py).
 Sizes: GradBench's standard ones (`--sizes all`), by default the largest or the ones of the
 issue. Not a test: it asserts only that every library computes the same values.
 """
@@ -201,11 +202,19 @@ def measure(name, size, libs):
         if lib == "jax":
             jax_deriv = d[1] if isinstance(d[1], list) else [d[1]]
         check(name, problem, size, lib, v, d, reference, jax_deriv)
-        rows["value"][lib] = median_time(lambda f=value, a=la, lib=lib: block(lib, f(*a)))
-        rows["value+grad"][lib] = median_time(lambda f=deriv, a=la, lib=lib: block(lib, f(*a)))
+        rows["value"][lib] = timed(lambda f=value, a=la, lib=lib: block(lib, f(*a)))
+        rows["value+grad"][lib] = timed(lambda f=deriv, a=la, lib=lib: block(lib, f(*a)))
         print(f"  {name} {problem.label(size)} {lib}: value {rows['value'][lib] * 1e3:.3f} ms, "
               f"value+grad {rows['value+grad'][lib] * 1e3:.3f} ms", flush=True)
     return rows
+
+
+def timed(fn) -> float:
+    """`median_time`, with 3 batches instead of 9 for a call of more than half a second."""
+    t = time.perf_counter()
+    fn()
+    slow = time.perf_counter() - t > 0.5
+    return median_time(fn, batches=3) if slow else median_time(fn)
 
 
 def _ms(t):

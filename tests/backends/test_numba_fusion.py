@@ -229,6 +229,42 @@ def test_a_random_sample_read_by_the_forward_and_the_backward_pass_is_drawn_once
     both_backends(fn, *args)
 
 
+def two_layer_scan(w, xs):
+    """A two-layer recurrent step: each layer's tanh is read by the next layer, by the new
+    state (a stack) and, for the last one, by the step's loss."""
+    def step(carry, x):
+        a = tnp.tanh(x * w[0] + carry[0])
+        b = tnp.tanh(a * w[1] + carry[1])
+        return tnp.stack([a, b]), tnp.sum(tnp.exp(b))
+    _, ys = tg.scan(step, tnp.zeros((2, 8)), xs)
+    return tnp.sum(ys)
+
+
+def test_a_small_costly_value_read_by_several_nests_of_a_loop_step_is_computed_once():
+    # stored once (Fusion._store_shared_values) instead of recomputed by the stack's pieces,
+    # the next layer and the loss (and in the backward step by every gradient's nest): the
+    # step's two tanh and one exp, once forward and once in the backward step
+    rng = np.random.default_rng(3)
+    w, xs = rng.standard_normal((2, 8)), rng.standard_normal((5, 8))
+    source = source_of(two_layer_scan, w, xs)
+    assert _count_calls(source, "_tanh_v") + _count_calls(source, "_exp_v") == 3
+    vg = tg.value_and_grad(two_layer_scan)
+    source = source_of(vg, w, xs)
+    assert _count_calls(source, "_tanh_v") + _count_calls(source, "_exp_v") <= 6
+    both_backends(lambda w, xs: (vg(w, xs)[0], vg(w, xs)[1]), w, xs)
+    # large values are still recomputed (docs/numba.md, "Elementwise regions are loops")
+    big = rng.standard_normal((2, fusion._SMALL_SHARED + 1))
+    xb = rng.standard_normal((3, fusion._SMALL_SHARED + 1))
+
+    def wide(w, xs):
+        def step(carry, x):
+            a = tnp.tanh(x * w[0] + carry[0])
+            b = tnp.tanh(a * w[1] + carry[1])
+            return tnp.stack([a, b]), tnp.sum(tnp.exp(b))
+        return tnp.sum(tg.scan(step, tnp.zeros(big.shape), xs)[1])
+    assert _count_calls(source_of(wide, big, xb), "_tanh_v") > 2
+
+
 def w2(x):
     return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
 

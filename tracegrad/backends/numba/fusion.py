@@ -37,6 +37,9 @@ _COSTLY_REGION = 6
 # Rows narrower than this (float64 lanes of an AVX-512 register) keep a costly vector
 # unflattened into them out of their loop nest (`_store_before_narrow_unflattens`).
 _NARROW = 8
+# The most elements of a costly value read by several loop nests that is stored rather than
+# recomputed in each (32 KB of float64: it stays in the L1 cache between the nests).
+_SMALL_SHARED = 4096
 
 
 def _enlarges(before, after) -> bool:
@@ -53,6 +56,16 @@ def _enlarges(before, after) -> bool:
         m *= d
     return m > n
 
+
+
+def _small(shape) -> bool:
+    """Whether a tensor of `shape` has a known size of at most `_SMALL_SHARED` elements."""
+    n = 1
+    for d in shape:
+        if d is None:
+            return False
+        n *= d
+    return n <= _SMALL_SHARED
 
 
 def _free(op) -> bool:
@@ -87,7 +100,7 @@ class Fusion:
                 self.kinds[id(t)] = kind
         self._store_before_broadcasts()
         self._store_before_narrow_unflattens()
-        self._store_shared_samples()
+        self._store_shared_values()
         self._cap_regions()
 
     def _store_before_broadcasts(self):
@@ -121,11 +134,14 @@ class Fusion:
             if self.kinds.get(id(x)) != "virtual":
                 self.kinds[id(t)] = "block"  # a view: its consumers may loop flat
 
-    def _store_shared_samples(self):
-        """Store a value computed from random bits (`threefry2x32`: ~130 integer ops an
-        element) whose consumers end in different stored tensors: recomputed, each of their
-        loop nests would draw the sample again (a reparameterized sample read by the forward
-        and the backward pass)."""
+    def _store_shared_values(self):
+        """Store a value whose consumers end in different stored tensors when recomputing it
+        in each of their loop nests costs more than storing it: one computed from random
+        bits (`threefry2x32`: ~130 integer ops an element; a reparameterized sample read by
+        the forward and the backward pass), or a costly one (`_costly`) of at most
+        `_SMALL_SHARED` elements, which stays in cache (the gates of a recurrent step, read
+        by the next layer, the state outputs, the loss and the backward pass: each of their
+        nests recomputed the whole step)."""
         ends: dict = {}
 
         def reached(t) -> frozenset:
@@ -139,7 +155,9 @@ class Fusion:
 
         for op in reversed(self.plan.graph.operations):
             for t in op.outputs:
-                if self.kinds.get(id(t)) != "virtual" or not self._from_random_bits(t):
+                if self.kinds.get(id(t)) != "virtual":
+                    continue
+                if not (self._from_random_bits(t) or (_small(t.shape) and self._costly(t))):
                     continue
                 per_consumer = {frozenset().union(*(reached(out) for out in c.outputs))
                                 for c, _ in self.plan.consumers[id(t)]}

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from passgraphs import build, check_equivalent, const, names
 
+import tracegrad as tg
+import tracegrad.numpy as tnp
 from tracegrad import ops
 from tracegrad.passes import simplify
 
@@ -232,3 +234,25 @@ def test_dim_size_follows_the_producers_dims_rule():
     assert all(a is b and axis == k for (a, axis), (b, k) in zip(
         reads, [(x, 1), (x, 0), (w, 1), (w, 0)], strict=True))
     check_equivalent(g, out)
+
+
+@pytest.mark.parametrize("fn, folded", [
+    (lambda a, b: (a * 2) @ tnp.swapaxes(a, -1, -2), True),  # eigh's (V * g) @ V^T
+    (lambda a, b: tnp.swapaxes(a, -1, -2) @ b, True),
+    (lambda a, b: a[0].T @ b[0], True),
+    (lambda a, b: tnp.tensordot(tnp.transpose(a, (1, 0, 2)), b, axes=([0, 1], [1, 0])), True),
+    # the transposed operand's free dims would come out permuted: kept
+    (lambda a, b: tnp.einsum("ijk,jl->ikl", tnp.transpose(a, (0, 2, 1))[:, :, :], b[0]),
+     None),
+])
+def test_a_transposed_dot_operand_is_read_untransposed(fn, folded):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 4, 4)), rng.standard_normal((5, 4, 3))
+    graph = tg.trace(fn)(tg.TensorSpec([5, 4, 4]), tg.TensorSpec([5, 4, 3]))
+    out = simplify(graph)
+    if folded:
+        assert "transpose" not in names(out) and "transpose" in names(graph)
+    want = np.asarray(fn(tg.constant(a), tg.constant(b)))  # eager: no passes
+    for backend in ("numpy", "numba"):
+        got = tg.function(fn, backend=backend)(a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)

@@ -10,7 +10,8 @@ when they do nothing; `convert_element_type` to the dtype the operand has is dro
 and a `call` of a compiled function becomes the callee's ops (`passes/inline.py`, the
 inliner the numba backend uses too); a `dot_general` with a diagonal operand (an identity's
 rows, as jacobians start from, times broadcast factors) becomes a scaling of the other
-operand (`passes/diagonal.py`).
+operand (`passes/diagonal.py`), and a transposed operand is read untransposed, the
+transpose moved into its dimension numbers.
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -241,4 +242,35 @@ RULES = {
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)
 
-RULES[linalg.dot_general_p] = diagonal.rewrite_dot
+
+def _dot_general(rw, op, ins):
+    """A diagonal operand becomes a scaling (`diagonal.rewrite_dot`); a transposed operand
+    is read as it is, the transpose moved into the dimension numbers, when the result's
+    dims keep their order (BLAS reads a transposed matrix without a copy)."""
+    replaced = diagonal.rewrite_dot(rw, op, ins)
+    if replaced is not None:
+        return replaced
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    operands, numbers, folded = list(ins), [[lc, lb], [rc, rb]], False
+    for side, x in enumerate(ins):
+        inner = _producer(x, shape_ops.transpose_p)
+        if inner is None:
+            continue
+        perm = inner.attrs["permutation"]
+        contract, batch = numbers[side]
+        free = [perm[i] for i in range(x.ndim) if i not in contract and i not in batch]
+        if free != sorted(free):  # the result's free dims would come out permuted
+            continue
+        operands[side] = inner.inputs[0]
+        numbers[side] = (tuple(perm[i] for i in contract), tuple(perm[i] for i in batch))
+        folded = True
+    if not folded:
+        return None
+    (lc, lb), (rc, rb) = numbers
+    attrs = {**op.attrs, "dimension_numbers": ((lc, rc), (lb, rb))}
+    if linalg.dot_general_p.infer([t.type for t in operands], attrs) != [op.outputs[0].type]:
+        return None
+    return rw.emit(linalg.dot_general_p, operands, attrs, op.source)
+
+
+RULES[linalg.dot_general_p] = _dot_general

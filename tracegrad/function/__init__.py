@@ -9,10 +9,13 @@ take a shorter path keyed by the arrays' shapes and dtypes alone.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import importlib
 import operator
 import os
+import queue
 import sys
 import threading
 import warnings
@@ -157,10 +160,8 @@ class _Interim:
         concrete = self._concrete
         try:
             run = self._kernel.result()
-        except Exception as e:  # noqa: BLE001 - a tracegrad bug: keep the reference, say so
-            warnings.warn(f"{concrete.name}: the numba backend could not compile this "
-                          f"function ({type(e).__name__}: {e}); it runs on the numpy backend",
-                          RuntimeWarning, stacklevel=4)
+        except Exception as e:  # noqa: BLE001 - out of memory, or a tracegrad bug
+            _compile_failed(concrete.name, e, 5)
             run = self._reference
         if concrete._executor is self:
             concrete._executor = run
@@ -168,17 +169,74 @@ class _Interim:
         return run
 
 
+class _CompileThread:
+    """The one daemon thread that compiles kernels, in the order they were submitted (Numba
+    compiles one at a time).
+
+    A process that ends while a compile is in flight does not wait for it: the thread is a
+    daemon, compiles still queued are dropped, and the objects of the abandoned compile are
+    left out of the interpreter's last garbage collections (`gc.freeze`; walking them took
+    seconds). Abandoning a compile is safe for the kernel cache: tracegrad and Numba write
+    each cache file under a temporary name and link or rename it into place, so a compile
+    cut short leaves no entry, never a half-written one; kernels compiled before stay."""
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._busy = 0  # compiles submitted and not ended
+        self._closing = False
+        atexit.register(self._at_exit)
+        self._thread = threading.Thread(target=self._work, name="tracegrad-compile",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, *args):
+        """A `concurrent.futures.Future` of `fn(*args)`."""
+        from concurrent.futures import Future
+
+        future = Future()
+        self._busy += 1
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self):
+        while True:
+            future, fn, args = self._queue.get()
+            try:
+                if not self._closing and future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+                        future.set_exception(e)
+            finally:
+                self._busy -= 1
+            del future, fn, args
+
+    def _at_exit(self):
+        self._closing = True
+        if self._busy:
+            gc.freeze()
+
+
+def _compile_failed(name: str, e: Exception, stacklevel: int) -> None:
+    """Warn that the numba backend could not compile function `name` (it runs on the numpy
+    backend): out of memory, or a tracegrad bug."""
+    if isinstance(e, MemoryError):
+        why = f"ran out of memory compiling this function ({type(e).__name__}: {e})"
+    else:
+        why = f"could not compile this function ({type(e).__name__}: {e})"
+    warnings.warn(f"{name}: the numba backend {why}; it runs on the numpy backend",
+                  RuntimeWarning, stacklevel=stacklevel)
+
+
 _COMPILER: list = []
 
 
-def _compiler():
-    """The one background thread that compiles kernels (Numba compiles one at a time)."""
+def _compiler() -> _CompileThread:
+    """The background compile thread (started on first use)."""
     if not _COMPILER:
-        from concurrent.futures import ThreadPoolExecutor
-
         with _COMPILER_LOCK:
             if not _COMPILER:
-                _COMPILER.append(ThreadPoolExecutor(1, thread_name_prefix="tracegrad-compile"))
+                _COMPILER.append(_CompileThread())
     return _COMPILER[0]
 
 
@@ -288,8 +346,14 @@ class ConcreteFunction:
                     if backend == "numba" and config.background_compile:
                         self._executor = _Interim(self, backend, self._owner._parallel)
                     else:
-                        self._executor = compile_graph(self.graph, backend,
-                                                       self._owner._parallel)
+                        try:
+                            self._executor = compile_graph(self.graph, backend,
+                                                           self._owner._parallel)
+                        except MemoryError as e:
+                            if backend != "numba":
+                                raise
+                            _compile_failed(self.name, e, 5)
+                            self._executor = compile_graph(self.graph, "numpy")
         return self._executor
 
     @property

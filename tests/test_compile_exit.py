@@ -1,0 +1,134 @@
+"""Background compiles and the process around them (issue 30): a process never waits at
+exit for a compile, a compile abandoned at exit leaves the kernel cache sound, a compile
+that runs out of memory says so (and purges nothing), and a huge entry function is split
+into parts."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+
+pytest.importorskip("numba")
+split = importlib.import_module("tracegrad.backends.numba.split")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROGRAM = """
+import sys, time
+import numpy as np
+import tracegrad as tg
+import tracegrad.numpy as tnp
+
+def f(x, w):
+    for k in range(12):
+        x = tnp.tanh(x @ w) * 0.5 + tnp.exp(-x * x) * (0.1 * k)
+    return tnp.sum(x ** 2)
+
+x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+w = np.eye(4) * 0.7
+g = tg.function(tg.value_and_grad(f, argnums=(0, 1)), backend="numba")
+"""
+
+
+def _run(code: str, cache: str, *flags: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT, TRACEGRAD_CACHE_DIR=cache)
+    env.pop("TRACEGRAD_BACKGROUND_COMPILE", None)
+    return subprocess.run([sys.executable, *flags, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_finished_program_does_not_wait_for_a_compile(tmp_path):
+    cache = str(tmp_path)
+    out = _run(PROGRAM + """
+value, grads = g(x, w)  # the numpy interim; the kernel (and the helpers) compile meanwhile
+interim = g.get_concrete_function(x, w)._executor
+print(type(interim).__name__, interim._kernel.done(), value)
+print(time.time())
+""", cache)
+    ended = time.time()
+    assert out.returncode == 0, out.stderr
+    kind, done, value = out.stdout.split()[:3]
+    assert (kind, done) == ("_Interim", "False")  # the compile was in flight at exit
+    assert ended - float(out.stdout.split()[-1]) < 3.0, "the process waited at exit"
+    # The next process finds a sound cache: no warning, and the kernel's values.
+    again = _run(PROGRAM + """
+tg.config.background_compile = False
+value, grads = g(x, w)
+ref = tg.function(tg.value_and_grad(f, argnums=(0, 1)), backend="numpy")(x, w)
+np.testing.assert_allclose(value, ref[0], rtol=1e-12)
+for a, b in zip(grads, ref[1]):
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+from tracegrad.backends.numba import cache_info
+assert cache_info()["rebuilt"] == 0, cache_info()
+print(value)
+""", cache, "-W", "error::RuntimeWarning")
+    assert again.returncode == 0, again.stderr
+    assert float(again.stdout.split()[0]) == pytest.approx(float(value), rel=1e-12)
+
+
+def test_a_compile_out_of_memory_is_reported_as_such(tmp_path):
+    # The kernel's compile allocates past a real RLIMIT_AS (LLVM's own allocations abort
+    # the process when they fail, so the failing allocation is made where Python sees it).
+    out = _run(PROGRAM + """
+import glob, os, resource, warnings
+from numba.core import dispatcher
+from tracegrad.backends.numba import cache_dir, cache_info
+
+tg.config.background_compile = False
+tg.function(lambda x: tnp.exp(x) + tnp.tanh(x), backend="numba")(np.ones(3))  # the helpers
+helpers = sorted(glob.glob(os.path.join(cache_dir(), "__pycache__", "tg_helpers*")))
+assert helpers
+real = dispatcher.Dispatcher.compile
+
+def greedy(self, sig):
+    if self.py_func.__name__ == "kernel":
+        np.ones(1 << 33)  # 64 GiB
+    return real(self, sig)
+
+dispatcher.Dispatcher.compile = greedy
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, resource.RLIM_INFINITY))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    value, grads = g(x, w)
+messages = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+assert len(messages) == 1 and "ran out of memory" in messages[0], messages
+assert "corrupt" not in messages[0] and "rebuild" not in messages[0]
+assert cache_info()["rebuilt"] == 0
+assert sorted(glob.glob(os.path.join(cache_dir(), "__pycache__", "tg_helpers*"))) == helpers
+ref = tg.function(tg.value_and_grad(f, argnums=(0, 1)), backend="numpy")(x, w)
+np.testing.assert_array_equal(value, ref[0])  # the numpy backend runs it
+print("ok")
+""", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ok"]
+
+
+def test_a_huge_entry_function_is_split_into_parts(monkeypatch):
+    monkeypatch.setattr(split, "SPLIT_LINES", 12)
+    monkeypatch.setattr(tg.config, "background_compile", False)
+
+    def f(a, b):
+        s = tnp.sum(a, axis=0)
+        for k in range(4):
+            a = tnp.exp(a - tnp.max(a, axis=1, keepdims=True)) + b * (0.1 * k)
+            s = s + tnp.sum(a * a, axis=0)
+        return a, s, tnp.sum(s)
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal(3)
+    source = tg.compiled_source(tg.trace(f)(a, b))
+    assert "def kernel_part1(" in source and "= kernel_part0(" in source
+    got = tg.function(f, backend="numba")(a, b)
+    want = tg.function(f, backend="numpy")(a, b)
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-13)

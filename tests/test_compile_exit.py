@@ -132,3 +132,46 @@ def test_a_huge_entry_function_is_split_into_parts(monkeypatch):
     want = tg.function(f, backend="numpy")(a, b)
     for g, r in zip(got, want, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-13)
+
+
+def test_a_graph_whose_compile_cannot_pay_for_itself_is_not_compiled(monkeypatch):
+    fn = importlib.import_module("tracegrad.function")
+    monkeypatch.setattr(tg.config, "background_compile", True)
+    monkeypatch.setattr(tg.config, "defer_compile_above", 1.0)
+    monkeypatch.setattr(fn, "COMPILE_SECONDS_PER_OP", 0.5)
+    monkeypatch.setattr(fn, "_COMPILE_COST", [0.0, 0])
+
+    def steps(x):
+        for _ in range(3):
+            x = tnp.sin(x) * 0.5 + x
+        return x
+
+    f = tg.function(steps, backend="numba")
+    x = np.linspace(0.0, 1.0, 5)
+    concrete = f.get_concrete_function(x)
+    assert fn.compile_estimate(concrete.graph) == 0.5 * len(concrete.graph.operations) > 1.0
+    want = tg.function(steps, backend="numpy")(x)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x), want)  # the numpy backend, no compile started
+    interim = concrete._executor
+    assert isinstance(interim, fn._Interim) and interim._kernel is None
+    interim._spent = interim._estimate  # calls have now spent what the compile would cost
+    f(x)
+    assert interim._kernel is not None  # so the compile starts
+    tg.wait_for_compiles()
+    np.testing.assert_allclose(f(x), want, rtol=1e-14)
+    assert concrete._executor is not interim  # the kernel runs
+
+
+def test_wait_for_compiles_starts_a_deferred_compile(monkeypatch):
+    fn = importlib.import_module("tracegrad.function")
+    monkeypatch.setattr(tg.config, "background_compile", True)
+    monkeypatch.setattr(tg.config, "defer_compile_above", 0.0)
+    f = tg.function(lambda x: tnp.cos(x) * 2.0, backend="numba")
+    x = np.linspace(0.0, 1.0, 4)
+    f(x)
+    interim = f.get_concrete_function(x)._executor
+    assert isinstance(interim, fn._Interim) and interim._kernel is None
+    tg.wait_for_compiles()
+    np.testing.assert_allclose(f(x), np.cos(x) * 2.0, rtol=1e-15)
+    assert not isinstance(f.get_concrete_function(x)._executor, fn._Interim)

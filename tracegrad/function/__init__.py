@@ -18,6 +18,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -84,6 +85,12 @@ class Config:
       numba kernels compiled from then on; None (the default) leaves it to LLVM, which
       picks 256 on most AVX-512 CPUs (env TRACEGRAD_VECTOR_WIDTH; docs/numba.md, "Vector
       units").
+    - `defer_compile_above`: in the background mode, a graph whose compile is expected to
+      take longer than this many seconds (its op count times the measured compile cost per
+      op: `compile_estimate`) starts compiling only once its calls have spent as long on
+      the numpy backend, so a huge graph called once is never compiled (default 30; None:
+      never defer; env TRACEGRAD_DEFER_COMPILE_ABOVE; docs/numba.md, "When a kernel is
+      compiled").
     """
 
     def __init__(self):
@@ -92,6 +99,8 @@ class Config:
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")
+        defer = os.environ.get("TRACEGRAD_DEFER_COMPILE_ABOVE", "30")
+        self.defer_compile_above = None if defer.lower() in ("", "none") else float(defer)
         width = os.environ.get("TRACEGRAD_VECTOR_WIDTH", "")
         self.vector_width = int(width) if width.isdigit() else (width or None)
 
@@ -136,23 +145,76 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
     raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
+# The compile cost per graph op assumed before this process has timed a compile of its own
+# (issue 30: 9 ms per op for elementwise chains, 50 ms for unrolled logsumexp steps).
+COMPILE_SECONDS_PER_OP = 0.03
+_COMPILE_COST = [0.0, 0]  # CPU seconds and graph ops of the compiles of >= 100 ops so far
+
+
+def compile_estimate(graph: FuncGraph) -> float:
+    """The seconds a numba compile of `graph` is expected to take: its op count times the
+    cost per op measured on this process's compiles of 100 ops or more (before there is
+    one, `COMPILE_SECONDS_PER_OP`)."""
+    seconds, ops = _COMPILE_COST
+    per_op = seconds / ops if ops else COMPILE_SECONDS_PER_OP
+    return len(graph.operations) * per_op
+
+
+def _timed_compile(graph, backend, parallel):
+    start = time.thread_time()
+    run = compile_graph(graph, backend, parallel)
+    n = len(graph.operations)
+    if n >= 100:
+        _COMPILE_COST[0] += time.thread_time() - start
+        _COMPILE_COST[1] += n
+    return run
+
+
 class _Interim:
     """The executor of a concrete function while its kernel compiles in the background:
     runs the graph with the numpy backend, and once the kernel is ready installs it as the
-    function's executor (later calls go straight to it)."""
+    function's executor (later calls go straight to it).
+
+    A graph whose compile is expected to take longer than `config.defer_compile_above`
+    seconds (`compile_estimate`) starts compiling only once its calls have spent as long
+    on the numpy backend as the compile would take, or when `wait_for_compiles` asks for
+    it: a huge graph called once is never compiled."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
         self._reference = compile_graph(concrete.graph, "numpy")
-        self._kernel = _compiler().submit(compile_graph, concrete.graph, backend, parallel)
+        self._args = (concrete.graph, backend, parallel)
+        self._kernel = None
+        self._spent = 0.0
+        self._estimate = compile_estimate(concrete.graph)
+        limit = config.defer_compile_above
+        if limit is None or self._estimate <= limit:
+            self._start()
+        else:
+            _DEFERRED.add(self)
+
+    def _start(self):
+        with _COMPILER_LOCK:
+            if self._kernel is None:
+                _DEFERRED.discard(self)
+                self._kernel = _compiler().submit(_timed_compile, *self._args)
 
     def __call__(self, arrays):
-        if self._kernel.done():
+        kernel = self._kernel
+        if kernel is None:
+            start = time.perf_counter()
+            out = self._reference(arrays)
+            self._spent += time.perf_counter() - start
+            if self._spent >= self._estimate:
+                self._start()
+            return out
+        if kernel.done():
             return self._install()(arrays)
         return self._reference(arrays)
 
     def wait(self):
         """The executor installed once the compile ends (blocks until then)."""
+        self._start()
         self._kernel.exception()
         return self._install()
 
@@ -240,13 +302,17 @@ def _compiler() -> _CompileThread:
     return _COMPILER[0]
 
 
-_COMPILER_LOCK = threading.Lock()
+_COMPILER_LOCK = threading.RLock()
+_DEFERRED: weakref.WeakSet = weakref.WeakSet()  # interims whose compile waits (_Interim)
 
 
 def wait_for_compiles() -> None:
     """Block until every kernel compiling in the background is ready: from then on, each of
     those functions runs its kernel (its next call installs it). For timing a function
-    right after its first call (docs/function.md, "The first call")."""
+    right after its first call (docs/function.md, "The first call"). Kernels whose compile
+    was deferred (`tg.config.defer_compile_above`) start compiling now."""
+    for interim in list(_DEFERRED):
+        interim._start()
     if _COMPILER:
         _COMPILER[0].submit(int).result()  # one thread, in order: every earlier compile ended
 

@@ -256,7 +256,8 @@ class _CompileThread:
         from concurrent.futures import Future
 
         future = Future()
-        self._busy += 1
+        with _COMPILER_LOCK:
+            self._busy += 1
         self._queue.put((future, fn, args))
         return future
 
@@ -264,13 +265,16 @@ class _CompileThread:
         while True:
             future, fn, args = self._queue.get()
             try:
-                if not self._closing and future.set_running_or_notify_cancel():
+                if self._closing:  # the process is ending: dropped
+                    future.cancel()
+                elif future.set_running_or_notify_cancel():
                     try:
                         future.set_result(fn(*args))
                     except BaseException as e:  # noqa: BLE001 - handed to whoever waits
                         future.set_exception(e)
             finally:
-                self._busy -= 1
+                with _COMPILER_LOCK:
+                    self._busy -= 1
             del future, fn, args
 
     def _at_exit(self):

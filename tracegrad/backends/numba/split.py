@@ -60,9 +60,10 @@ def split_entry(source: str, entry: str, max_lines: int | None = None) -> str:
         end = s.end_lineno
     names = [_names(s) for s in body]
     params = {a.arg: None for a in fn.args.args}
-    later_loads: list[set] = [set() for _ in body] + [set()]
-    for i in range(len(body) - 1, -1, -1):
-        later_loads[i] = later_loads[i + 1] | set(names[i][0])
+    last_read = {}  # name -> the last statement that reads it
+    for i, (loads, _) in enumerate(names):
+        for n in loads:
+            last_read[n] = i
     chunks, current, size = [], [], 0
     for i in range(tail):
         n = body[i].end_lineno - body[i].lineno + 1
@@ -84,8 +85,7 @@ def split_entry(source: str, entry: str, max_lines: int | None = None) -> str:
         for i in chunk:
             reads.update((n, None) for n in names[i][0] if n in defined and n not in sets)
             sets.update(names[i][1])
-        after = later_loads[chunk[-1] + 1]
-        returned = [n for n in sets if n in after]
+        returned = [n for n in sets if last_read.get(n, -1) > chunk[-1]]
         name = f"{entry}_part{k}"
         text = [line for i in chunk for line in lines[texts[i][0] - 1:texts[i][1]]]
         ret = f"    return ({', '.join(returned)},)" if returned else "    return None"

@@ -115,6 +115,7 @@ print("ok")
 
 def test_a_huge_entry_function_is_split_into_parts(monkeypatch):
     monkeypatch.setattr(split, "SPLIT_LINES", 12)
+    monkeypatch.setattr(split, "SPLIT_ABOVE", 12)
     monkeypatch.setattr(tg.config, "background_compile", False)
 
     def f(a, b):

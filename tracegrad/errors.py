@@ -79,6 +79,13 @@ class ZeroStepError(TracegradError, ZeroDivisionError):
     """`tnp.arange` with a step of zero (NumPy raises ZeroDivisionError)."""
 
 
+class CompileMemoryError(TracegradError, MemoryError):
+    """The numba backend ran out of memory compiling a kernel (the function then runs on
+    the numpy backend, with a warning saying so)."""
+
+    locate = staticmethod(lambda: "<unknown>")  # raised in the compile thread: no user line
+
+
 class RetracingWarning(UserWarning):
     """One function has been traced for many different input signatures."""
 

@@ -9,12 +9,16 @@ take a shorter path keyed by the arrays' shapes and dtypes alone.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import importlib
 import operator
 import os
+import queue
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -86,6 +90,12 @@ class Config:
       numba kernels compiled from then on; None (the default) leaves it to LLVM, which
       picks 256 on most AVX-512 CPUs (env TRACEGRAD_VECTOR_WIDTH; docs/numba.md, "Vector
       units").
+    - `defer_compile_above`: in the background mode, a graph whose compile is expected to
+      take longer than this many seconds (its op count times the measured compile cost per
+      op: `compile_estimate`) starts compiling only once its calls have spent as long on
+      the numpy backend, so a huge graph called once is never compiled (default 30; None:
+      never defer; env TRACEGRAD_DEFER_COMPILE_ABOVE; docs/numba.md, "When a kernel is
+      compiled").
     """
 
     def __init__(self):
@@ -95,6 +105,8 @@ class Config:
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")
         self.tape_kernels = os.environ.get("TRACEGRAD_TAPE_KERNELS", "1") not in ("", "0")
+        defer = os.environ.get("TRACEGRAD_DEFER_COMPILE_ABOVE", "30")
+        self.defer_compile_above = None if defer.lower() in ("", "none") else float(defer)
         width = os.environ.get("TRACEGRAD_VECTOR_WIDTH", "")
         self.vector_width = int(width) if width.isdigit() else (width or None)
 
@@ -139,23 +151,76 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
     raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
+# The compile cost per graph op assumed before this process has timed a compile of its own
+# (issue 30: 9 ms per op for elementwise chains, 50 ms for unrolled logsumexp steps).
+COMPILE_SECONDS_PER_OP = 0.03
+_COMPILE_COST = [0.0, 0]  # CPU seconds and graph ops of the compiles of >= 100 ops so far
+
+
+def compile_estimate(graph: FuncGraph) -> float:
+    """The seconds a numba compile of `graph` is expected to take: its op count times the
+    cost per op measured on this process's compiles of 100 ops or more (before there is
+    one, `COMPILE_SECONDS_PER_OP`)."""
+    seconds, ops = _COMPILE_COST
+    per_op = seconds / ops if ops else COMPILE_SECONDS_PER_OP
+    return len(graph.operations) * per_op
+
+
+def _timed_compile(graph, backend, parallel):
+    start = time.thread_time()
+    run = compile_graph(graph, backend, parallel)
+    n = len(graph.operations)
+    if n >= 100:
+        _COMPILE_COST[0] += time.thread_time() - start
+        _COMPILE_COST[1] += n
+    return run
+
+
 class _Interim:
     """The executor of a concrete function while its kernel compiles in the background:
     runs the graph with the numpy backend, and once the kernel is ready installs it as the
-    function's executor (later calls go straight to it)."""
+    function's executor (later calls go straight to it).
+
+    A graph whose compile is expected to take longer than `config.defer_compile_above`
+    seconds (`compile_estimate`) starts compiling only once its calls have spent as long
+    on the numpy backend as the compile would take, or when `wait_for_compiles` asks for
+    it: a huge graph called once is never compiled."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
         self._reference = compile_graph(concrete.graph, "numpy")
-        self._kernel = _compiler().submit(compile_graph, concrete.graph, backend, parallel)
+        self._args = (concrete.graph, backend, parallel)
+        self._kernel = None
+        self._spent = 0.0
+        self._estimate = compile_estimate(concrete.graph)
+        limit = config.defer_compile_above
+        if limit is None or self._estimate <= limit:
+            self._start()
+        else:
+            _DEFERRED.add(self)
+
+    def _start(self):
+        with _COMPILER_LOCK:
+            if self._kernel is None:
+                _DEFERRED.discard(self)
+                self._kernel = _compiler().submit(_timed_compile, *self._args)
 
     def __call__(self, arrays):
-        if self._kernel.done():
+        kernel = self._kernel
+        if kernel is None:
+            start = time.perf_counter()
+            out = self._reference(arrays)
+            self._spent += time.perf_counter() - start
+            if self._spent >= self._estimate:
+                self._start()
+            return out
+        if kernel.done():
             return self._install()(arrays)
         return self._reference(arrays)
 
     def wait(self):
         """The executor installed once the compile ends (blocks until then)."""
+        self._start()
         self._kernel.exception()
         return self._install()
 
@@ -163,10 +228,8 @@ class _Interim:
         concrete = self._concrete
         try:
             run = self._kernel.result()
-        except Exception as e:  # noqa: BLE001 - a tracegrad bug: keep the reference, say so
-            warnings.warn(f"{concrete.name}: the numba backend could not compile this "
-                          f"function ({type(e).__name__}: {e}); it runs on the numpy backend",
-                          RuntimeWarning, stacklevel=4)
+        except Exception as e:  # noqa: BLE001 - out of memory, or a tracegrad bug
+            _compile_failed(concrete.name, e, 5)
             run = self._reference
         if concrete._executor is self:
             concrete._executor = run
@@ -174,27 +237,92 @@ class _Interim:
         return run
 
 
+class _CompileThread:
+    """The one daemon thread that compiles kernels, in the order they were submitted (Numba
+    compiles one at a time).
+
+    A process that ends while a compile is in flight does not wait for it: the thread is a
+    daemon, compiles still queued are dropped, and the objects of the abandoned compile are
+    left out of the interpreter's last garbage collections (`gc.freeze`; walking them took
+    seconds). Abandoning a compile is safe for the kernel cache: tracegrad and Numba write
+    each cache file under a temporary name and link or rename it into place, so a compile
+    cut short leaves no entry, never a half-written one; kernels compiled before stay."""
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._busy = 0  # compiles submitted and not ended
+        self._closing = False
+        atexit.register(self._at_exit)
+        self._thread = threading.Thread(target=self._work, name="tracegrad-compile",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, *args):
+        """A `concurrent.futures.Future` of `fn(*args)`."""
+        from concurrent.futures import Future
+
+        future = Future()
+        with _COMPILER_LOCK:
+            self._busy += 1
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self):
+        while True:
+            future, fn, args = self._queue.get()
+            try:
+                if self._closing:  # the process is ending: dropped
+                    future.cancel()
+                elif future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+                        future.set_exception(e)
+            finally:
+                with _COMPILER_LOCK:
+                    self._busy -= 1
+            del future, fn, args
+
+    def _at_exit(self):
+        self._closing = True
+        if self._busy:
+            gc.freeze()
+
+
+def _compile_failed(name: str, e: Exception, stacklevel: int) -> None:
+    """Warn that the numba backend could not compile function `name` (it runs on the numpy
+    backend): out of memory, or a tracegrad bug."""
+    if isinstance(e, MemoryError):
+        why = f"ran out of memory compiling this function ({type(e).__name__}: {e})"
+    else:
+        why = f"could not compile this function ({type(e).__name__}: {e})"
+    warnings.warn(f"{name}: the numba backend {why}; it runs on the numpy backend",
+                  RuntimeWarning, stacklevel=stacklevel)
+
+
 _COMPILER: list = []
 
 
-def _compiler():
-    """The one background thread that compiles kernels (Numba compiles one at a time)."""
+def _compiler() -> _CompileThread:
+    """The background compile thread (started on first use)."""
     if not _COMPILER:
-        from concurrent.futures import ThreadPoolExecutor
-
         with _COMPILER_LOCK:
             if not _COMPILER:
-                _COMPILER.append(ThreadPoolExecutor(1, thread_name_prefix="tracegrad-compile"))
+                _COMPILER.append(_CompileThread())
     return _COMPILER[0]
 
 
-_COMPILER_LOCK = threading.Lock()
+_COMPILER_LOCK = threading.RLock()
+_DEFERRED: weakref.WeakSet = weakref.WeakSet()  # interims whose compile waits (_Interim)
 
 
 def wait_for_compiles() -> None:
     """Block until every kernel compiling in the background is ready: from then on, each of
     those functions runs its kernel (its next call installs it). For timing a function
-    right after its first call (docs/function.md, "The first call")."""
+    right after its first call (docs/function.md, "The first call"). Kernels whose compile
+    was deferred (`tg.config.defer_compile_above`) start compiling now."""
+    for interim in list(_DEFERRED):
+        interim._start()
     if _COMPILER:
         _COMPILER[0].submit(int).result()  # one thread, in order: every earlier compile ended
 
@@ -294,8 +422,14 @@ class ConcreteFunction:
                     if backend == "numba" and config.background_compile:
                         self._executor = _Interim(self, backend, self._owner._parallel)
                     else:
-                        self._executor = compile_graph(self.graph, backend,
-                                                       self._owner._parallel)
+                        try:
+                            self._executor = compile_graph(self.graph, backend,
+                                                           self._owner._parallel)
+                        except MemoryError as e:
+                            if backend != "numba":
+                                raise
+                            _compile_failed(self.name, e, 5)
+                            self._executor = compile_graph(self.graph, "numpy")
         return self._executor
 
     @property

@@ -18,6 +18,7 @@ from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
+from tracegrad.backends.numba.split import split_entry
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import linalg, reductions
@@ -98,11 +99,11 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
     graph = _lower(graph)
     if has_control_flow(graph):
         try:
-            return _generate(graph, parallel)[1].generate()
+            return split_entry(_generate(graph, parallel)[1].generate(), ENTRY)
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
-    return CodeGen(Plan(graph), parallel).generate()
+    return split_entry(CodeGen(Plan(graph), parallel).generate(), ENTRY)
 
 
 def _generate(graph: FuncGraph, parallel: bool):
@@ -130,7 +131,7 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
 
     graph = _lower(graph)
     plan, cg = _generate(graph, parallel)
-    source = cg.generate()
+    source = split_entry(cg.generate(), ENTRY)
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
     return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises)
 

@@ -369,7 +369,11 @@ def _load_from_disk(d, key, source, signature, entry, cached):
                 dispatcher.compile(signature)
         except OSError:
             raise  # Numba could not write its cache: load_kernel compiles in memory
+        except MemoryError as e:  # the compile, not the cache: keep every file
+            raise _out_of_memory(path, e) from e
         except NumbaError as e:
+            if isinstance(e.__cause__ or e.__context__, MemoryError):
+                raise _out_of_memory(path, e) from e
             raise RuntimeError(
                 f"tracegrad: Numba failed to compile the generated kernel {path} "
                 f"(a tracegrad bug; the numpy backend runs this graph): {e}"
@@ -395,6 +399,13 @@ def _load_from_disk(d, key, source, signature, entry, cached):
         cres = dispatcher.overloads[dispatcher.signatures[0]]
         return cres.entry_point
     raise AssertionError("unreachable")
+
+
+def _out_of_memory(path: str, e: BaseException):
+    from tracegrad.errors import CompileMemoryError
+
+    return CompileMemoryError(f"tracegrad: the numba compile of {path} ran out of memory "
+                              f"({type(e).__name__}: {e})")
 
 
 def cache_info() -> dict:

@@ -1,0 +1,105 @@
+"""A huge entry function split into parts: functions of the module it calls in turn.
+
+Numba's passes (SSA repair, reaching definitions, liveness) and LLVM's optimizer cost more
+per statement the longer the function they see: an unrolled loop of 900 ops made one entry
+function of 4000 lines and 550 loops, which compiled in minutes and gigabytes. Cut into
+parts of about `SPLIT_LINES` lines, each compiled on its own, the compile grows linearly
+with the graph (docs/performance.md, "Compile time of unrolled loops").
+
+A part takes the names it reads that earlier statements (or the entry's parameters) set,
+and returns the names it sets that later statements read; arrays are shared, so writes
+into them need no return. The statements keep their text and comments.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+# An entry function longer than SPLIT_ABOVE lines is cut into parts of about SPLIT_LINES
+# lines (measured on unrolled HMM steps: 1174 lines compiled 12% faster whole, 2123 lines
+# 26% faster in parts; docs/performance.md).
+SPLIT_ABOVE = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_ABOVE", "1500"))
+SPLIT_LINES = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LINES", "200"))
+
+
+def _names(stmt: ast.stmt) -> tuple[dict, dict]:
+    """(names read, names set) by `stmt`, in order of appearance."""
+    loads, stores = {}, {}
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores)[node.id] = None
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            loads[node.target.id] = None
+    return loads, stores
+
+
+def _movable(stmt: ast.stmt) -> bool:
+    return not any(isinstance(n, (ast.Return, ast.Global, ast.Nonlocal, ast.Yield,
+                                  ast.FunctionDef, ast.Lambda)) for n in ast.walk(stmt))
+
+
+def split_entry(source: str, entry: str) -> str:
+    """`source` with function `entry`'s body cut into parts of about `SPLIT_LINES` lines
+    when it is longer than `SPLIT_ABOVE` lines (unchanged otherwise)."""
+    max_lines = SPLIT_LINES
+    if max_lines <= 0 or source.count("\n") <= SPLIT_ABOVE:
+        return source
+    module = ast.parse(source)
+    fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == entry),
+              None)
+    if fn is None or fn.end_lineno - fn.lineno <= max(SPLIT_ABOVE, max_lines):
+        return source
+    lines = source.splitlines()
+    body = fn.body
+    tail = len(body)
+    while tail and not _movable(body[tail - 1]):
+        tail -= 1
+    if tail < len(body) - 1 or any(not _movable(s) for s in body[:tail]):
+        return source  # a return before the end: kept whole
+    # each statement's text, with the comment lines above it
+    texts, end = [], None
+    for s in body:
+        texts.append((s.lineno if end is None else end + 1, s.end_lineno))
+        end = s.end_lineno
+    names = [_names(s) for s in body]
+    params = {a.arg: None for a in fn.args.args}
+    last_read = {}  # name -> the last statement that reads it
+    for i, (loads, _) in enumerate(names):
+        for n in loads:
+            last_read[n] = i
+    chunks, current, size = [], [], 0
+    for i in range(tail):
+        n = body[i].end_lineno - body[i].lineno + 1
+        if current and size + n > max_lines:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += n
+    if current:
+        chunks.append(current)
+    if len(chunks) < 2:
+        return source
+    decorator = lines[fn.decorator_list[0].lineno - 1] if fn.decorator_list else "@njit"
+    decorator = decorator.replace(", forceinline=True", "")
+    defined = dict(params)
+    parts, calls = [], []
+    for k, chunk in enumerate(chunks):
+        reads, sets = {}, {}
+        for i in chunk:
+            reads.update((n, None) for n in names[i][0] if n in defined and n not in sets)
+            sets.update(names[i][1])
+        returned = [n for n in sets if last_read.get(n, -1) > chunk[-1]]
+        name = f"{entry}_part{k}"
+        text = [line for i in chunk for line in lines[texts[i][0] - 1:texts[i][1]]]
+        ret = f"    return ({', '.join(returned)},)" if returned else "    return None"
+        parts.append("\n".join([decorator, f"def {name}({', '.join(reads)}):", *text, ret])
+                     + "\n")
+        call = f"{name}({', '.join(reads)})"
+        calls.append(f"    {', '.join(returned)}, = {call}" if returned else f"    {call}")
+        defined.update(sets)
+    head = lines[:(fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1]
+    signature = lines[(fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1:
+                      body[0].lineno - 1]
+    rest = lines[texts[tail][0] - 1:] if tail < len(body) else lines[fn.end_lineno:]
+    return "\n".join(head + parts + signature + calls + rest) + "\n"

@@ -2,6 +2,7 @@
 replay gives exactly the plain walk's gradients, and whatever it does not cover still
 behaves as the walk does."""
 
+import importlib
 import itertools
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import ops
-from tracegrad.errors import ShapeError
+from tracegrad.errors import InvalidArgumentError, ShapeError
 from tracegrad.transforms import tape as tape_module
 from tracegrad.transforms import tape_cache
 
@@ -235,6 +236,22 @@ def test_bad_and_numpy_output_gradients_are_walked(replays, seed, error):
     assert replays["runs"] == 0
 
 
+def test_no_output_gradients_and_an_empty_list_of_them_are_told_apart(replays):
+    # None means ones for every target; [] gives no gradient for a target: the walk's error
+    x = tg.constant(np.array([0.0, 1.0, 2.0]))
+    for seeds in (None, None, [], None, []):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tnp.sum(x * x)
+        if seeds is None:
+            np.testing.assert_array_equal(tape.gradient(y, x, output_gradients=seeds).numpy(),
+                                          [0.0, 2.0, 4.0])
+        else:
+            with pytest.raises(InvalidArgumentError, match="grad_ys"):
+                tape.gradient(y, x, output_gradients=seeds)
+    assert replays["runs"] == 2  # the third and fourth None requests
+
+
 def _small_steps(n):
     w = tg.Variable(np.array([[0.5, -1.0], [2.0, 0.25]]))
     x = tg.constant(np.array([[1.0, 2.0], [3.0, -1.0]]))
@@ -263,3 +280,18 @@ def test_a_hot_structure_runs_as_a_kernel_unless_kernels_are_off(monkeypatch, re
             np.testing.assert_allclose(g, w, rtol=1e-13, atol=0)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def test_a_tape_kernel_compiles_only_once_its_replays_paid_for_it(monkeypatch):
+    # the rule of tg.function's deferred compiles: a compile expected to take longer than
+    # defer_compile_above starts once the replays have spent as long
+    tg_function = importlib.import_module("tracegrad.function")  # (tg.function: the decorator)
+    graph = tg.trace(lambda x: tnp.sin(x) * 2.0)(tg.TensorSpec([3]))
+    monkeypatch.setattr(tg.config, "backend", "numba")
+    monkeypatch.setattr(tg.config, "tape_kernels", True)
+    monkeypatch.setattr(tg.config, "defer_compile_above", 0.0)
+    expected = tg_function.compile_estimate(graph)
+    assert expected > 0
+    assert tg_function._tape_kernel(graph, expected / 2) is None  # not yet: asked again later
+    monkeypatch.setattr(tg.config, "tape_kernels", False)
+    assert tg_function._tape_kernel(graph, 2 * expected) is False  # never

@@ -323,7 +323,7 @@ def wait_for_compiles() -> None:
     was deferred (`tg.config.defer_compile_above`) start compiling now."""
     for interim in list(_DEFERRED):
         interim._start()
-    if _COMPILER:
+    if _COMPILER and not _COMPILER[0]._closing:  # (at exit nothing compiles any more)
         _COMPILER[0].submit(int).result()  # one thread, in order: every earlier compile ended
 
 
@@ -589,12 +589,20 @@ def set_call_recorder(recorder) -> None:
 set_call_recorder(make_call_recorder(lambda concrete: concrete.callee))
 
 
-def _tape_kernel(graph: FuncGraph):
-    """The Future of the numba kernel of a replayed tape backward pass, or None when the
-    numba backend is not the default or `config.tape_kernels` is off."""
+def _tape_kernel(graph: FuncGraph, spent: float):
+    """The Future of the numba kernel of a replayed tape backward pass whose replays took
+    `spent` seconds; None while a compile expected to take longer than
+    `config.defer_compile_above` has not been paid for by as many seconds of replays (the
+    rule of `_Interim`); False when the numba backend is not the default or
+    `config.tape_kernels` is off."""
     if not config.tape_kernels or config.backend != "numba":
-        return None
-    return _compiler().submit(compile_graph, graph, "numba")
+        return False
+    limit = config.defer_compile_above
+    if limit is not None:
+        expected = compile_estimate(graph)
+        if expected > limit and spent < expected:
+            return None
+    return _compiler().submit(_timed_compile, graph, "numba", False)
 
 
 set_kernel_compiler(_tape_kernel)

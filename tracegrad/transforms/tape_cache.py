@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -138,8 +139,10 @@ def _keys(tensors: list, var_of: dict) -> list:
 # about what a compile takes, so compiling costs at most about as much as it can save.
 KERNEL_AFTER_SECONDS = 1.0
 
-# `compile(graph)`: a Future of the executor `run(list of arrays) -> list of arrays` of the
-# graph compiled by the numba backend, or None when kernels are off (tracegrad/function).
+# `compile(graph, seconds its replays took)`: a Future of the executor `run(list of arrays)
+# -> list of arrays` of the graph compiled by the numba backend; None: not yet (a compile
+# expected to cost more than the replays have taken so far: ask again later); False: never
+# (kernels are off). Installed by tracegrad/function.
 _kernel_compiler = Hook("the compiler of tape backward kernels", "tracegrad.function")
 
 
@@ -209,8 +212,11 @@ class Replay:
                 try:
                     self.kernel = kernel.result()
                     self.compiled = True
-                except Exception:  # noqa: BLE001 - the replay goes on as it is
+                except Exception as e:  # noqa: BLE001 - the replay goes on as it is
                     self.kernel = False
+                    warnings.warn(f"tape gradient: the numba backend could not compile a "
+                                  f"backward pass ({type(e).__name__}: {e}); its NumPy "
+                                  "replay goes on", RuntimeWarning, stacklevel=2)
                 if self.compiled:
                     return self._run_kernel(tensors)
         elif kernel is None:
@@ -218,8 +224,8 @@ class Replay:
             grads = self._replay(tensors)
             self.spent += time.perf_counter() - start
             if self.spent >= KERNEL_AFTER_SECONDS:
-                self.kernel = (_kernel_compiler(self.graph) if _kernel_compiler.fn else None) \
-                    or False
+                self.kernel = _kernel_compiler(self.graph, self.spent) \
+                    if _kernel_compiler.fn else False
             return grads
         return self._replay(tensors)
 
@@ -300,8 +306,9 @@ def cached_gradient(records, var_of, targets, sources, grad_ys, mode):
     replay of its traced backward pass; None when the request is left to `backprop`."""
     if state.graph is not None or state.tapes or state.transposing:
         return None
+    # `None` (ones for every target) and an empty list (an error backprop reports) differ
     found = signature(records, var_of, targets, sources, () if grad_ys is None else grad_ys,
-                      mode)
+                      (mode, grad_ys is None))
     if found is None:
         return None
     sig, slots, tensors = found

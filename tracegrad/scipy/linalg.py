@@ -14,6 +14,7 @@ from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
 from tracegrad.errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy import linalg as _np_linalg
+from tracegrad.numpy.linalg import _mH as _adjoint
 from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import (
     broadcast_to_shape,
@@ -44,11 +45,6 @@ def _float(x):
 
 
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: "C", "C": "C"}  # "C": a^H
-
-
-def _adjoint(x):
-    """The matrices of `x` conjugate-transposed (transposed when real)."""
-    return conjugate(swapaxes(x, -1, -2))
 
 
 def _tsolve(c, b, lower, how=False, unit=False):
@@ -354,7 +350,7 @@ def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
     w, vr = _general_eig("eig", a, b)
     out = [_homogeneous(w, homogeneous_eigvals)]
     if left:  # the rows of vr^-1, as columns of unit norm
-        vl = conjugate(swapaxes(_np_linalg.inv(vr), -1, -2))
+        vl = _adjoint(_np_linalg.inv(vr))
         out.append(divide(vl, _np_linalg.norm(vl, axis=-2, keepdims=True)))
     if right:
         out.append(vr)

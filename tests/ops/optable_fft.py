@@ -37,7 +37,7 @@ case("fft[irfft,c128,3x4,axes=(-1,-2),n=5]",
 
 def _row(name, fn, ref, *args, grad=True, f32=False):
     case(name, fn, ref, *args, grad_argnums=tuple(range(len(args))) if grad else (),
-         rtol=1e-5 if f32 else 1e-12, atol=1e-5 if f32 else 1e-12, why=F32_WHY if f32 else WHY)
+         rtol=1e-6 if f32 else 1e-12, atol=1e-5 if f32 else 1e-12, why=F32_WHY if f32 else WHY)
 
 
 # Gradient rows on the diagonal of (norm, n): every norm and every n once (the numba

@@ -103,8 +103,7 @@ def _reduce_by_accumulators(cg, op, monoid, d):
 def _flat_view(nest, target, dims):
     name = slot(name_of(target) + "_flat")
     cg = nest.cg
-    cg.helpers["_cview"] = None
-    nest.prologue.append(f"{name} = _cview({target}, ({_prod(dims)},))")
+    nest.prologue.append(f"{name} = {cg.view(target, f'({_prod(dims)},)')}")
     return name
 
 
@@ -143,8 +142,7 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         pw = helper(cg.helpers, _ROW_HELPER[monoid], dt)
         nest = cg.loop_nest(xd, x, parallel=not accumulate, op=op, at_index=False)
         flat = cg.fresh("xf")
-        cg.helpers["_cview"] = None
-        nest.prologue.append(f"{flat} = _cview({ref.name}, ({rows}, {m}))")
+        nest.prologue.append(f"{flat} = {cg.view(ref.name, f'({rows}, {m})')}")
         row_end = nest.pre[d]
         row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
     else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)

@@ -252,6 +252,16 @@ class CodeGen:
                 f"{code}\n    return None\n")
         return allocs + comments + [Stmt(f"{found}({', '.join(map(slot, params))})")]
 
+    def view(self, array: str, shape: str) -> str:
+        """The expression of a C-ordered view of `array` with the dims `shape` (a tuple's
+        source). Numba's parallel passes do not see that `_cview` aliases its operand (they
+        dropped a prange loop storing into such a view as dead), so a parallel kernel
+        reshapes instead."""
+        if self.parallel:
+            return f"{array}.reshape({shape})"
+        self.helpers["_cview"] = None
+        return f"_cview({array}, {shape})"
+
     def new_nest(self, dims, parallel: bool = False) -> Nest:
         """A nest for a block; the caller renders it with `add_nest` when done."""
         return Nest(self, dims, parallel and self.parallel)

@@ -243,9 +243,8 @@ class Nest:
             raw = f"{name_of(name)}_v{len(self.views)}"
             found = self.views[name] = slot(raw)
             shape = [product([dims[a] for a in g]) for g in self.groups]
-            self.cg.helpers["_cview"] = None
-            self.prologue.append(Stmt(f"{found} = _cview({name}, ({', '.join(shape)},))",
-                                      (raw,)))
+            view = self.cg.view(name, "(" + ", ".join(shape) + ",)")
+            self.prologue.append(Stmt(f"{found} = {view}", (raw,)))
         return found
 
     def index(self):

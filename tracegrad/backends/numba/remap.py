@@ -136,8 +136,7 @@ def _reshape(cg, op):
     (x,), t = op.inputs, op.outputs[0]
     shape = ", ".join(cg.dims(t))
     name = cg.fresh("r")
-    cg.helpers["_cview"] = None
-    cg.emit(f"{name} = _cview({cg.array(x)}, ({shape},))")
+    cg.emit(f"{name} = {cg.view(cg.array(x), f'({shape},)')}")
     cg.refs[id(t)] = Ref("arr", name)
 
 

@@ -27,7 +27,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from one_pass import cpu  # noqa: E402
-from run import median_time, mlp_loss  # noqa: E402
+from run import median_time, mlp_loss, torch_fns  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -44,17 +44,21 @@ def problem():
     return params, rng.standard_normal((B, D)), np.eye(K)[rng.integers(0, K, B)]
 
 
-def tracegrad_step(params, x, y):
-    variables = [tg.Variable(p) for p in params]
-
+def tape_step(gradient_tape, variables, loss, x, y):
+    """`(step, read)`: one SGD step of `loss` recorded on `gradient_tape` (tracegrad's or
+    TensorFlow's: the same API) over `variables`, and the reader of their values."""
     def step():
-        with tg.GradientTape() as tape:
-            loss = loss_fn(*variables, x, y)
-        for v, g in zip(variables, tape.gradient(loss, variables)):
+        with gradient_tape() as tape:
+            value = loss(*variables, x, y)
+        for v, g in zip(variables, tape.gradient(value, variables), strict=True):
             v.assign_sub(LR * g)
-        return loss
+        return value
 
     return step, lambda: [v.numpy() for v in variables]
+
+
+def tracegrad_step(params, x, y):
+    return tape_step(tg.GradientTape, [tg.Variable(p) for p in params], loss_fn, x, y)
 
 
 def torch_step(params, x, y):
@@ -62,13 +66,7 @@ def torch_step(params, x, y):
     torch.set_num_threads(1)
     ts = [torch.tensor(p, requires_grad=True) for p in params]
     tx, ty = torch.tensor(x), torch.tensor(y)
-
-    def loss_t(w1, b1, w2, b2, x, y):
-        h = torch.tanh(x @ w1 + b1)
-        z = h @ w2 + b2
-        m = torch.amax(z, dim=1, keepdim=True)
-        lse = torch.log(torch.sum(torch.exp(z - m), dim=1, keepdim=True)) + m
-        return -torch.mean(torch.sum(y * (z - lse), dim=1))
+    loss_t = torch_fns()[2]  # run.py's MLP loss in PyTorch
 
     def step():
         loss = loss_t(*ts, tx, ty)
@@ -96,14 +94,7 @@ def tensorflow_step(params, x, y):
         lse = tf.math.log(tf.reduce_sum(tf.exp(z - m), axis=1, keepdims=True)) + m
         return -tf.reduce_mean(tf.reduce_sum(y * (z - lse), axis=1))
 
-    def step():
-        with tf.GradientTape() as tape:
-            loss = loss_tf(*vs, tx, ty)
-        for v, g in zip(vs, tape.gradient(loss, vs)):
-            v.assign_sub(LR * g)
-        return loss
-
-    return step, lambda: [v.numpy() for v in vs]
+    return tape_step(tf.GradientTape, vs, loss_tf, tx, ty)
 
 
 def warm_up(step, limit=60.0) -> float:
@@ -153,7 +144,7 @@ def main(argv=None):
     print(f"steady state: {warm_up(steps['tracegrad']):.1f} s of steps until the tape's "
           "backward kernel runs", flush=True)
     for name in makers:
-        for a, b in zip(finals["tracegrad"], finals[name]):
+        for a, b in zip(finals["tracegrad"], finals[name], strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     times = {name: [] for name in makers}
     for _ in range(args.rounds):

@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, time_peers, torch  # noqa: E402, I001 (first: one thread each)
 
 import numpy as np  # noqa: E402
 from run import first_call, median_report, median_time  # noqa: E402
@@ -64,7 +64,7 @@ def measure(name, rng):
         want = loss(np)(x)
 
         def same(got):
-            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10)
+            np.testing.assert_allclose(_array(got), want, rtol=1e-10)
 
         reference = loss(np)
         jax_fn = jax.jit(loss(jnp)) if jax is not None else None
@@ -74,7 +74,7 @@ def measure(name, rng):
         want = exact_grad(x)
 
         def same(got):
-            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-8, atol=1e-6)
+            np.testing.assert_allclose(_array(got), want, rtol=1e-8, atol=1e-6)
 
         reference = exact_grad
         jax_fn = jax.jit(jax.grad(loss(jnp))) if jax is not None else None
@@ -83,17 +83,13 @@ def measure(name, rng):
     same(ours(x))
     times = {"tracegrad": median_time(lambda: ours(x))}
     times["numpy" if name == "value" else "numpy (hand)"] = median_time(lambda: reference(x))
-    if jax_fn is not None:
-        jx = jnp.asarray(x)
-        compile_s["jax"] = first_call(lambda: jax.block_until_ready(jax_fn(jx)))
-        same(jax_fn(jx))
-        times["jax"] = median_time(lambda: jax.block_until_ready(jax_fn(jx)))
-    if torch is not None:
-        tx = torch.from_numpy(x)
-        got = torch_fn(tx)
-        same(got.detach().numpy())
-        times["torch"] = median_time(lambda: torch_fn(tx))
+    time_peers([x], times, compile_s, same, jax_fn=jax_fn, torch_fn=torch_fn)
     return times, compile_s
+
+
+def _array(got):
+    """Any library's result as a NumPy array."""
+    return np.asarray(got.detach() if hasattr(got, "detach") else got)
 
 
 def main(argv=None):

@@ -59,7 +59,10 @@ print(time.time())
     assert out.returncode == 0, out.stderr
     kind, done, value = out.stdout.split()[:3]
     assert (kind, done) == ("_Interim", "False")  # the compile was in flight at exit
-    assert ended - float(out.stdout.split()[-1]) < 3.0, "the process waited at exit"
+    # ending takes ~1 s here (interpreter teardown with Numba loaded); waiting would take
+    # the rest of a cold compile of the kernel and the shared helpers (tens of seconds):
+    # the bound leaves a slower or busier machine room
+    assert ended - float(out.stdout.split()[-1]) < 10.0, "the process waited at exit"
     # The next process finds a sound cache: no warning, and the kernel's values.
     again = _run(PROGRAM + """
 tg.config.background_compile = False

@@ -166,6 +166,14 @@ def compile_estimate(graph: FuncGraph) -> float:
     return len(graph.operations) * per_op
 
 
+def _compile_due(expected: float, spent: float) -> bool:
+    """Whether a compile expected to take `expected` seconds starts, once calls of the graph
+    on the numpy backend took `spent`: at once up to `config.defer_compile_above`, beyond it
+    once the calls have spent as long as the compile would take."""
+    limit = config.defer_compile_above
+    return limit is None or expected <= limit or spent >= expected
+
+
 def _timed_compile(graph, backend, parallel):
     start = time.thread_time()
     run = compile_graph(graph, backend, parallel)
@@ -193,8 +201,7 @@ class _Interim:
         self._kernel = None
         self._spent = 0.0
         self._estimate = compile_estimate(concrete.graph)
-        limit = config.defer_compile_above
-        if limit is None or self._estimate <= limit:
+        if _compile_due(self._estimate, 0.0):
             self._start()
         else:
             _DEFERRED.add(self)
@@ -211,7 +218,7 @@ class _Interim:
             start = time.perf_counter()
             out = self._reference(arrays)
             self._spent += time.perf_counter() - start
-            if self._spent >= self._estimate:
+            if _compile_due(self._estimate, self._spent):
                 self._start()
             return out
         if kernel.done():
@@ -597,11 +604,8 @@ def _tape_kernel(graph: FuncGraph, spent: float):
     `config.tape_kernels` is off."""
     if not config.tape_kernels or config.backend != "numba":
         return False
-    limit = config.defer_compile_above
-    if limit is not None:
-        expected = compile_estimate(graph)
-        if expected > limit and spent < expected:
-            return None
+    if not _compile_due(compile_estimate(graph), spent):
+        return None
     return _compiler().submit(_timed_compile, graph, "numba", False)
 
 

@@ -23,6 +23,7 @@ from tracegrad.numpy._core import axis_arg, cast, count, dtype_of, ndim_of, read
 from tracegrad.numpy._indexing import take
 from tracegrad.numpy._ufuncs import floor_divide, mod, multiply, subtract, true_divide
 from tracegrad.ops import shape_ops
+from tracegrad.ops.fourier import irfft_length
 
 __all__ = [
     "fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
@@ -118,7 +119,7 @@ def _transform(name, kind, a, s, axes, norm):
             x = _resize(x, ax, n // 2 + 1 if real_out else n)
         elif real_out:
             m = shape_of(x)[ax]
-            n = None if m is None else _length(name, 2 * (m - 1))
+            n = None if m is None else _length(name, irfft_length(m, None))
         else:
             n = shape_of(x)[ax]
             n = n if n is None else _length(name, n)
@@ -170,7 +171,7 @@ def _n_axes(name, kind, a, s, axes, norm, out):
     if s is None:  # (the lengths of the input's axes, as they are before any transform)
         s = [shape[ax] for ax in axes]
         if kind == "irfft" and axes and s[-1] is not None:
-            s[-1] = _length(name, 2 * (s[-1] - 1))
+            s[-1] = _length(name, irfft_length(s[-1], None))
     else:
         s = list(s)
         if len(s) != len(axes):

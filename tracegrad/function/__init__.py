@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracegrad import backends
+from tracegrad.backends import threads
 from tracegrad.core import tree
 from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
@@ -96,6 +97,9 @@ class Config:
       the numpy backend, so a huge graph called once is never compiled (default 30; None:
       never defer; env TRACEGRAD_DEFER_COMPILE_ABOVE; docs/numba.md, "When a kernel is
       compiled").
+    - `num_threads`: the threads a numba kernel's loops and its BLAS calls may use (default:
+      the cores available to the process, after its CPU affinity and cgroup quota; env
+      TRACEGRAD_NUM_THREADS).
     """
 
     def __init__(self):
@@ -109,6 +113,17 @@ class Config:
         self.defer_compile_above = None if defer.lower() in ("", "none") else float(defer)
         width = os.environ.get("TRACEGRAD_VECTOR_WIDTH", "")
         self.vector_width = int(width) if width.isdigit() else (width or None)
+
+    @property
+    def num_threads(self) -> int:
+        return threads.num_threads
+
+    @num_threads.setter
+    def num_threads(self, count):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidArgumentError(
+                f"tg.config.num_threads must be a positive int, got {count!r}")
+        threads.num_threads = count
 
     @property
     def vector_width(self) -> int | None:

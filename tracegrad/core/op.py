@@ -204,6 +204,29 @@ def _eager_inputs(args) -> tuple[list, list]:
     return values, tensors
 
 
+def bind_recorded(prim: Primitive, inputs: tuple) -> EagerTensor:
+    """`prim` (single-result, no attributes) bound on eager tensors `inputs` while tapes
+    record: what `bind` gives, without its conversions (the eager fast paths' bind)."""
+    try:
+        out = (prim.impl(inputs[0]._value, inputs[1]._value) if len(inputs) == 2
+               else prim.impl(*[t._value for t in inputs]))
+    except Exception:  # noqa: BLE001 - bind runs it again and reports it at the user's line
+        return prim.bind(*inputs)
+    return record_result(prim, inputs, {}, out)
+
+
+def record_result(prim: Primitive, inputs: tuple, attrs: dict, out) -> EagerTensor:
+    """`out`, what single-result `prim` gave on the arrays of eager tensors `inputs`, as a
+    tensor offered to every recording tape, as `bind` offers it."""
+    t = EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
+    overrides = state.grad_overrides
+    op = Operation(prim, inputs, attrs, None, None, overrides.get(prim.name) if overrides else None)
+    op.outputs = (t,)
+    for tape in state.tapes:
+        tape.record(op)
+    return t
+
+
 def _record_eager(prim: Primitive, inputs, attrs, outputs, tapes) -> None:
     """Offer an eagerly run op (`outputs`: its result, a tuple if it has several) to every
     recording tape."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core.ir import EagerTensor
+from tracegrad.core.op import bind_recorded, record_result
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.numpy._core import SUPPORTED, loop_dtypes, python_int_as, ufunc_operands
@@ -51,7 +52,7 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
         def fn(x):
             if type(x) is EagerTensor and x._value.dtype in closed and state.graph is None:
                 if state.tapes:
-                    return prim.bind(x)
+                    return bind_recorded(prim, (x,))
                 try:
                     out = impl(x._value)
                 except Exception:  # noqa: BLE001, S110 - the general path reports it
@@ -75,7 +76,7 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                                 return EagerTensor(out if type(out) is np.ndarray
                                                    else np.asarray(out))
                         elif v1.shape == v2.shape:
-                            return prim.bind(x1, x2)
+                            return bind_recorded(prim, (x1, x2))
                         else:
                             out = _broadcast_recorded(prim, x1, x2, v1.shape, v2.shape)
                             if out is not None:
@@ -88,6 +89,13 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                 elif t1 is Variable or t2 is Variable:  # read first to last, as `read` does
                     return fn(x1.value() if t1 is Variable else x1,
                               x2.value() if t2 is Variable else x2)
+                elif state.tapes and (t1 is np.ndarray and t2 is EagerTensor
+                                      or t1 is EagerTensor and t2 is np.ndarray):
+                    # under a tape, a NumPy operand is a constant tensor like any other
+                    a = x1 if t1 is np.ndarray else x2
+                    if a.dtype in SUPPORTED and a.dtype.isnative:
+                        return fn(EagerTensor(x1) if t1 is np.ndarray else x1,
+                                  EagerTensor(x2) if t2 is np.ndarray else x2)
             return apply_ufunc(ufunc, prim, name, x1, x2)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "tracegrad.numpy"  # where pickle finds it
@@ -122,9 +130,8 @@ def _tensor_and_scalar(ufunc, prim, name: str, x1, x2):
     except OverflowError:
         return None
     if state.tapes:
-        if v.ndim:
-            c = broadcast_array(c, v.shape)
-        return prim.bind(t, c) if first else prim.bind(c, t)
+        c = EagerTensor(broadcast_array(c, v.shape) if v.ndim else c)
+        return bind_recorded(prim, (t, c) if first else (c, t))
     try:
         return _tensor(prim.impl(v, c) if first else prim.impl(c, v))
     except Exception:  # noqa: BLE001 - the general path reports it at the user's line
@@ -135,9 +142,12 @@ def _broadcast_recorded(prim, x1, x2, s1: tuple, s2: tuple):
     """`prim` bound on two tensors of one dtype and different shapes, each broadcast to the
     common shape by a recorded `broadcast_in_dim` as the general path does (None when the
     shapes do not broadcast: the general path reports it)."""
-    nd = max(len(s1), len(s2))
+    n1, n2 = len(s1), len(s2)
+    if n2 < n1 and s1[n1 - n2:] == s2:  # the usual bias: x2's dims are x1's last ones
+        return bind_recorded(prim, (x1, _broadcast(x2, s1)))
+    nd = max(n1, n2)
     shape = []
-    for d1, d2 in zip((1,) * (nd - len(s1)) + s1, (1,) * (nd - len(s2)) + s2, strict=True):
+    for d1, d2 in zip((1,) * (nd - n1) + s1, (1,) * (nd - n2) + s2, strict=True):
         if d1 == d2 or d2 == 1:
             shape.append(d1)
         elif d1 == 1:
@@ -146,12 +156,26 @@ def _broadcast_recorded(prim, x1, x2, s1: tuple, s2: tuple):
             return None
     shape = tuple(shape)
     if s1 != shape:
-        x1 = broadcast_in_dim_p.bind(x1, shape=shape,
-                                     broadcast_dimensions=tuple(range(nd - len(s1), nd)))
+        x1 = _broadcast(x1, shape)
     if s2 != shape:
-        x2 = broadcast_in_dim_p.bind(x2, shape=shape,
-                                     broadcast_dimensions=tuple(range(nd - len(s2), nd)))
-    return prim.bind(x1, x2)
+        x2 = _broadcast(x2, shape)
+    return bind_recorded(prim, (x1, x2))
+
+
+def _broadcast(x, shape: tuple):
+    """Eager tensor `x` broadcast to `shape` (its dims the trailing ones), recorded as the
+    `broadcast_in_dim` bind would record."""
+    v = x._value
+    key = (len(shape), v.ndim)
+    dims = _TRAILING.get(key)
+    if dims is None:
+        dims = _TRAILING[key] = tuple(range(key[0] - key[1], key[0]))
+    return record_result(broadcast_in_dim_p, (x,),
+                         {"shape": shape, "broadcast_dimensions": dims},
+                         broadcast_array(v, shape))
+
+
+_TRAILING: dict = {}  # (rank, operand rank) -> the trailing dims
 
 
 def _tensor(out) -> EagerTensor:
@@ -216,9 +240,9 @@ def _bind_recorded(prim, xs, values, args):
                 return None
             operands.append(x)
         elif a.shape == shape:
-            operands.append(a)
+            operands.append(EagerTensor(a))
         elif a.ndim == 0:
-            operands.append(broadcast_array(a, shape))
+            operands.append(EagerTensor(broadcast_array(a, shape)))
         else:
             return None
-    return prim.bind(*operands)
+    return bind_recorded(prim, tuple(operands))

@@ -108,10 +108,20 @@ def _float_accumulator(a, dtype, op: str) -> np.dtype:
     return src if dtypes.is_inexact(src) else dtypes.float64
 
 
+# The dtypes a mean is computed in when they are the operand's own.
+_OWN_MEAN = frozenset((dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128))
+
+
 def mean(a, axis=None, dtype=None, keepdims=False):
     """Arithmetic mean over `axis`; integers and bools average in float64, float16 in
     float32 (the result is float16), as NumPy. Over an unknown (None) dim the count is read
     at run time."""
+    if type(a) is EagerTensor and dtype is None and a._value.dtype in _OWN_MEAN:
+        # an eager tensor averaged in its own dtype: nothing to read or convert
+        v = a._value
+        axes = axes_arg(axis, v.ndim, "mean")
+        total = ops.reduce_sum(a, axes=axes, keepdims=bool(keepdims))
+        return true_divide(total, count(a, axes, v.dtype))
     a = read(a)
     axes = axes_arg(axis, ndim_of(a), "mean")
     dt = _float_accumulator(a, dtype, "mean")

@@ -16,6 +16,7 @@ from tracegrad.core.op import bind_recorded, record_result
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.numpy._core import SUPPORTED, loop_dtypes, python_int_as, ufunc_operands
+from tracegrad.ops.linalg import dot_general_p
 from tracegrad.ops.shape_ops import broadcast_array, broadcast_in_dim_p
 
 
@@ -246,3 +247,33 @@ def _bind_recorded(prim, xs, values, args):
         else:
             return None
     return bind_recorded(prim, tuple(operands))
+
+
+_PRODUCT_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64",
+                                                   "complex128"))
+_OPERANDS = frozenset((EagerTensor, Variable, np.ndarray))
+
+
+def matrix_product(a, b):
+    """`a @ b` for two 2-D eager operands of one float or complex dtype (tg.Tensors,
+    Variables, NumPy arrays; not both NumPy): NumPy's dot on their arrays, recorded on
+    tapes as the `dot_general` matmul's general path binds. None for anything else."""
+    ta, tb = type(a), type(b)
+    if ta not in _OPERANDS or tb not in _OPERANDS or ta is tb is np.ndarray:
+        return None
+    va = a if ta is np.ndarray else a._value
+    vb = b if tb is np.ndarray else b._value
+    if (va.ndim != 2 or vb.ndim != 2 or va.dtype is not vb.dtype
+            or va.dtype not in _PRODUCT_DTYPES or va.shape[1] != vb.shape[0]):
+        return None
+    if ta is Variable:  # read first to last, as the general path does
+        a = a.value()
+    if tb is Variable:
+        b = b.value()
+    out = np.dot(va, vb)
+    if not state.tapes:
+        return EagerTensor(out)
+    return record_result(dot_general_p,
+                         (EagerTensor(va) if ta is np.ndarray else a,
+                          EagerTensor(vb) if tb is np.ndarray else b),
+                         {"dimension_numbers": (((1,), (0,)), ((), ()))}, out)

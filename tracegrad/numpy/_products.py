@@ -8,6 +8,7 @@ import operator
 from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import broadcast_shapes, shape_str
+from tracegrad.core.state import state
 from tracegrad.errors import ShapeError
 from tracegrad.numpy._core import (
     axis_arg,
@@ -16,6 +17,7 @@ from tracegrad.numpy._core import (
     promote,
     shape_of,
 )
+from tracegrad.numpy._eager import matrix_product
 from tracegrad.numpy._shape import ravel, transpose
 from tracegrad.numpy._ufuncs import multiply
 
@@ -41,6 +43,10 @@ def dot(a, b):
 def matmul(a, b):
     """NumPy's `matmul` (`@`): matrix products over the last two dims, broadcasting the
     leading (batch) dims; a 1-D operand is a row (left) or column (right) vector."""
+    if state.graph is None:
+        out = matrix_product(a, b)
+        if out is not None:
+            return out
     (a, b), _ = promote(a, b)
     na, nb = ndim_of(a), ndim_of(b)
     if na == 0 or nb == 0:

@@ -88,7 +88,7 @@ def broadcast_array(x: np.ndarray, shape: tuple) -> np.ndarray:
     """
     if x.ndim == 0:  # a scalar (the usual case): every stride is 0
         out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
-        out.flags.writeable = False
+        out.setflags(write=False)
         return out
     lead = len(shape) - x.ndim
     if lead < 0 or not x.flags.c_contiguous or x.size == 0:
@@ -102,7 +102,7 @@ def broadcast_array(x: np.ndarray, shape: tuple) -> np.ndarray:
         else:
             return np.broadcast_to(x, shape)  # raises NumPy's error
     out = np.ndarray(shape, x.dtype, x, 0, tuple(strides))
-    out.flags.writeable = False
+    out.setflags(write=False)
     return out
 
 

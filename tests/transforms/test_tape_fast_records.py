@@ -228,3 +228,21 @@ def test_matmul_fast_path_leaves_other_ranks_and_dtypes_to_the_general_path():
                                          @ np.ones((2, 2), np.float16)).dtype)) == np.float16
     with pytest.raises(tg.errors.ShapeError):
         tg.constant(np.ones((2, 3))) @ np.ones((2, 3))
+
+
+def test_flat_sources_keep_their_container_and_a_used_tape_its_variables():
+    b, a = tg.Variable(1.0), tg.Variable(2.0)
+    for sources in ([a, b], (b, a), {"a": a, "b": [b]}, a):
+        with tg.GradientTape() as tape:
+            y = a * b * 3.0
+        grads = tape.gradient(y, sources)
+        expected = {"a": 3.0, "b": 6.0}
+        if isinstance(sources, tg.Variable):
+            assert isinstance(grads, tg.Tensor) and float(grads) == 3.0
+        elif isinstance(sources, dict):
+            assert float(grads["a"]) == 3.0 and [float(g) for g in grads["b"]] == [6.0]
+        else:
+            assert type(grads) is type(sources)
+            assert [float(g) for g in grads] == [expected["a" if s is a else "b"]
+                                                for s in sources]
+        assert tape.watched_variables() == (b, a)  # creation order, after use too

@@ -21,7 +21,7 @@ import numpy as np
 
 from tracegrad import ops
 from tracegrad.core import dtypes, tree
-from tracegrad.core.ir import EagerTensor, FuncGraph, Tensor
+from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
 from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, ShapeError, UsageError
@@ -123,7 +123,7 @@ class Recording:
 
     def watched_variables(self) -> tuple:
         """The watched variables in creation order."""
-        return tuple(sorted(self.variables.values(), key=lambda v: v._unique_id))
+        return _creation_order(self.variables)
 
     def key(self, t):
         k = id(t)
@@ -192,7 +192,7 @@ class VariableWatcher:
             self.variables.setdefault(_variable_key(v), v)
 
     def watched_variables(self) -> tuple:
-        return tuple(sorted(self.variables.values(), key=lambda v: v._unique_id))
+        return _creation_order(self.variables)
 
     def __enter__(self):
         state.tapes.append(self)
@@ -200,6 +200,10 @@ class VariableWatcher:
 
     def __exit__(self, *exc):
         _remove(state.tapes, self)
+
+
+def _creation_order(variables: dict) -> tuple:
+    return tuple(sorted(variables.values(), key=lambda v: v._unique_id))
 
 
 def _remove(stack: list, item) -> None:
@@ -361,6 +365,8 @@ class GradientTape:
         """The variables watched by this tape, in order of construction."""
         if self._tape is not None:
             self._watched_variables = self._tape.watched_variables()
+        elif type(self._watched_variables) is dict:  # a used-up tape's, ordered when asked
+            self._watched_variables = _creation_order(self._watched_variables)
         return self._watched_variables
 
     def _begin_gradient(self, what: str) -> Recording:
@@ -381,7 +387,7 @@ class GradientTape:
 
     def _end_gradient(self) -> None:
         if not self._persistent:
-            self._watched_variables = self._tape.watched_variables()
+            self._watched_variables = self._tape.variables
             self._tape = None
 
     def _target(self, tape: Recording, t):
@@ -410,13 +416,20 @@ class GradientTape:
                 "Argument `target` should be a list or nested structure of Tensors or "
                 "Variables to be differentiated, but received None."
             )
-        targets = []
-        for t in tree.flatten(target)[0]:
-            if isinstance(t, Variable):
-                with self:
-                    t = tape.read_variable(t)
-            targets.append(as_tensor(t))
-        flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
+        if type(target) in _TENSORS:  # one tensor: no structure to flatten
+            targets = [target]
+        else:
+            targets = []
+            for t in tree.flatten(target)[0]:
+                if isinstance(t, Variable):
+                    with self:
+                        t = tape.read_variable(t)
+                targets.append(as_tensor(t))
+        kind = type(sources)
+        if (kind is list or kind is tuple) and all(type(s) in _SOURCES for s in sources):
+            flat_sources, treedef = list(sources), kind  # a flat list or tuple
+        else:
+            flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
         if output_gradients is not None:
             output_gradients = [  # NumPy values and numbers take their target's dtype
                 as_output_gradient(g)
@@ -424,6 +437,8 @@ class GradientTape:
             ]
         grads = tape.gradient(targets, flat_sources, output_gradients, unconnected_gradients)
         self._end_gradient()
+        if treedef is list or treedef is tuple:
+            return treedef(grads)
         return tree.unflatten(treedef, grads)
 
     # -- jacobians: vectorized (pfor) or one row after the other ---------------------------
@@ -531,6 +546,10 @@ class GradientTape:
         stacked = _stack_rows(columns, (m,), source, "zero", m == 0)  # [m, b, x...]
         perm = (1, 0) + tuple(range(2, len(sshape) + 1))
         return ops.reshape(ops.transpose(stacked, permutation=perm), new_sizes=result_shape)
+
+
+_TENSORS = frozenset((EagerTensor, GraphTensor))
+_SOURCES = frozenset((EagerTensor, GraphTensor, Variable))
 
 
 def as_output_gradient(g):

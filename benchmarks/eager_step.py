@@ -1,6 +1,6 @@
 """An eager training step: `GradientTape` over Variables, no `tg.function` (issue 30).
 
-    python benchmarks/eager_step.py [--rounds N]
+    python benchmarks/eager_step.py [--rounds N] [--cpu BATCHES]
 
 The model is `benchmarks/run.py`'s MLP loss at 32x64 -> 64 (tanh) -> 10 with a softmax
 cross-entropy, float64; one step records the loss on a tape, asks for the gradients of the
@@ -11,7 +11,9 @@ checked to give the same parameters in every library; then tracegrad's step runs
 tape's backward pass runs as a kernel (the steady state of a long loop: the pass is
 replayed from the second step, and compiled once the replays took
 `tape_cache.KERNEL_AFTER_SECONDS`; docs/tape.md). Times are medians of 9 batches
-(`benchmarks/run.py`'s `median_time`). Not a test.
+(`benchmarks/run.py`'s `median_time`). `--cpu B` also times B interleaved batches of 100
+steps in thread CPU time (what a loaded machine distorts least), and the forward pass
+alone (the loss recorded on a tape; torch: building its autograd graph). Not a test.
 """
 
 from __future__ import annotations
@@ -114,6 +116,47 @@ def warm_up(step, limit=60.0) -> float:
     return time.perf_counter() - start
 
 
+def cpu_batches(fns: dict, batches: int, calls: int = 100) -> dict:
+    """Per name, the thread CPU time per call (us) of each of `batches` batches of `calls`
+    calls, the names taking turns batch by batch."""
+    times = {name: [] for name in fns}
+    for _ in range(batches):
+        for name, fn in fns.items():
+            start = time.thread_time()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.thread_time() - start) / calls * 1e6)
+    return {name: np.array(ts) for name, ts in times.items()}
+
+
+def forward_only(params, x, y):
+    """The loss recorded on a tape, per library (no gradient)."""
+    variables = [tg.Variable(p) for p in params]
+
+    def tracegrad_forward():
+        with tg.GradientTape():
+            return loss_fn(*variables, x, y)
+
+    fns = {"tracegrad": tracegrad_forward}
+    if _available("torch"):
+        import torch
+        ts = [torch.tensor(p, requires_grad=True) for p in params]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        loss_t = torch_fns()[2]
+        fns["torch"] = lambda: loss_t(*ts, tx, ty)
+    return fns
+
+
+def report_cpu(what: str, times: dict) -> None:
+    ours = times["tracegrad"]
+    for name, ts in times.items():
+        ratio = ours / ts
+        print(f"{what} {name:11s} CPU p25/median {np.percentile(ts, 25):.0f}/"
+              f"{np.median(ts):.0f} us; tracegrad / {name} per batch: median "
+              f"{np.median(ratio):.3f} (p25-p75 {np.percentile(ratio, 25):.3f}-"
+              f"{np.percentile(ratio, 75):.3f})", flush=True)
+
+
 def _available(name):
     try:
         __import__(name)
@@ -125,6 +168,8 @@ def _available(name):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpu", type=int, default=0, metavar="BATCHES",
+                        help="also time this many interleaved batches in thread CPU time")
     args = parser.parse_args(argv)
     print(f"CPU: {cpu()}; numpy {np.__version__}, tracegrad {tg.__version__}")
     print(f"eager MLP step {B}x{D} -> {H} -> {K}, 4 Variables, float64, one thread; "
@@ -154,6 +199,9 @@ def main(argv=None):
         ratio = np.array(times["tracegrad"]) / np.array(ts)
         print(f"{name:11s} {', '.join(f'{t:.0f}' for t in ts)} us; "
               f"tracegrad / {name}: {ratio.min():.2f}-{ratio.max():.2f}", flush=True)
+    if args.cpu:
+        report_cpu("step", cpu_batches(steps, args.cpu))
+        report_cpu("forward", cpu_batches(forward_only(params, x, y), args.cpu))
 
 
 if __name__ == "__main__":

@@ -253,7 +253,7 @@ class Replay:
             x = None
             if res is not None and res[0] == "out":
                 x = results[res[3]]
-                if id(x) in fed or not x.flags.owndata or not x.flags.writeable:
+                if id(x) in fed or x.base is not None or not x.flags.writeable:
                     x = np.array(x)
             outs.append(x)
         return self._gradients(tensors, outs)

@@ -38,11 +38,13 @@ mlp = _benchmark_loss()  # benchmarks/eager_step.py's loss: every fast path of t
 
 def mixed(w1, b1, w2, b2, x, y):
     """Operands in the other orders and ranks: NumPy first, a bias first, a row mean, a
-    scalar times a matrix product, a NumPy array of another dtype."""
+    scalar times a matrix product, a NumPy array of another dtype, vector products."""
     a = b1 + (w1.T @ x.T).T  # (4,) + (6, 4)
     c = x[:, :4] * tnp.sin(a) - np.float32(2.0) * a
     r = tnp.mean(c, axis=0) + tnp.mean(c, axis=1, keepdims=True)
-    return tnp.sum(r @ (w2 * 0.5) + b2) + tnp.sum(y.astype(np.float32) * (r[:, :3] ** 2))
+    vec = (x[0] @ w1) @ b1 + tnp.sum(w2 @ b2) + tnp.sum(b1 @ w2)  # rank-1 products
+    return (tnp.sum(r @ (w2 * 0.5) + b2) + tnp.sum(y.astype(np.float32) * (r[:, :3] ** 2))
+            + vec)
 
 
 def _structure(records) -> list:

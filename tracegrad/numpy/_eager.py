@@ -255,16 +255,18 @@ _OPERANDS = frozenset((EagerTensor, Variable, np.ndarray))
 
 
 def matrix_product(a, b):
-    """`a @ b` for two 2-D eager operands of one float or complex dtype (tg.Tensors,
-    Variables, NumPy arrays; not both NumPy): NumPy's dot on their arrays, recorded on
-    tapes as the `dot_general` matmul's general path binds. None for anything else."""
+    """`a @ b` for two eager operands of rank 1 or 2 and one float or complex dtype
+    (tg.Tensors, Variables, NumPy arrays; not both NumPy): NumPy's dot on their arrays,
+    recorded on tapes as the `dot_general` matmul's general path binds. None for anything
+    else."""
     ta, tb = type(a), type(b)
     if ta not in _OPERANDS or tb not in _OPERANDS or ta is tb is np.ndarray:
         return None
     va = a if ta is np.ndarray else a._value
     vb = b if tb is np.ndarray else b._value
-    if (va.ndim != 2 or vb.ndim != 2 or va.dtype is not vb.dtype
-            or va.dtype not in _PRODUCT_DTYPES or va.shape[1] != vb.shape[0]):
+    na = va.ndim
+    if (not 0 < na < 3 or not 0 < vb.ndim < 3 or va.dtype is not vb.dtype
+            or va.dtype not in _PRODUCT_DTYPES or va.shape[-1] != vb.shape[0]):
         return None
     if ta is Variable:  # read first to last, as the general path does
         a = a.value()
@@ -272,8 +274,8 @@ def matrix_product(a, b):
         b = b.value()
     out = np.dot(va, vb)
     if not state.tapes:
-        return EagerTensor(out)
+        return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
     return record_result(dot_general_p,
                          (EagerTensor(va) if ta is np.ndarray else a,
                           EagerTensor(vb) if tb is np.ndarray else b),
-                         {"dimension_numbers": (((1,), (0,)), ((), ()))}, out)
+                         {"dimension_numbers": (((na - 1,), (0,)), ((), ()))}, out)

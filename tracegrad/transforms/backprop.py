@@ -54,6 +54,8 @@ def is_differentiable(t) -> bool:
 
 def unconnected_mode(value) -> str:
     """"none" or "zero" for an `UnconnectedGradients` member or its string."""
+    if type(value) is str and (value == "none" or value == "zero"):
+        return value
     mode = getattr(value, "value", value)
     if mode not in ("none", "zero"):
         raise InvalidArgumentError(

@@ -1,7 +1,7 @@
-"""Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise), the
-linear-algebra primitives (`np.linalg` per matrix, substitution loops for
-triangular_solve) and the Fourier transforms (rocket-fft), each with its lowering record
-(lowering.py)."""
+"""Numba code for dot_general (BLAS through `np.dot` for floats, trmm for a Cholesky
+factor's products, loops otherwise), the linear-algebra primitives (LAPACK or `np.linalg`
+per matrix, BLAS's trsm for triangular_solve) and the Fourier transforms (rocket-fft),
+each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
@@ -118,8 +118,9 @@ def _trmm(cg, tri, other, out, t, trans, left):
 def _blas_triangular(cg, dtype) -> str:
     """The BLAS prefix of `dtype`, its triangular solve and product helpers imported."""
     prefix = BLAS_PREFIX[dtype][0]
-    for name in ("_trsm_", "_trmm_", "_blas_{}trsm", "_blas_{}trmm"):
-        cg.helpers[name.format(prefix) if "{" in name else name + prefix] = None
+    for imported in (f"_trsm_{prefix}", f"_trmm_{prefix}", f"_blas_{prefix}trsm",
+                     f"_blas_{prefix}trmm"):
+        cg.helpers[imported] = None
     return prefix
 
 

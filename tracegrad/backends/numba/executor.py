@@ -35,7 +35,7 @@ from tracegrad.errors import ShapeError, TracegradIndexError
 
 _SHAPE_CACHE_LIMIT = 256
 # Sets of temporaries an executor keeps idle at most, and the largest set it keeps
-_POOL_LIMIT = 2
+_POOL_LIMIT = 1
 _KEEP_LIMIT_BYTES = 256 << 20
 _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
 

@@ -10,7 +10,8 @@ when they do nothing; `convert_element_type` to the dtype the operand has is dro
 and a `call` of a compiled function becomes the callee's ops (`passes/inline.py`, the
 inliner the numba backend uses too); a `dot_general` with a diagonal operand (an identity's
 rows, as jacobians start from, times broadcast factors) becomes a scaling of the other
-operand (`passes/diagonal.py`), and a transposed operand is read untransposed, the
+operand (`passes/diagonal.py`), one whose contracted dims have size 1 an elementwise
+product (an outer product), and a transposed operand is read untransposed, the
 transpose moved into its dimension numbers.
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
@@ -248,6 +249,8 @@ def _dot_general(rw, op, ins):
     is read as it is, the transpose moved into the dimension numbers, when the result's
     dims keep their order (BLAS reads a transposed matrix without a copy)."""
     replaced = diagonal.rewrite_dot(rw, op, ins)
+    if replaced is None:
+        replaced = _outer(rw, op, ins)
     if replaced is not None:
         return replaced
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
@@ -271,6 +274,27 @@ def _dot_general(rw, op, ins):
     if linalg.dot_general_p.infer([t.type for t in operands], attrs) != [op.outputs[0].type]:
         return None
     return rw.emit(linalg.dot_general_p, operands, attrs, op.source)
+
+
+def _outer(rw, op, ins):
+    """A product without batch dims whose contracted dims all have size 1 (an outer
+    product, as the gradient of a solve with one right-hand side makes): the operands'
+    elementwise product, broadcast, which fuses with what reads it."""
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    out = op.outputs[0].type
+    if lb or not lc or None in out.shape or any(ins[0].shape[i] != 1 for i in lc) or \
+            any(x.type.dtype != out.dtype or x.type.weak != out.weak for x in ins):
+        return None
+    factors, start = [], 0
+    for x, contract in zip(ins, (lc, rc), strict=True):
+        free = tuple(d for i, d in enumerate(x.shape) if i not in contract)
+        if len(free) != x.ndim:
+            (x,) = rw.emit(shape_ops.reshape_p, [x], {"new_sizes": free}, op.source)
+        positions = list(range(start, start + len(free)))
+        factors.append(diagonal._placed(rw, op, x, positions, tuple(out.shape)))
+        start += len(free)
+    (y,) = rw.emit(ew.mul_p, factors, {}, op.source)
+    return [y] if y.type == out else None
 
 
 RULES[linalg.dot_general_p] = _dot_general

@@ -103,14 +103,17 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
-    return split_entry(CodeGen(Plan(graph), parallel).generate(), ENTRY)
+    return split_entry(_generate(graph, parallel)[1].generate(), ENTRY)
 
 
 def _generate(graph: FuncGraph, parallel: bool):
     plan = Plan(graph)
     if has_control_flow(graph):
         check_outer(plan)
-    return plan, CodeGen(plan, parallel)
+    cg = CodeGen(plan, parallel)
+    if plan.static:
+        cg.keep_temporaries()
+    return plan, cg
 
 
 def compile_graph(graph: FuncGraph, parallel: bool = False):
@@ -133,7 +136,8 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
     plan, cg = _generate(graph, parallel)
     source = split_entry(cg.generate(), ENTRY)
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
-    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises)
+    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises,
+                    cg.kept)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
@@ -150,6 +154,7 @@ def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:
     if cg.uses_F:
         sig.append(arr("float64", 1))
     sig += [arr(t.dtype, t.ndim) for t in graph.outputs]
+    sig += [arr(dtype, len(shape)) for shape, dtype in cg.kept]
     return tuple(sig)
 
 

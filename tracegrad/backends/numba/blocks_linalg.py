@@ -1,7 +1,7 @@
-"""Numba code for dot_general (BLAS through `np.dot` for floats, loops otherwise), the
-linear-algebra primitives (`np.linalg` per matrix, substitution loops for
-triangular_solve) and the Fourier transforms (rocket-fft), each with its lowering record
-(lowering.py)."""
+"""Numba code for dot_general (BLAS through `np.dot` for floats, trmm for a Cholesky
+factor's products, loops otherwise), the linear-algebra primitives (LAPACK or `np.linalg`
+per matrix, BLAS's trsm for triangular_solve) and the Fourier transforms (rocket-fft),
+each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
@@ -82,8 +82,15 @@ register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, needs_array=Tr
 
 def _matrix_product(cg, lhs, rhs, lc, rc, t):
     """A matrix or vector product on the arrays (or their transposes) as they are: loops
-    for a small matrix-vector product, BLAS otherwise."""
+    for a small matrix-vector product, BLAS's triangular product when one matrix is a
+    Cholesky factor (zero above its diagonal) and the other is read as it is, BLAS's general
+    one otherwise."""
     a, b, out = cg.array(lhs), cg.array(rhs), cg.alloc(t)
+    if lhs.ndim == rhs.ndim == 2 and t.dtype in BLAS_PREFIX:
+        if _cholesky_factor(lhs) and rc == 0:  # op(L) @ b
+            return _trmm(cg, a, b, out, t, trans=lc == 0, left=True)
+        if _cholesky_factor(rhs) and lc == 1:  # a @ op(L)
+            return _trmm(cg, b, a, out, t, trans=rc == 1, left=False)
     matrix = lhs if lhs.ndim == 2 else rhs
     small = lhs.ndim + rhs.ndim == 3 and None not in matrix.shape and \
         math.prod(matrix.shape) <= SMALL_DOT
@@ -96,6 +103,25 @@ def _matrix_product(cg, lhs, rhs, lc, rc, t):
         args = (a + (".T" if lhs.ndim == 2 and lc == 0 else ""),
                 b + (".T" if rhs.ndim == 2 and rc == 1 else ""))
     cg.emit(f"{helper(cg.helpers, kind, t.dtype)}({', '.join(args)}, {out})")
+
+
+def _cholesky_factor(x) -> bool:
+    return x.op is not None and x.op.primitive is linalg.cholesky_p
+
+
+def _trmm(cg, tri, other, out, t, trans, left):
+    """out = op(tri) @ other (`left`) or other @ op(tri), tri lower-triangular."""
+    prefix = _blas_triangular(cg, t.dtype)
+    cg.emit(f"_trmm_{prefix}({tri}, {other}, {out}, True, {trans}, {left})")
+
+
+def _blas_triangular(cg, dtype) -> str:
+    """The BLAS prefix of `dtype`, its triangular solve and product helpers imported."""
+    prefix = BLAS_PREFIX[dtype][0]
+    for imported in (f"_trsm_{prefix}", f"_trmm_{prefix}", f"_blas_{prefix}trsm",
+                     f"_blas_{prefix}trmm"):
+        cg.helpers[imported] = None
+    return prefix
 
 
 def _dot_loops(cg, op, lf, rf):
@@ -156,7 +182,8 @@ def _cholesky(cg, op):
     target = cg.alloc(t)
     _, ov = _batched_target(cg, target, t)
     k = cg.fresh("k")
-    cg.emit(f"for {k} in range({b}):\n    {ov}[{k}] = np.linalg.cholesky({av}[{k}])")
+    fn = helper(cg.helpers, "cholesky_f", t.dtype)
+    cg.emit(f"for {k} in range({b}):\n    {fn}({av}[{k}], {ov}[{k}])")
 
 
 register(linalg.cholesky_p, Lowering(BLOCK, emit=_cholesky, needs_array=True, linalg=True))
@@ -193,8 +220,7 @@ def _triangular_solve(cg, op):
     _, bv = _batched(cg, rhs)
     target = cg.alloc(t)
     _, ov = _batched_target(cg, target, t)
-    prefix = BLAS_PREFIX[t.dtype][0]
-    cg.helpers[f"_trsm_{prefix}"] = cg.helpers[f"_blas_{prefix}trsm"] = None
+    prefix = _blas_triangular(cg, t.dtype)
     k = cg.fresh("k")
     args = (at.get("lower", True), at.get("transpose_a", False),
             at.get("unit_diagonal", False), at.get("left_side", True), cg.raise_tag(op))

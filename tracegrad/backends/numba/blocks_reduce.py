@@ -11,6 +11,7 @@ that vectorizes) and reduces that row at the end."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 from tracegrad.backends.numba import helpers
@@ -156,7 +157,8 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         else:
             safe = False
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
-            nest.prologue.append(f"{buf} = np.empty({m}, dtype={NB_TYPE[dt]})")
+            size = None if None in x.type.shape else math.prod(x.type.shape[d:])
+            nest.prologue.append(cg.scratch(buf, m, size, dt))
             nest.pre[depth].append(f"{pos} = 0")
             nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1",
                       defines=(name_of(pos),))

@@ -27,6 +27,8 @@ compile time grows faster than linearly with a loop body's size).
 
 from __future__ import annotations
 
+import math
+
 from tracegrad import backends
 from tracegrad.backends.numba import (
     blocks,
@@ -62,6 +64,9 @@ LOWERING_MODULES = (blocks, blocks_linalg, blocks_reduce, control, remap)
 
 
 ENTRY = "kernel"
+# The least size of a temporary the executor keeps between calls (smaller ones come from
+# malloc's free lists; larger ones, freed, are returned to the system and faulted in again)
+KEEP_MIN_BYTES = 1 << 16
 # Every generated function's decorator, before its options (cache.py rewrites `cache=True`)
 DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
 
@@ -94,9 +99,12 @@ class CodeGen:
         self.uses_I = False
         self.uses_F = False
         # A loop step's temporaries, allocated once by its caller before the loop (None:
-        # allocated where they are written), but those sized by the step's own loops
+        # allocated where they are written), but those sized by the step's own loops; in the
+        # entry kernel (`keep_temporaries`), its large temporaries, `kept`, which the
+        # executor allocates and keeps between calls
         self.workspace: list[str] | None = None
         self.loop_classes: set = set()
+        self.kept: list = []
         self.outline = False  # elementwise nests become functions: see `function`
 
     # -- names -------------------------------------------------------------------------------
@@ -280,9 +288,7 @@ class CodeGen:
             shape = ", ".join(self.dims(t))
             shape = f"({shape},)" if t.ndim == 1 else f"({shape})"
             value = f"np.empty({shape}, dtype={NB_TYPE[t.dtype]})"
-            if self.workspace is not None and not any(
-                    self.plan.dim_class.get((id(t), ax)) in self.loop_classes
-                    for ax in range(t.ndim)):
+            if self.workspace is not None and self._hoisted(t):
                 self.workspace.append(value)
                 value = slot(f"ws{len(self.workspace) - 1}")
             line = Stmt(f"{name} = {value}", (name_of(name),), alloc=True)
@@ -293,6 +299,37 @@ class CodeGen:
                 self.lines.append(line)
         self.refs[id(t)] = Ref("arr", name)
         return name
+
+    def keep_temporaries(self):
+        """Make this entry kernel's temporaries of at least `KEEP_MIN_BYTES` (of a graph of
+        known shapes) arguments, `self.kept`, for the executor to keep between calls: their
+        pages are not freed and faulted in again at every call."""
+        self.workspace = []
+
+    def _hoisted(self, t) -> bool:
+        if self.sub:
+            return not any(self.plan.dim_class.get((id(t), ax)) in self.loop_classes
+                           for ax in range(t.ndim))
+        return self._keeps(tuple(t.type.shape), t.dtype)
+
+    def _keeps(self, shape: tuple, dtype) -> bool:
+        """Whether the entry kernel takes a temporary of `shape` from the executor (then
+        it is the next `ws` argument)."""
+        if self.sub or self.workspace is None:
+            return False
+        storage = helpers.STORAGE[dtype]
+        if None in shape or math.prod(shape) * storage.itemsize < KEEP_MIN_BYTES:
+            return False
+        self.kept.append((shape, storage))
+        return True
+
+    def scratch(self, name: str, size: str, elements: int | None, dtype) -> str:
+        """The statement giving `name` a 1-d scratch array of `size` elements (`elements`
+        when known at compile time) of `dtype`."""
+        if elements is not None and self._keeps((elements,), dtype):
+            self.workspace.append("")
+            return f"{name} = {{ws{len(self.workspace) - 1}}}"
+        return f"{name} = np.empty({size}, dtype={NB_TYPE[dtype]})"
 
     def set_scalar(self, t, expr: str, keep_open: bool = False):
         """`t` (rank 0) is held by a new local assigned `expr` at function level (before
@@ -529,8 +566,10 @@ class CodeGen:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
         if self.workspace:
-            return self._workspace_function(params) + "\n" + self._function(
-                params + [f"ws{k}" for k in range(len(self.workspace))])
+            ws = [f"ws{k}" for k in range(len(self.workspace))]
+            if not self.sub:  # allocated by the executor
+                return self._function(params + ws)
+            return self._workspace_function(params) + "\n" + self._function(params + ws)
         return self._function(params)
 
     def _write_outputs(self):

@@ -13,9 +13,18 @@ outputs are the new values of Variables (tracegrad/function/_effects.py): a dona
 (an array of that output's shape and dtype, C-contiguous, referenced by nobody else; None
 for "allocate") is written instead of a fresh one, so a training step that updates its
 parameters allocates nothing. A donated buffer is never an input of the call.
+
+The kernel's large temporaries (`kept`: codegen.py's `keep_temporaries`, graphs of known
+shapes) are arguments too: the executor allocates them and keeps them for the next call,
+so that their memory is not returned to the system and faulted in again every call. A call
+takes a set from the executor's pool (a new one when it is empty: calls from several
+threads, or a call inside a call, never share one) and gives it back after; the kernel only
+writes its outputs into the output buffers, so nothing returned aliases a kept buffer.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -25,6 +34,9 @@ from tracegrad.backends.numba.plan import Plan
 from tracegrad.errors import ShapeError, TracegradIndexError
 
 _SHAPE_CACHE_LIMIT = 256
+# Sets of temporaries an executor keeps idle at most, and the largest set it keeps
+_POOL_LIMIT = 1
+_KEEP_LIMIT_BYTES = 256 << 20
 _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
 
 
@@ -37,6 +49,8 @@ class Executor:
         "_consts",
         "_donating",
         "_has_I",
+        "_kept",
+        "_pool",
         "_shape_cache",
         "entry",
         "float16_out",
@@ -55,7 +69,8 @@ class Executor:
         "tail",
     )
 
-    def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises):
+    def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises,
+                 kept=()):
         graph = plan.graph
         self.plan = plan
         self.entry = entry
@@ -73,6 +88,8 @@ class Executor:
         self._F = [np.array(plan.float_values, dtype=np.float64)] if uses_F else []
         self._has_I = uses_I
         self._shape_cache: dict = {}
+        self._kept = list(kept)  # (shape, dtype) of each
+        self._pool: list = []
         if self.static:
             shapes = plan.static_shapes()
             self.out_shapes = [tuple(shapes[id(t)]) for t in graph.outputs]
@@ -106,7 +123,7 @@ class Executor:
         outs = [f"o{i}" for i in range(m)]
         env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
                "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS,
-               "F16": np.float16}
+               "F16": np.float16, "pool": self._pool, "workspace": self._workspace}
         lines = ["def run(arrays, donated):" if donated else "def run(arrays):"]
         first_donated = m - donated
 
@@ -147,15 +164,31 @@ class Executor:
             call_args = ins + ["*tail"] + outs
         results = [o + ".astype(F16)" if f16 else o
                    for o, f16 in zip(outs, self.float16_out, strict=True)]
+        if self._kept:
+            lines += ["    try:\n        ws = pool.pop()\n    except IndexError:",
+                      "        ws = workspace()"]
+            call_args.append("*ws")
         lines += ["    try:",
                   f"        entry({', '.join(call_args)})",
                   "    except errors as e:",
-                  "        raise ex._error(e) from None",
-                  f"    return [{', '.join(results)}]"]
+                  "        raise ex._error(e) from None"]
+        if self._kept and self._keeps():
+            lines += ["    finally:",
+                      f"        if len(pool) < {_POOL_LIMIT}:\n            pool.append(ws)"]
+        lines.append(f"    return [{', '.join(results)}]")
         # named under the package, so that error locations skip it for the user's line
         code = compile("\n".join(lines), f"{__file__}: generated run of @{self.name}", "exec")
         exec(code, env)  # noqa: S102 - the call path generated above
         return env["run"]
+
+    def _workspace(self) -> list:
+        """A new set of the kernel's kept temporaries."""
+        return [np.empty(shape, dtype) for shape, dtype in self._kept]
+
+    def _keeps(self) -> bool:
+        """Whether calls give their temporaries back to the pool (not when they are huge)."""
+        size = sum(math.prod(shape) * dtype.itemsize for shape, dtype in self._kept)
+        return size <= _KEEP_LIMIT_BYTES
 
     def _shape_mismatch(self, args):
         self.plan.shapes(args)  # raises a ShapeError naming the input

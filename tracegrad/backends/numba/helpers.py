@@ -147,6 +147,28 @@ def _lu_{S}(a, lu, piv, perm, flag):
         perm[i], perm[p] = perm[p], perm[i]
 
 
+_potrf_{S} = _LAPACK_ROUTINES.numba_xxpotrf(from_dtype(np.dtype({T})))
+
+
+@njit(cache=True, error_model="numpy")
+def _cholesky_{S}(a, out):
+    # LAPACK's potrf in place on a copy of a's lower triangle, the upper one zeroed (read in
+    # Fortran order it is the upper triangle of a's conjugate, whose factor L^H read as rows
+    # is L), as Numba's np.linalg.cholesky but for its copies and column-wise zeroing
+    n = a.shape[0]
+    for i in range(n):
+        for j in range(i + 1):
+            out[i, j] = a[i, j]
+        for j in range(i + 1, n):
+            out[i, j] = 0
+    if n == 0:
+        return
+    r = _potrf_{S}(_GETRF_KIND_{S}, 85, n, out.ctypes, n)  # 85: 'U'
+    _dummy_liveness_func([out.size])
+    if r != 0:
+        raise np.linalg.LinAlgError("Matrix is not positive definite.")
+
+
 @njit(cache=True, error_model="numpy")
 def _expm_{S}(a, out, flag):
     out[:, :] = _expm64(a.astype({W}))
@@ -651,10 +673,11 @@ def _expm64(a):
     return r
 """
 
-# BLAS's triangular solve on C-ordered matrices, for one BLAS prefix P (d s z c) and its
-# dtype: out = op(a)^-1 @ b (left) or b @ op(a)^-1, op(a) = a.T if trans. Read by BLAS's
-# column-major convention, a C-ordered matrix is its transpose, so a left solve is BLAS's
-# right solve of the transposes (and the other way round), with the triangle swapped.
+# BLAS's triangular solve and product on C-ordered matrices, for one BLAS prefix P (d s z c)
+# and its dtype: out = op(a)^-1 @ b (left) or b @ op(a)^-1 (trsm), out = op(a) @ b or
+# b @ op(a) (trmm), op(a) = a.T if trans. Read by BLAS's column-major convention, a C-ordered
+# matrix is its transpose, so a left solve is BLAS's right solve of the transposes (and the
+# other way round), with the triangle swapped.
 _TRSM = """
 @njit(cache=True, **_OPTS)
 def _trsm_{P}(a, b, out, lower, trans, unit, left, tag):
@@ -663,6 +686,17 @@ def _trsm_{P}(a, b, out, lower, trans, unit, left, tag):
         for i in range(n):
             if a[i, i] == 0:
                 raise ValueError(tag, i)
+    _triangular_{P}(a, b, out, lower, trans, unit, left, False)
+
+
+@njit(cache=True, **_OPTS)
+def _trmm_{P}(a, b, out, lower, trans, left):
+    _triangular_{P}(a, b, out, lower, trans, False, left, True)
+
+
+@njit(cache=True, **_OPTS)
+def _triangular_{P}(a, b, out, lower, trans, unit, left, product):
+    n = a.shape[0]
     out[:, :] = b
     rows, cols = out.shape
     if rows == 0 or cols == 0:
@@ -679,9 +713,14 @@ def _trsm_{P}(a, b, out, lower, trans, unit, left, tag):
     sizes[2] = max(1, n)
     sizes[3] = cols
     alpha = np.ones(1, np.{N})
-    _blas_{P}trsm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
-                  sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
-                  sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
+    if product:
+        _blas_{P}trmm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
+                      sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
+                      sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
+    else:
+        _blas_{P}trsm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
+                      sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
+                      sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
 """
 
 # SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
@@ -721,7 +760,7 @@ def _cython_blas(name):
     return types.ExternalFunction(symbol, types.void(*[types.voidptr] * _BLAS_ARGS[name[1:]]))
 
 
-_BLAS_ARGS = {"trsm": 11}
+_BLAS_ARGS = {"trsm": 11, "trmm": 11}
 
 
 def __getattr__(attr):

@@ -248,3 +248,42 @@ def test_flat_sources_keep_their_container_and_a_used_tape_its_variables():
             assert [float(g) for g in grads] == [expected["a" if s is a else "b"]
                                                 for s in sources]
         assert tape.watched_variables() == (b, a)  # creation order, after use too
+
+
+ALIAS_CASES = {
+    "same shape": (np.ones(3), lambda: np.array([1.0, 2.0, 3.0]), "mul"),
+    "bias": (np.ones((2, 3)), lambda: np.array([1.0, 2.0, 3.0]), "mul"),
+    "broadcast left": (np.ones(3), lambda: np.arange(6.0).reshape(2, 3), "mul"),
+    "0-d": (np.ones(3), lambda: np.array(2.0), "mul"),
+    "float32 tensor": (np.ones(3, np.float32), lambda: np.array([1.0, 2.0, 3.0]), "mul"),
+    "matmul matrix-vector": (np.ones((2, 3)), lambda: np.array([1.0, 2.0, 3.0]), "matmul"),
+    "matmul vector-matrix": (np.ones(3), lambda: np.arange(6.0).reshape(3, 2), "matmul"),
+    "general op": (np.ones(3), lambda: np.array([1.0, 2.0, 3.0]), "arctan2"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIAS_CASES))
+def test_a_numpy_operand_written_after_recording_keeps_its_recorded_value(name):
+    """The tape keeps the value a NumPy operand had when the op ran, as TensorFlow's
+    conversion to a constant does: writing to the array afterwards changes no gradient."""
+    value, make, how = ALIAS_CASES[name]
+
+    def loss(x, a):
+        if how == "matmul":
+            return tnp.sum(x @ a)
+        if how == "arctan2":
+            return tnp.sum(tnp.arctan2(x, a))
+        return tnp.sum(x * a)
+
+    x = tg.constant(value)
+    a = make()
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = loss(x, a)
+    expected = make()
+    with tg.GradientTape() as fresh:
+        fresh.watch(x)
+        y_fresh = loss(x, expected)
+    a[...] = 100.0
+    np.testing.assert_array_equal(np.asarray(tape.gradient(y, x)),
+                                  np.asarray(fresh.gradient(y_fresh, x)))

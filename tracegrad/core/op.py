@@ -181,12 +181,12 @@ def _bind_eager(prim: Primitive, args, attrs):
     else:
         outputs = EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
     tapes = state.tapes
-    if tapes:
+    if tapes:  # a tape keeps NumPy operands for the gradient: copies, as the user may write
         if general:
-            inputs = [t if t is not None else EagerTensor(v)
+            inputs = [t if t is not None else EagerTensor(v.copy())
                       for t, v in zip(tensors, values, strict=True)]
         elif arrays:
-            inputs = [a if type(a) is EagerTensor else EagerTensor(a) for a in args]
+            inputs = [a if type(a) is EagerTensor else EagerTensor(a.copy()) for a in args]
         else:
             inputs = args
         _record_eager(prim, inputs, attrs, outputs, tapes)

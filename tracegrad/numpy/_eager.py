@@ -92,11 +92,12 @@ def ufunc_function(ufunc, prim, name: str, doc: str):
                               x2.value() if t2 is Variable else x2)
                 elif state.tapes and (t1 is np.ndarray and t2 is EagerTensor
                                       or t1 is EagerTensor and t2 is np.ndarray):
-                    # under a tape, a NumPy operand is a constant tensor like any other
+                    # under a tape, a NumPy operand is a constant tensor like any other (a
+                    # copy: the tape keeps it for the gradient and the user may write to it)
                     a = x1 if t1 is np.ndarray else x2
                     if a.dtype in SUPPORTED and a.dtype.isnative:
-                        return fn(EagerTensor(x1) if t1 is np.ndarray else x1,
-                                  EagerTensor(x2) if t2 is np.ndarray else x2)
+                        return fn(EagerTensor(x1.copy()) if t1 is np.ndarray else x1,
+                                  EagerTensor(x2.copy()) if t2 is np.ndarray else x2)
             return apply_ufunc(ufunc, prim, name, x1, x2)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "tracegrad.numpy"  # where pickle finds it
@@ -241,9 +242,9 @@ def _bind_recorded(prim, xs, values, args):
                 return None
             operands.append(x)
         elif a.shape == shape:
-            operands.append(EagerTensor(a))
+            operands.append(EagerTensor(a.copy()))
         elif a.ndim == 0:
-            operands.append(EagerTensor(broadcast_array(a, shape)))
+            operands.append(EagerTensor(broadcast_array(a.copy(), shape)))
         else:
             return None
     return bind_recorded(prim, tuple(operands))
@@ -276,6 +277,6 @@ def matrix_product(a, b):
     if not state.tapes:
         return EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
     return record_result(dot_general_p,
-                         (EagerTensor(va) if ta is np.ndarray else a,
-                          EagerTensor(vb) if tb is np.ndarray else b),
+                         (EagerTensor(va.copy()) if ta is np.ndarray else a,
+                          EagerTensor(vb.copy()) if tb is np.ndarray else b),
                          {"dimension_numbers": (((na - 1,), (0,)), ((), ()))}, out)

@@ -502,3 +502,37 @@ def test_a_watched_tensor_that_is_dropped_leaves_no_id_for_new_tensors_to_reuse(
         np.testing.assert_array_equal(tape.gradient(z, v).numpy(), [2.0])
     fresh = [tg.constant([2.0]) for _ in range(50)]
     assert all(tape.gradient(z, t) is None for t in fresh)
+
+
+@pytest.mark.parametrize("where", ["target", "source"])
+def test_a_leaked_traced_tensor_is_refused_by_gradient(where):
+    leaked = []
+
+    @tg.function(backend="numpy")
+    def f(x):
+        leaked.append(x * 2.0)
+        return x
+
+    f(tg.constant(1.0))
+    x = tg.constant(1.0)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 3.0
+    with pytest.raises(tg.errors.TracegradError, match="leaked tracer") as info:
+        if where == "target":
+            tape.gradient(leaked[0], x)
+        else:
+            tape.gradient(y, [x, leaked[0]])
+    assert "test_tape.py" in str(info.value)
+
+
+def test_a_tape_inside_a_trace_differentiates_the_trace_s_tensors():
+    @tg.function(backend="numpy")
+    def f(x):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tnp.sin(x) * x
+        return tape.gradient(y, x)
+
+    v = 0.7
+    np.testing.assert_allclose(float(f(tg.constant(v))), np.cos(v) * v + np.sin(v), rtol=1e-12)

@@ -24,7 +24,9 @@ from tracegrad.core import dtypes, tree
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor, Tensor
 from tracegrad.core.state import state
 from tracegrad.core.variables import Variable
-from tracegrad.errors import ArgumentTypeError, InvalidArgumentError, ShapeError, UsageError
+from tracegrad.errors import (
+    ArgumentTypeError, InvalidArgumentError, ShapeError, TracegradError, UsageError,
+)
 from tracegrad.ops.indexing import gather_p
 from tracegrad.passes import inline_graph
 from tracegrad.transforms.backprop import backprop, unconnected_mode
@@ -430,6 +432,7 @@ class GradientTape:
             flat_sources, treedef = list(sources), kind  # a flat list or tuple
         else:
             flat_sources, treedef = tree.flatten(sources, is_leaf=lambda v: v is None)
+        _check_live(targets, flat_sources)
         if output_gradients is not None:
             output_gradients = [  # NumPy values and numbers take their target's dtype
                 as_output_gradient(g)
@@ -549,6 +552,19 @@ class GradientTape:
 
 
 _TENSORS = frozenset((EagerTensor, GraphTensor))
+
+
+def _check_live(targets, sources) -> None:
+    """Refuse a traced tensor used outside the trace that made it (a leaked tracer): no tape
+    of this trace can have recorded it, and its gradient would silently be None."""
+    graph = state.graph
+    for t in (*targets, *sources):
+        if type(t) is GraphTensor and (graph is None or t.graph is not graph
+                                       and not t.graph.is_ancestor_of(graph)):
+            raise TracegradError(
+                f"a traced Tensor ({t.type}) created at {t._where()} is passed to "
+                "GradientTape.gradient outside the function that traced it (a leaked "
+                "tracer); return it from the function instead")
 _SOURCES = frozenset((EagerTensor, GraphTensor, Variable))
 
 

@@ -297,7 +297,8 @@ def measure(root, engine, program, timeout):
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if timed_out:
         row["timed_out"] = timeout
-    elif proc.returncode or not lines:
+        return row
+    if proc.returncode or not lines:
         row["failed"] = proc.returncode
         return row
     row.update(json.loads(lines[-1]))

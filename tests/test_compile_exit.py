@@ -179,3 +179,21 @@ def test_wait_for_compiles_starts_a_deferred_compile(monkeypatch):
     tg.wait_for_compiles()
     np.testing.assert_allclose(f(x), np.cos(x) * 2.0, rtol=1e-15)
     assert not isinstance(f.get_concrete_function(x)._executor, fn._Interim)
+
+
+def test_last_garbage_collections_skip_the_program_objects():
+    # walking a large traced graph at exit took seconds after the program's last line;
+    # tracegrad freezes the objects before the interpreter's last collections (a handler
+    # registered before importing tracegrad runs after tracegrad's)
+    program = textwrap.dedent("""
+        import atexit, gc
+        atexit.register(lambda: print("frozen", gc.get_freeze_count(), flush=True))
+        import tracegrad as tg
+        import tracegrad.numpy as tnp
+        graph = tg.function(lambda x: tnp.sum(tnp.sin(x) * 2.0),
+                            backend="numpy").get_concrete_function(1.0).graph
+    """)
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=120, check=True)
+    frozen = int(out.stdout.split("frozen")[1])
+    assert frozen > 1000, out.stdout

@@ -36,11 +36,12 @@ def _ints(shape, op):
 
 
 def reshape(a, shape=None, order="C", *, newshape=None):
-    """`a`'s elements (row-major) in `shape`; one dim may be -1.
+    """`a`'s elements (row-major) in `shape`; one dim may be -1. `order=None` is 'C', as
+    in NumPy.
 
     >>> tnp.reshape(x, (2, -1))
     """
-    if order != "C":
+    if order not in ("C", None):
         raise InvalidArgumentError(f"reshape: only order='C' is supported, got {order!r}")
     shape = newshape if shape is None else shape
     a = read(a)

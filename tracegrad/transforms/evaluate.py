@@ -50,6 +50,23 @@ def _check_op_shapes(op, args, results):
             )
 
 
+def _with_frees(plan, n_slots, out_slots):
+    """Each step of `plan` with the slots its op reads or writes last (not the graph's
+    outputs): dropped once it ran, so a run holds the values still to be read, not every
+    value it computed."""
+    last = [-1] * n_slots
+    for k, (_, _, _, ins, outs, _) in enumerate(plan):
+        for i in ins + outs:
+            last[i] = k
+    for i in out_slots:
+        last[i] = -1
+    frees = [[] for _ in plan]
+    for i, k in enumerate(last):
+        if k >= 0:
+            frees[k].append(i)
+    return [(*step, tuple(f)) for step, f in zip(plan, frees, strict=True)]
+
+
 class Interpreter:
     """A FuncGraph prepared for repeated evaluation: `interp(arrays) -> list of arrays`.
 
@@ -75,16 +92,16 @@ class Interpreter:
             else:
                 impl, attrs = op.primitive.impl, op.attrs
             plan.append((op, impl, attrs, ins, tuple(outs), _has_unknown_dims(op)))
-        self.plan = plan
         self.n_slots = len(slots)
         self.out_slots = [slots[id(t)] for t in graph.outputs]
+        self.plan = _with_frees(plan, self.n_slots, self.out_slots)
         self.graph = graph
 
     def __call__(self, arrays) -> list[np.ndarray]:
         env = [None] * self.n_slots
         env[: self.n_inputs] = arrays
         with np.errstate(all="ignore"):
-            for op, impl, attrs, ins, outs, check in self.plan:
+            for op, impl, attrs, ins, outs, check, frees in self.plan:
                 args = [env[i] for i in ins]
                 try:
                     result = impl(*args, **attrs)
@@ -106,6 +123,8 @@ class Interpreter:
                     _check_op_shapes(op, args, result)
                 for i, r in zip(outs, result):
                     env[i] = r
+                for i in frees:
+                    env[i] = None
         fed = {id(a) for a in arrays}  # an op that returns its operand returns an input
         outs = []
         for i in self.out_slots:

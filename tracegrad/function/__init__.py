@@ -104,7 +104,7 @@ class Config:
 
     def __init__(self):
         self.backend = os.environ.get("TRACEGRAD_BACKEND", "numba")
-        self.parallel = False
+        self.parallel = os.environ.get("TRACEGRAD_PARALLEL", "") not in ("", "0")
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")

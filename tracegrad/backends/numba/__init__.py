@@ -11,6 +11,8 @@ Numba is imported lazily, on the first compile.
 
 from __future__ import annotations
 
+from functools import partial
+
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
@@ -126,14 +128,21 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
 
 
 def _compile_kernel(graph: FuncGraph, parallel: bool):
+    graph = _lower(graph)
+    # with `parallel`, large calls run a second kernel, compiled when one first comes
+    # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
+    return _executor(graph, False, partial(_executor, graph, True) if parallel else None)
+
+
+def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    graph = _lower(graph)
     plan, cg = _generate(graph, parallel)
     source = split_entry(cg.generate(), ENTRY)
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
-    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises)
+    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises,
+                    parallel=compile_parallel)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

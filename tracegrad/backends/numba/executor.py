@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends import threads
+from tracegrad.backends.numba import parallel
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import lowering
 from tracegrad.backends.numba.plan import Plan
@@ -37,6 +39,8 @@ class Executor:
         "_consts",
         "_donating",
         "_has_I",
+        "_parallel",
+        "_parallel_runs",
         "_shape_cache",
         "entry",
         "float16_out",
@@ -55,7 +59,8 @@ class Executor:
         "tail",
     )
 
-    def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises):
+    def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises,
+                 parallel=None):
         graph = plan.graph
         self.plan = plan
         self.entry = entry
@@ -73,6 +78,9 @@ class Executor:
         self._F = [np.array(plan.float_values, dtype=np.float64)] if uses_F else []
         self._has_I = uses_I
         self._shape_cache: dict = {}
+        # compiles the graph's parallel executor (parallel.py), or None: always serial
+        self._parallel = parallel
+        self._parallel_runs: dict = {}
         if self.static:
             shapes = plan.static_shapes()
             self.out_shapes = [tuple(shapes[id(t)]) for t in graph.outputs]
@@ -106,8 +114,14 @@ class Executor:
         outs = [f"o{i}" for i in range(m)]
         env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
                "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS,
-               "F16": np.float16}
+               "F16": np.float16, "T": threads}
         lines = ["def run(arrays, donated):" if donated else "def run(arrays):"]
+        # a large call with more than one thread runs the parallel kernel (parallel.py)
+        par = ("        return ex._parallel_run({})({})".format(
+            donated, "arrays, donated" if donated else "arrays"))
+        if self._parallel is not None and self.static and parallel.is_large(
+                self.plan.static_shapes().values()):
+            lines += ["    if T.num_threads > 1:", par]
         first_donated = m - donated
 
         def alloc(i: int, shape: str) -> str:
@@ -140,7 +154,9 @@ class Executor:
                 lines.append(alloc(i, f"os{i}"))
             call_args = ins + tail + outs
         else:
-            lines.append(f"    shapes, tail = ex._dynamic([{', '.join(ins)}])")
+            lines.append(f"    shapes, tail, large = ex._dynamic([{', '.join(ins)}])")
+            if self._parallel is not None:
+                lines += ["    if large and T.num_threads > 1:", par]
             for i, dt in enumerate(self.out_dtypes):
                 env[f"od{i}"] = dt
                 lines.append(alloc(i, f"shapes[{i}]"))
@@ -157,6 +173,13 @@ class Executor:
         exec(code, env)  # noqa: S102 - the call path generated above
         return env["run"]
 
+    def _parallel_run(self, donated: int):
+        """The run (of `donated` outputs' buffers) of the parallel kernel."""
+        run = self._parallel_runs.get(donated)
+        if run is None:
+            run = self._parallel_runs[donated] = parallel.ParallelRun(self._parallel, donated)
+        return run
+
     def _shape_mismatch(self, args):
         self.plan.shapes(args)  # raises a ShapeError naming the input
         raise ShapeError(f"{self.name}: input shapes {[a.shape for a in args]} do not match "
@@ -169,7 +192,8 @@ class Executor:
             return found
         shapes = self.plan.shapes(args)
         out_shapes = [tuple(shapes[id(t)]) for t in self.plan.graph.outputs]
-        result = (out_shapes, self._consts + self._int_vector(shapes) + self._F)
+        large = self._parallel is not None and parallel.is_large(shapes.values())
+        result = (out_shapes, self._consts + self._int_vector(shapes) + self._F, large)
         if not self.plan.data_dependent and len(self._shape_cache) < _SHAPE_CACHE_LIMIT:
             self._shape_cache[key] = result
         return result

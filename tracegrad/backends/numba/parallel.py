@@ -1,0 +1,86 @@
+"""Parallel kernels: when a call runs its loops on several threads (docs/numba.md,
+"Parallel loops").
+
+A graph compiled with `parallel` has two kernels: the serial one, compiled at once, and a
+parallel one (`prange` over the outermost loop of each nest whose iterations are
+independent; a nest of one loop is split in blocks of `helpers.SUM_BLOCK` elements, whose
+partial sums are combined in a fixed order), compiled the first time a call is large: its
+largest tensor has at least `PARALLEL_MIN_ELEMENTS` elements and `threads.num_threads` is
+above 1. Both compute the same bits for every thread count. The thread count is set per
+call (`numba.set_num_threads`), so changing `tg.config.num_threads` needs no recompile.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from tracegrad.backends import threads
+
+
+def _from_environment() -> int:
+    text = os.environ.get("TRACEGRAD_PARALLEL_MIN", "").strip()
+    return int(text) if text.isdigit() else 200_000
+
+
+# Calls whose largest tensor has fewer elements run the serial kernel on the calling thread
+# (measured crossover: docs/performance.md, "Parallel loops"); env TRACEGRAD_PARALLEL_MIN.
+# Read when a kernel meets a shape for the first time.
+PARALLEL_MIN_ELEMENTS: int = _from_environment()
+
+
+def largest(shapes) -> int:
+    """The element count of the largest of `shapes` (an iterable of shape tuples)."""
+    most = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        most = max(most, n)
+    return most
+
+
+def is_large(shapes) -> bool:
+    return largest(shapes) >= PARALLEL_MIN_ELEMENTS
+
+
+class ParallelRun:
+    """Runs the parallel kernel of a graph (an executor compiled on first use by
+    `compile_parallel`) with `threads.num_threads` threads."""
+
+    def __init__(self, compile_parallel, donated: int = 0):
+        self._compile = compile_parallel
+        self._donated = donated
+        self._run = None
+        self._lock = threading.Lock()
+
+    def _parallel(self):
+        with self._lock:
+            if self._run is None:
+                ex = self._compile()
+                self._run = ex.donating(self._donated) if self._donated else ex.run
+        return self._run
+
+    def __call__(self, *args):
+        run = self._run or self._parallel()
+        return with_threads(threads.num_threads, run, args)
+
+
+_WORKQUEUE_LOCK = threading.Lock()
+
+
+def with_threads(n: int, run, args):
+    """`run(*args)` with Numba's parallel loops on `n` threads (at most Numba's pool size):
+    the count is the calling thread's own setting, put back afterwards."""
+    import numba
+
+    n = min(n, numba.config.NUMBA_NUM_THREADS)
+    before = numba.get_num_threads()  # launches the threading layer the first time
+    numba.set_num_threads(n)
+    try:
+        if numba.threading_layer() == "workqueue":  # not safe for concurrent launches
+            with _WORKQUEUE_LOCK:
+                return run(*args)
+        return run(*args)
+    finally:
+        numba.set_num_threads(before)

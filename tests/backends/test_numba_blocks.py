@@ -309,6 +309,6 @@ def test_parallel_loops_match_serial(monkeypatch):
     assert "prange(" in nb.generate_source(graph, parallel=True)
     for s, q in zip(serial, parallel(args), strict=True):
         np.testing.assert_array_equal(s, q)
-    assert parallel._parallel_runs[0]._run is not None  # the prange kernel ran
+    assert "prange(" in parallel.source  # every call is large: the parallel kernel alone
     with pytest.raises(IndexError, match="gather: index 40 is out of bounds"):
         parallel([args[0], np.array([0, 40, 1])])

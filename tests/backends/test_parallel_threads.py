@@ -48,29 +48,33 @@ _SCRIPT = textwrap.dedent("""
     z = x.copy()
     z[50000] = 1e22  # the fast sin/cos reduction is wrong for it: its block is redone
     m = rng.standard_normal((37, 3000))
-    f = tg.function(many, parallel=True)
-    g = tg.function(tg.value_and_grad(lambda x: tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)),
-                    parallel=True)
 
-    def run():
+    def functions():
+        return (tg.function(many, parallel=True), tg.function(tg.value_and_grad(
+            lambda x: tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)), parallel=True))
+
+    def run(f, g):
         return [np.asarray(r) for r in f(x, y, m, z)] + [np.asarray(r) for r in g(x)]
 
     threads.num_threads = 1
-    serial = run()
+    fs = functions()  # compiled at one thread: the serial kernels, parallel ones on demand
+    serial = run(*fs)
     assert not [r for r in gc.get_objects() if isinstance(r, parallel.ParallelRun)]
-    for k in (2, 3, 1):
-        threads.num_threads = k if k > 1 else 2
-        got = run() if k > 1 else None
-        if k == 1:  # the parallel kernels on one thread
-            runs = [r for r in gc.get_objects() if isinstance(r, parallel.ParallelRun)]
-            assert len(runs) == 2 and all(r._run is not None for r in runs), runs
-            original = parallel.with_threads
-            parallel.with_threads = lambda n, run, args: original(1, run, args)
-            got = run()
-            parallel.with_threads = original
+    results = []
+    for k in (2, 3):
+        threads.num_threads = k
+        results.append(run(*fs))
+    runs = [r for r in gc.get_objects() if isinstance(r, parallel.ParallelRun)]
+    assert len(runs) == 2 and all(r._run is not None for r in runs), runs
+    alone = functions()  # compiled at 3 threads: the parallel kernels alone
+    results.append(run(*alone))
+    threads.num_threads = 1  # ... on one thread
+    results.append(run(*alone))
+    assert len([r for r in gc.get_objects() if isinstance(r, parallel.ParallelRun)]) == 2
+    for got in results:
         for a, b in zip(serial, got, strict=True):
             assert a.dtype == b.dtype and a.shape == b.shape
-            assert a.tobytes() == b.tobytes(), (k, a, b)
+            assert a.tobytes() == b.tobytes(), (a, b)
     want = [np.sum(np.tanh(x) * np.sin(x) + x ** 2), np.mean(x * y), np.dot(x, y)]
     np.testing.assert_allclose([float(v) for v in serial[:3]], want, rtol=1e-12)
     np.testing.assert_allclose(serial[6], np.sum(np.cos(z) - y), rtol=1e-12)

@@ -6,8 +6,10 @@ parallel one (`prange` over the outermost loop of each nest whose iterations are
 independent; a nest of one loop is split in blocks of `helpers.SUM_BLOCK` elements, whose
 partial sums are combined in a fixed order), compiled the first time a call is large: its
 largest tensor has at least `PARALLEL_MIN_ELEMENTS` elements and `threads.num_threads` is
-above 1. Both compute the same bits for every thread count. The thread count is set per
-call (`numba.set_num_threads`), so changing `tg.config.num_threads` needs no recompile.
+above 1 (a graph of fixed shapes that are large, compiled while `num_threads` is above 1,
+has the parallel one alone). Both compute the same bits for every thread count. The thread
+count is set per call (`numba.set_num_threads`), so changing `tg.config.num_threads` needs
+no recompile.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def is_large(shapes) -> bool:
 
 class ParallelRun:
     """Runs the parallel kernel of a graph (an executor compiled on first use by
-    `compile_parallel`) with `threads.num_threads` threads."""
+    `compile_parallel`, whose entry is `with_threads`'s)."""
 
     def __init__(self, compile_parallel, donated: int = 0):
         self._compile = compile_parallel
@@ -57,30 +59,32 @@ class ParallelRun:
     def _parallel(self):
         with self._lock:
             if self._run is None:
-                ex = self._compile()
+                ex = self._compile(threaded=True)
                 self._run = ex.donating(self._donated) if self._donated else ex.run
         return self._run
 
     def __call__(self, *args):
-        run = self._run or self._parallel()
-        return with_threads(threads.num_threads, run, args)
+        return (self._run or self._parallel())(*args)
 
 
 _WORKQUEUE_LOCK = threading.Lock()
 
 
-def with_threads(n: int, run, args):
-    """`run(*args)` with Numba's parallel loops on `n` threads (at most Numba's pool size):
-    the count is the calling thread's own setting, put back afterwards."""
+def with_threads(entry):
+    """`entry` (a parallel kernel) called with Numba's parallel loops on
+    `threads.num_threads` threads (at most Numba's pool): the count is the calling thread's
+    own setting, put back afterwards."""
     import numba
 
-    n = min(n, numba.config.NUMBA_NUM_THREADS)
-    before = numba.get_num_threads()  # launches the threading layer the first time
-    numba.set_num_threads(n)
-    try:
-        if numba.threading_layer() == "workqueue":  # not safe for concurrent launches
-            with _WORKQUEUE_LOCK:
-                return run(*args)
-        return run(*args)
-    finally:
-        numba.set_num_threads(before)
+    def call(*args):
+        n = min(threads.num_threads, numba.config.NUMBA_NUM_THREADS)
+        before = numba.get_num_threads()  # launches the threading layer the first time
+        numba.set_num_threads(n)
+        try:
+            if numba.threading_layer() == "workqueue":  # not safe for concurrent launches
+                with _WORKQUEUE_LOCK:
+                    return entry(*args)
+            return entry(*args)
+        finally:
+            numba.set_num_threads(before)
+    return call

@@ -13,7 +13,10 @@ kernel), their ratio, and the first call of each (docs/numba.md, "Parallel loops
 - launch: the per-call cost of a parallel kernel of 4 elements over the serial one, and of
   two calls of a nogil kernel handed to a 2-thread Python pool.
 
-Times are the best and the median of 15 calls after a warm-up; each row prints the load
+Each row compiles its function at 1 thread (the serial kernel) and at N threads (large
+fixed shapes: the parallel kernel alone), and times the parallel kernel at 1 thread too
+(what splitting the loops costs a thread). Times are the best and the median of 15 calls
+after a warm-up; each row prints the load
 average (`os.getloadavg`) with its figures, since other processes on the machine take
 cores from the threads. The kernels start from an empty cache (a temporary directory), so
 "first call" is the compile of each kernel. Not a test: it asserts only that both kernels
@@ -87,18 +90,30 @@ def at_threads(n: int, fn, args):
 def same_bits(a, b) -> bool:
     a = a if isinstance(a, (list, tuple)) else [a]
     b = b if isinstance(b, (list, tuple)) else [b]
-    return all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b,
-                                                                                 strict=True))
+    return all(np.asarray(x).tobytes() == np.asarray(y).tobytes()
+               for x, y in zip(a, b, strict=True))
 
 
-def row(label: str, fn, args, n: int):
-    one = at_threads(1, fn, args)
-    many = at_threads(n, fn, args)
-    assert same_bits(one[3], many[3]), label
-    print(f"{label:44s} 1 thread {us(one[1])} (median {us(one[2])}) | "
+def row(label: str, make, args, n: int):
+    """`make()`'s function compiled and timed at 1 thread (the serial kernel), compiled at
+    `n` threads (large fixed shapes: the parallel kernel alone) and timed at `n` and at 1
+    (what splitting the loops costs one thread)."""
+    threads.num_threads = 1
+    one = at_threads(1, make(), args)
+    threads.num_threads = n
+    f = make()
+    many = at_threads(n, f, args)
+    alone = at_threads(1, f, args)
+    assert same_bits(one[3], many[3]) and same_bits(one[3], alone[3]), label
+    print(f"{label:40s} 1 thread {us(one[1])} (median {us(one[2])}) | "
           f"{n} threads {us(many[1])} (median {us(many[2])}) | "
           f"scaling {one[1] / many[1]:4.2f}x (medians {one[2] / many[2]:4.2f}x) | "
+          f"parallel kernel on 1 thread {one[1] / alone[1]:4.2f}x | "
           f"first call {one[0]:.2f} s / {many[0]:.2f} s | {load()}", flush=True)
+
+
+def w2(x):
+    return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
 
 
 def elementwise(x):
@@ -119,16 +134,19 @@ def crossover(n: int):
     rng = np.random.default_rng(1)
     for size in (1_000, 10_000, 30_000, 100_000, 300_000, 1_000_000):
         parallel.PARALLEL_MIN_ELEMENTS = 0
-        f = tg.function(elementwise, parallel=True)
-        row(f"crossover: elementwise [{size}]", f, [rng.standard_normal(size)], n)
+        row(f"crossover: elementwise [{size}]", lambda: tg.function(elementwise, parallel=True),
+            [rng.standard_normal(size)], n)
 
 
 def launch(n: int):
     from concurrent.futures import ThreadPoolExecutor
 
     parallel.PARALLEL_MIN_ELEMENTS = 0
-    f = tg.function(lambda a: a * 2.0 + 1.0, parallel=True)
-    row("launch: a * 2 + 1 [4]", f, [np.ones(4)], n)
+    def tiny(a):
+        return a * 2.0 + 1.0
+
+    row("launch: a * 2 + 1 [4]", lambda: tg.function(tiny, parallel=True), [np.ones(4)], n)
+    f = tg.function(tiny)
     threads.num_threads = 1
     pool = ThreadPoolExecutor(2)
     x = np.ones(4)
@@ -155,21 +173,20 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     default_min = parallel.PARALLEL_MIN_ELEMENTS
     if "w2" in only:
-        f = tg.function(tg.value_and_grad(
-            lambda x: tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)), parallel=True)
-        row("W2 value_and_grad [10^7]", f, [rng.standard_normal(10**7)], n)
+        row("W2 value_and_grad [10^7]", lambda: tg.function(tg.value_and_grad(w2), parallel=True),
+            [rng.standard_normal(10**7)], n)
         print(f"threading layer: {numba.threading_layer()}")
     if "w5" in only:
-        f = tg.function(w5, parallel=True)
         args = [rng.standard_normal((32, 16)) / 4, rng.standard_normal((16, 32)) / 6,
                 rng.standard_normal((1024, 16))]
-        row("W5 per-example jacobians [1024,16,16]", f, args, n)
+        row("W5 per-example jacobians [1024,16,16]", lambda: tg.function(w5, parallel=True),
+            args, n)
     if "elementwise" in only:
-        row("elementwise chain [10^7]", tg.function(elementwise, parallel=True),
+        row("elementwise chain [10^7]", lambda: tg.function(elementwise, parallel=True),
             [rng.standard_normal(10**7)], n)
     if "reduction" in only:
-        row("row sums + sum of squares [2000x5000]", tg.function(reduction, parallel=True),
-            [rng.standard_normal((2000, 5000))], n)
+        row("row sums + sum of squares [2000x5000]",
+            lambda: tg.function(reduction, parallel=True), [rng.standard_normal((2000, 5000))], n)
     if "crossover" in only:
         crossover(n)
     if "launch" in only:

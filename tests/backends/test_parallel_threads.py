@@ -40,7 +40,7 @@ _SCRIPT = textwrap.dedent("""
         return [tnp.sum(e), tnp.mean(x * y), tnp.sum(x * y), tnp.max(e), tnp.min(x * y),
                 e * 2.0, tnp.sum(tnp.cos(z) - y), tnp.sin(z) * y,
                 tnp.sum(tnp.exp(m * 0.5), axis=1), tnp.sum(m * m, axis=0),
-                tnp.sqrt(tnp.abs(m)) + 1.0]
+                tnp.sqrt(tnp.abs(m)) + 1.0, tnp.sum(y), tnp.mean(m)]
 
     rng = np.random.default_rng(7)
     n = 100 * 1024 + 77  # ragged last block

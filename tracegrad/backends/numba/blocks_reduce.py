@@ -144,7 +144,13 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         flat = cg.fresh("xf")
         nest.prologue.append(f"{flat} = {cg.view(ref.name, f'({rows}, {m})')}")
         row_end = nest.pre[d]
-        row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+        if nest.split_blocks and monoid == "sum":  # the blocks of `_bsum` on the threads
+            k, _, count, _ = nest.block
+            part = f"{helper(cg.helpers, 'pairwise', dt)}({flat}[0], {k} * " \
+                   f"{helpers.SUM_BLOCK}, {count})"
+            _block_results(cg, nest, monoid, dt, part, acc)
+        else:
+            row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
     else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)
         groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
         one_loop = bool(groups) or d == x.ndim - 1  # one loop walks the row
@@ -196,7 +202,16 @@ def _blocked_row(cg, nest, monoid, dt, v, acc):
     scratch.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
     nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
     row = "pairwise" if monoid == "sum" else _ROW_HELPER[monoid]  # a block: NumPy's order
-    part = f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})"
+    _block_results(cg, nest, monoid, dt, f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})", acc,
+                   scratch)
+
+
+def _block_results(cg, nest, monoid, dt, part, acc, scratch=None):
+    """`acc` (set after the blocked loop) = the blocks' results `part` combined: sums by
+    the binary counter, max/min in block order. In a split nest each block writes its
+    result to its own slot, combined after the parallel loop in the same order."""
+    k, count, _, _ = nest.block
+    inner = len(nest.dims)
     if nest.split_blocks:  # blocks on several threads: their results combined in order
         parts, kk = cg.fresh("parts"), cg.fresh("kp")
         nest.prologue.append(f"{parts} = np.empty({count}, dtype={NB_TYPE[dt]})")

@@ -338,12 +338,14 @@ class Nest:
 
         def level(d, indent):
             lines = [placed(indent, r) for r in self.pre[d]]
-            if self.block is not None and d == self.block_dim:
+            inner = level(d + 1, "") if self.block is not None and d == self.block_dim \
+                else None
+            if inner is not None and (inner or self.block_end):  # (an empty one is left out)
                 k, count, m, j = self.block
                 b = helpers.SUM_BLOCK
                 first = Line("", Stmt(f"{self.vars[d]} = {k} * {b} + {j}",
                                       (name_of(self.vars[d]),)))
-                body = [first] + level(d + 1, "")
+                body = [first] + inner
                 rng = "prange" if (self.parallel and d == 0) else "range"
                 lines += [_loop(indent, k, count, rng=rng),
                           Line(indent + "    ", Stmt(f"{m} = min({b}, {self.dims[d]} - {k} * {b})",

@@ -22,7 +22,7 @@ from tracegrad.backends import threads
 
 def _from_environment() -> int:
     text = os.environ.get("TRACEGRAD_PARALLEL_MIN", "").strip()
-    return int(text) if text.isdigit() else 200_000
+    return int(text) if text.isdigit() else 300_000
 
 
 # Calls whose largest tensor has fewer elements run the serial kernel on the calling thread

@@ -19,7 +19,7 @@ from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
-from tracegrad.backends.numba.parallel import is_large, with_threads
+from tracegrad.backends.numba.parallel import is_large, passive_omp, with_threads
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -150,6 +150,8 @@ def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=
 
     plan, cg = _generate(graph, parallel)
     source = split_entry(cg.generate(), ENTRY)
+    if parallel:
+        passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
     return Executor(plan, with_threads(entry) if threaded else entry, source, cg.const_arrays,
                     cg.uses_I, cg.uses_F, cg.raises, parallel=compile_parallel)

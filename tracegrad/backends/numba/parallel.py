@@ -70,6 +70,15 @@ class ParallelRun:
 _WORKQUEUE_LOCK = threading.Lock()
 
 
+def passive_omp():
+    """Unless the user chose otherwise, OpenMP threads waiting for work sleep instead of
+    spinning (read when libgomp loads: Numba's `omp` layer loads it when it compiles the
+    first parallel kernel). Spinning threads on a busy machine made each parallel loop wait for a
+    descheduled thread: 18-60 ms per launch at load 17 on 2 cores, 13-34 us when passive
+    (docs/performance.md, "Parallel loops")."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def with_threads(entry):
     """`entry` (a parallel kernel) called with Numba's parallel loops on
     `threads.num_threads` threads (at most Numba's pool): the count is the calling thread's

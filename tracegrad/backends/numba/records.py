@@ -346,10 +346,9 @@ class Nest:
                 first = Line("", Stmt(f"{self.vars[d]} = {k} * {b} + {j}",
                                       (name_of(self.vars[d]),)))
                 body = [first] + inner
-                rng = "prange" if (self.parallel and d == 0) else "range"
-                lines += [_loop(indent, k, count, rng=rng),
-                          Line(indent + "    ", Stmt(f"{m} = min({b}, {self.dims[d]} - {k} * {b})",
-                                                     (name_of(m),)))]
+                lines += _outer_loop(indent, k, count, self.parallel and d == 0)
+                lines.append(Line(indent + "    ", Stmt(
+                    f"{m} = min({b}, {self.dims[d]} - {k} * {b})", (name_of(m),))))
                 lines.extend(placed(indent + "    ", r) for r in self.block_start)
                 if redo:
                     lines.append(Line(indent + "    ", Stmt(f"{flag} = 0", (name_of(flag),))))
@@ -364,8 +363,8 @@ class Nest:
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
-                    rng = "prange" if (self.parallel and d == 0) else "range"
-                    lines.append(_loop(indent, self.vars[d], self.dims[d], rng=rng))
+                    lines += _outer_loop(indent, self.vars[d], self.dims[d],
+                                         self.parallel and d == 0)
                     lines.extend(inner)
             lines.extend(placed(indent, r) for r in self.post[d])
             return lines
@@ -404,8 +403,18 @@ class Nest:
         return full_reduction(names, self.cg.outline, self.cg.helpers)
 
 
-def _loop(indent: str, var: str, count: str, names: Names = SAME, rng: str = "range") -> Line:
-    return Line(indent, Stmt(f"for {var} in {rng}({count}):", (name_of(var),)), names)
+def _loop(indent: str, var: str, count: str, names: Names = SAME) -> Line:
+    return Line(indent, Stmt(f"for {var} in range({count}):", (name_of(var),)), names)
+
+
+def _outer_loop(indent: str, var: str, count: str, parallel: bool) -> list[Line]:
+    """The line of a nest's outermost loop, or the lines of a `prange` loop (whose index
+    Numba types unsigned: `min(i, n - 1)` of it would be a float) and its index as int64."""
+    if not parallel:
+        return [_loop(indent, var, count)]
+    raw = name_of(var) + "_u"
+    return [Line(indent, Stmt(f"for {slot(raw)} in prange({count}):", (raw,))),
+            Line(indent + "    ", Stmt(f"{var} = np.int64({slot(raw)})", (name_of(var),)))]
 
 
 def _indented(indent: str, body: list[Line], names: Names | None = None, skip=None):

@@ -124,3 +124,14 @@ def test_kernels_release_the_gil(two_threads):
         inside = [t for t in ticks if any(a < t < b for a, b in spans)]
         # a kernel holding the GIL would leave no tick inside its call
         assert len(inside) > 10, (par, spans, len(ticks))
+
+
+def test_parallel_kernel_with_unknown_dims(two_threads):
+    """None dims clamp broadcast indices with `min(i, n - 1)`: in a parallel loop of an
+    int64 index (Numba's `prange` index is unsigned)."""
+    f = tg.function(lambda x: tnp.exp(x - tnp.max(x, axis=1, keepdims=True)),
+                    input_signature=[tg.TensorSpec((None, None), "float64")], parallel=True)
+    for shape in [(5, 8), (9, 1)]:
+        x = np.random.default_rng(2).standard_normal(shape)
+        want = np.exp(x - np.max(x, axis=1, keepdims=True))
+        np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-15)

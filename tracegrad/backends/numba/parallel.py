@@ -14,6 +14,7 @@ no recompile.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -32,13 +33,12 @@ PARALLEL_MIN_ELEMENTS: int = _from_environment()
 
 
 def largest(shapes) -> int:
-    """The element count of the largest of `shapes` (an iterable of shape tuples)."""
+    """The element count of the largest of `shapes` (an iterable of shape tuples; a dim
+    known only inside the kernel, None, leaves its shape out)."""
     most = 0
     for shape in shapes:
-        n = 1
-        for d in shape:
-            n *= d
-        most = max(most, n)
+        if None not in shape:
+            most = max(most, math.prod(shape))
     return most
 
 

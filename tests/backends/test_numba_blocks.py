@@ -289,8 +289,13 @@ def test_unknown_dims_are_checked_at_kernel_entry():
         ex([np.ones(3), np.ones(4)])
 
 
-def test_parallel_loops_match_serial():
+def test_parallel_loops_match_serial(monkeypatch):
     """parallel=True runs outer loops with prange: same results, and errors still name the op."""
+    from tracegrad.backends import threads
+    from tracegrad.backends.numba import parallel
+
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 0)  # every call is large
+    monkeypatch.setattr(threads, "num_threads", 2)
     def fn(x, idx):
         p = REGISTRY
         e = p["exp"].bind(x)
@@ -304,5 +309,6 @@ def test_parallel_loops_match_serial():
     assert "prange(" in nb.generate_source(graph, parallel=True)
     for s, q in zip(serial, parallel(args), strict=True):
         np.testing.assert_array_equal(s, q)
+    assert "prange(" in parallel.source  # every call is large: the parallel kernel alone
     with pytest.raises(IndexError, match="gather: index 40 is out of bounds"):
         parallel([args[0], np.array([0, 40, 1])])

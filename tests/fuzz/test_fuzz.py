@@ -1,6 +1,7 @@
 """The random-program fuzzer (see tests/fuzz/programs.py for the programs, check.py for the
 checks). CI runs a fixed (derandomized) sample; `TRACEGRAD_FUZZ_EXAMPLES=N` runs N programs
-per test, with numba on every `TRACEGRAD_FUZZ_NUMBA_EVERY`-th (CI: a handful)."""
+per test, with numba on every `TRACEGRAD_FUZZ_NUMBA_EVERY`-th (CI: a handful), whose
+parallel kernels run on 2 threads."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import itertools
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tests.fuzz.check import check_backends, check_gradient, check_ops_alone
 from tests.fuzz.programs import programs
+from tracegrad.backends import threads
+from tracegrad.backends.numba import parallel
 
 EXAMPLES = int(os.environ.get("TRACEGRAD_FUZZ_EXAMPLES", "0"))
 CI = EXAMPLES == 0
@@ -26,6 +30,15 @@ def _settings(ci_examples):
 
 
 _counter = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _parallel_kernels(monkeypatch):
+    """The numba programs run their parallel kernels on 2 threads, whatever their size
+    (docs/numba.md, "Parallel loops")."""
+    monkeypatch.setattr(tg.config, "parallel", True)
+    monkeypatch.setattr(threads, "num_threads", 2)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 0)
 
 
 @_settings(150)

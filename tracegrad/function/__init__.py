@@ -75,7 +75,9 @@ class Config:
     """Process-wide settings.
 
     - `backend`: used when a function names none ("numpy" or "numba"; env TRACEGRAD_BACKEND);
-    - `parallel`: the numba backend's default for `parallel`;
+    - `parallel`: the numba backend's default for `parallel`: large calls run their loops
+      on `num_threads` threads (default off; env TRACEGRAD_PARALLEL=1; docs/numba.md,
+      "Parallel loops");
     - `verify`: check every traced graph, and every optimized graph the numba backend
       compiles, with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1);
     - `background_compile`: a numba function's first calls run the numpy backend (the
@@ -104,7 +106,7 @@ class Config:
 
     def __init__(self):
         self.backend = os.environ.get("TRACEGRAD_BACKEND", "numba")
-        self.parallel = False
+        self.parallel = os.environ.get("TRACEGRAD_PARALLEL", "") not in ("", "0")
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")

@@ -11,11 +11,15 @@ Numba is imported lazily, on the first compile.
 
 from __future__ import annotations
 
+from functools import partial
+
+from tracegrad.backends import threads
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
+from tracegrad.backends.numba.parallel import is_large, passive_omp, with_threads
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -129,15 +133,31 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
 
 
 def _compile_kernel(graph: FuncGraph, parallel: bool):
+    graph = _lower(graph)
+    if parallel and threads.num_threads > 1 and _always_large(graph):
+        # every call is large: the parallel kernel alone (the same bits on one thread)
+        return _executor(graph, True, threaded=True)
+    # with `parallel`, large calls run a second kernel, compiled when one first comes
+    # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
+    return _executor(graph, False, partial(_executor, graph, True) if parallel else None)
+
+
+def _always_large(graph: FuncGraph) -> bool:
+    plan = Plan(graph)
+    return plan.static and is_large(plan.static_shapes().values())
+
+
+def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    graph = _lower(graph)
     plan, cg = _generate(graph, parallel)
     source = split_entry(cg.generate(), ENTRY)
+    if parallel:
+        passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
-    return Executor(plan, entry, source, cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises,
-                    cg.kept)
+    return Executor(plan, with_threads(entry) if threaded else entry, source, cg.const_arrays,
+                    cg.uses_I, cg.uses_F, cg.raises, cg.kept, parallel=compile_parallel)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

@@ -23,7 +23,7 @@ from tracegrad.backends.numba.blocks import (
     _prod,
 )
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
-from tracegrad.backends.numba.records import name_of, slot
+from tracegrad.backends.numba.records import name_of, slot, stmts
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes
 from tracegrad.ops import reductions
@@ -145,14 +145,21 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         flat = cg.fresh("xf")
         nest.prologue.append(f"{flat} = {cg.view(ref.name, f'({rows}, {m})')}")
         row_end = nest.pre[d]
-        row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
+        if nest.split_blocks and monoid == "sum":  # the blocks of `_bsum` on the threads
+            k, _, count, _ = nest.block
+            part = f"{helper(cg.helpers, 'pairwise', dt)}({flat}[0], {k} * " \
+                   f"{helpers.SUM_BLOCK}, {count})"
+            _block_results(cg, nest, monoid, dt, part, acc)
+        else:
+            row_end.append(f"{acc} = {pw}({flat}[{_flat_index(nest.vars, xd[:d])}], 0, {m})")
     else:  # a fused operand: evaluate it row by row (in blocks when one loop walks a row)
         groups = _groups(x.ndim, d) if not accumulate and cg.flat_ok(x) else None
-        nest = cg.loop_nest(xd, x, groups=groups, op=op)
+        one_loop = bool(groups) or d == x.ndim - 1  # one loop walks the row
+        nest = cg.loop_nest(xd, x, groups=groups, op=op, parallel=one_loop and not accumulate)
         depth = min(d, 1) if groups else d
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
-        if groups or d == x.ndim - 1:  # one loop walks the row
+        if one_loop:
             _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
@@ -191,19 +198,49 @@ def _blocked_row(cg, nest, monoid, dt, v, acc):
     k, count, m, j = nest.blocked()
     inner = len(nest.dims)
     buf = cg.fresh("buf")
-    nest.prologue.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
+    # a parallel nest's scratch is each block's (split blocks) or each row's own
+    scratch = nest.block_start if nest.split_blocks else \
+        nest.pre[1] if nest.parallel else nest.prologue
+    scratch.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
     nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
     row = "pairwise" if monoid == "sum" else _ROW_HELPER[monoid]  # a block: NumPy's order
-    part = f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})"
+    _block_results(cg, nest, monoid, dt, f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})", acc,
+                   scratch)
+
+
+def _block_results(cg, nest, monoid, dt, part, acc, scratch=None):
+    """`acc` (set after the blocked loop) = the blocks' results `part` combined: sums by
+    the binary counter, max/min in block order. In a split nest each block writes its
+    result to its own slot, combined after the parallel loop in the same order."""
+    k, count, _, _ = nest.block
+    inner = len(nest.dims)
+    if nest.split_blocks:  # blocks on several threads: their results combined in order
+        parts, kk = cg.fresh("parts"), cg.fresh("kp")
+        nest.prologue.append(f"{parts} = np.empty({count}, dtype={NB_TYPE[dt]})")
+        nest.block_end.append(f"{parts}[{k}] = {part}")
+        part = f"{parts}[{kk}]"
+        combine = [f"for {kk} in range({count}):"]
+    else:
+        combine = None
     if monoid == "sum":
         stk = cg.fresh("stk")
-        nest.prologue.append(f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
-        nest.block_end.append(f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k}, {part})")
-        nest.post[inner - 1].append(f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, "
-                                    f"{count})")
+        (scratch if nest.parallel and not combine else nest.prologue).append(
+            f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
+        push = f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k if not combine else kk}, {part})"
+        finish = f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, {count})"
+        if combine:
+            nest.post[0].extend(stmts("\n    ".join(combine + [push]) + "\n" + finish))
+        else:
+            nest.block_end.append(push)
+            nest.post[inner - 1].append(finish)
     else:
-        nest.pre[inner - 1].append(f"{acc} = {_identity(monoid, dt)}")
-        nest.block_end.append(f"{acc} = {_combine(cg, monoid, dt, acc, part)}")
+        init = f"{acc} = {_identity(monoid, dt)}"
+        step = f"{acc} = {_combine(cg, monoid, dt, acc, part)}"
+        if combine:
+            nest.post[0].extend(stmts(init + "\n" + "\n    ".join(combine + [step])))
+        else:
+            nest.pre[inner - 1].append(init)
+            nest.block_end.append(step)
 
 
 def _extreme_by_columns(cg, op, monoid):

@@ -147,7 +147,12 @@ class CodeGen:
         dims = self.dims(t)
         if nest is not None and nest.views is not None and t.ndim:
             deps = frozenset().union(*(d for _, d in idx))
+            if nest.split_blocks:
+                return nest.at(ref.name, dims), deps
             return f"{nest.view(ref.name, dims)}[{', '.join(e for e, _ in idx)}]", deps
+        if nest is not None and nest.split_blocks and len(idx) == 1 and \
+                idx[0][0] == nest.vars[0] and dims[0] != "1":
+            return nest.at(ref.name, dims), idx[0][1]
         parts, deps = [], frozenset()
         for (e, dep), d in zip(idx, dims, strict=True):
             if d == "1":
@@ -196,7 +201,7 @@ class CodeGen:
             nest.stmt(deps, f"if {guard}:\n    raise ValueError({tag})", op)
         in_dtypes = [x.dtype for x in op.inputs]
         defines = (name_of(var),)
-        if rec.fast_trig and nest.dims and not nest.parallel and \
+        if rec.fast_trig and nest.dims and \
                 nest.depth(deps) > nest.inner:
             # the innermost loop first runs with the cheap reduction and counts the arguments
             # it is not right for; a block that has any runs again with the full one (a value
@@ -436,11 +441,7 @@ class CodeGen:
         target = self.alloc(t, nest.prologue)
         self.refs[id(t)] = Ref("virtual")
         e, _ = self.elem(t, nest.index(), nest)
-        if flat:
-            store = f"{nest.view(target, dims)}[{nest.vars[0]}]"
-        else:
-            ix = ", ".join("0" if d == "1" else v for v, d in zip(nest.vars, dims))
-            store = f"{target}[{ix}]"
+        store = nest.at(target, dims)
         nest.stmt(frozenset(range(len(nest.dims))), f"{store} = {e}")
         nest.roots.add(id(t))
         self.refs[id(t)] = Ref("arr", target)

@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from tracegrad.backends import threads
+from tracegrad.backends.numba import parallel
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import lowering
 from tracegrad.backends.numba.plan import Plan
@@ -50,6 +52,8 @@ class Executor:
         "_donating",
         "_has_I",
         "_kept",
+        "_parallel",
+        "_parallel_runs",
         "_pool",
         "_shape_cache",
         "entry",
@@ -70,7 +74,7 @@ class Executor:
     )
 
     def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises,
-                 kept=()):
+                 kept=(), parallel=None):
         graph = plan.graph
         self.plan = plan
         self.entry = entry
@@ -90,6 +94,9 @@ class Executor:
         self._shape_cache: dict = {}
         self._kept = list(kept)  # (shape, dtype) of each
         self._pool: list = []
+        # compiles the graph's parallel executor (parallel.py), or None: always serial
+        self._parallel = parallel
+        self._parallel_runs: dict = {}
         if self.static:
             shapes = plan.static_shapes()
             self.out_shapes = [tuple(shapes[id(t)]) for t in graph.outputs]
@@ -123,8 +130,15 @@ class Executor:
         outs = [f"o{i}" for i in range(m)]
         env = {"C": np.ascontiguousarray, "A": np.asarray, "E": np.empty,
                "entry": self.entry, "ex": self, "errors": _KERNEL_ERRORS,
-               "F16": np.float16, "pool": self._pool, "workspace": self._workspace}
+               "F16": np.float16, "pool": self._pool, "workspace": self._workspace,
+               "T": threads}
         lines = ["def run(arrays, donated):" if donated else "def run(arrays):"]
+        # a large call with more than one thread runs the parallel kernel (parallel.py)
+        par = ("        return ex._parallel_run({})({})".format(
+            donated, "arrays, donated" if donated else "arrays"))
+        if self._parallel is not None and self.static and parallel.is_large(
+                self.plan.static_shapes().values()):
+            lines += ["    if T.num_threads > 1:", par]
         first_donated = m - donated
 
         def alloc(i: int, shape: str) -> str:
@@ -157,7 +171,9 @@ class Executor:
                 lines.append(alloc(i, f"os{i}"))
             call_args = ins + tail + outs
         else:
-            lines.append(f"    shapes, tail = ex._dynamic([{', '.join(ins)}])")
+            lines.append(f"    shapes, tail, large = ex._dynamic([{', '.join(ins)}])")
+            if self._parallel is not None:
+                lines += ["    if large and T.num_threads > 1:", par]
             for i, dt in enumerate(self.out_dtypes):
                 env[f"od{i}"] = dt
                 lines.append(alloc(i, f"shapes[{i}]"))
@@ -190,6 +206,13 @@ class Executor:
         size = sum(math.prod(shape) * dtype.itemsize for shape, dtype in self._kept)
         return size <= _KEEP_LIMIT_BYTES
 
+    def _parallel_run(self, donated: int):
+        """The run (of `donated` outputs' buffers) of the parallel kernel."""
+        run = self._parallel_runs.get(donated)
+        if run is None:
+            run = self._parallel_runs[donated] = parallel.ParallelRun(self._parallel, donated)
+        return run
+
     def _shape_mismatch(self, args):
         self.plan.shapes(args)  # raises a ShapeError naming the input
         raise ShapeError(f"{self.name}: input shapes {[a.shape for a in args]} do not match "
@@ -202,7 +225,8 @@ class Executor:
             return found
         shapes = self.plan.shapes(args)
         out_shapes = [tuple(shapes[id(t)]) for t in self.plan.graph.outputs]
-        result = (out_shapes, self._consts + self._int_vector(shapes) + self._F)
+        large = self._parallel is not None and parallel.is_large(shapes.values())
+        result = (out_shapes, self._consts + self._int_vector(shapes) + self._F, large)
         if not self.plan.data_dependent and len(self._shape_cache) < _SHAPE_CACHE_LIMIT:
             self._shape_cache[key] = result
         return result

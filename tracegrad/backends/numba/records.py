@@ -208,6 +208,18 @@ class Nest:
         self.block: tuple | None = None
         self.block_dim = len(self.dims) - 1
         self.block_end: list = []
+        # statements run at the start of each block (a parallel nest's per-block scratch and
+        # views of its arrays from the block's first element: `block_view`)
+        self.block_start: list = []
+        self.block_views: dict = {}
+        if self.split_blocks:
+            self.blocked(0)
+
+    @property
+    def split_blocks(self) -> bool:
+        """Whether this parallel nest's threads split its single loop in blocks of
+        `helpers.SUM_BLOCK` (a nest of more loops splits its outermost one)."""
+        return self.parallel and len(self.dims) == 1 and self.dims[0] != "1"
 
     def blocked(self, dim: int | None = None) -> tuple:
         """Make loop `dim` (the innermost one by default) run in blocks of
@@ -223,6 +235,33 @@ class Nest:
                                       f"{helpers.SUM_BLOCK - 1}) // {helpers.SUM_BLOCK}",
                                       (name_of(count),)))
         return self.block
+
+    def block_view(self, name: str) -> str:
+        """A view of array `name` (of this split nest's one loop) from the block's first
+        element on, read at the index in the block: its loop vectorizes (`name` read at
+        the nest's own index, an index whose sign LLVM cannot see, is a scalar loop in a
+        parallel loop's body)."""
+        found = self.block_views.get(name)
+        if found is None:
+            self.cg.counter += 1
+            raw = f"{name_of(name)}_b{self.cg.counter}"
+            found = self.block_views[name] = slot(raw)
+            k = self.block[0]
+            self.block_start.append(Stmt(f"{found} = {name}[{k} * {helpers.SUM_BLOCK}:]",
+                                         (raw,)))
+        return found
+
+    def at(self, name: str, dims) -> str:
+        """Element `name[own index]` of an array over this nest's `dims` (read through its
+        view in a collapsed nest, its block's view in a split one)."""
+        if self.views is not None:
+            name = self.view(name, dims)
+        elif len(dims) != 1 or dims[0] == "1":
+            ix = ("0" if d == "1" else v for v, d in zip(self.vars, dims, strict=True))
+            return f"{name}[{', '.join(ix)}]"
+        if self.split_blocks:
+            return f"{self.block_view(name)}[{self.block[3]}]"
+        return f"{name}[{self.vars[0]}]"
 
     @property
     def inner(self) -> int:
@@ -286,6 +325,8 @@ class Nest:
     def render(self) -> list[Line]:
         """The nest's lines: its loops with their records placed; with a trig flag, the
         innermost loop's block (or the whole nest) again with the full reduction."""
+        if self.split_blocks:
+            self.blocked(0)
         redo = self.trig_flag is not None and not self.whole_rerun and (
             self.block is None or self.block_dim == self.inner)
         if redo:
@@ -297,15 +338,18 @@ class Nest:
 
         def level(d, indent):
             lines = [placed(indent, r) for r in self.pre[d]]
-            if self.block is not None and d == self.block_dim:
+            inner = level(d + 1, "") if self.block is not None and d == self.block_dim \
+                else None
+            if inner is not None and (inner or self.block_end):  # (an empty one is left out)
                 k, count, m, j = self.block
                 b = helpers.SUM_BLOCK
                 first = Line("", Stmt(f"{self.vars[d]} = {k} * {b} + {j}",
                                       (name_of(self.vars[d]),)))
-                body = [first] + level(d + 1, "")
-                lines += [_loop(indent, k, count),
-                          Line(indent + "    ", Stmt(f"{m} = min({b}, {self.dims[d]} - {k} * {b})",
-                                                     (name_of(m),)))]
+                body = [first] + inner
+                lines += _outer_loop(indent, k, count, self.parallel and d == 0)
+                lines.append(Line(indent + "    ", Stmt(
+                    f"{m} = min({b}, {self.dims[d]} - {k} * {b})", (name_of(m),))))
+                lines.extend(placed(indent + "    ", r) for r in self.block_start)
                 if redo:
                     lines.append(Line(indent + "    ", Stmt(f"{flag} = 0", (name_of(flag),))))
                 lines.append(_loop(indent + "    ", j, m))
@@ -319,8 +363,8 @@ class Nest:
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
-                    rng = "prange" if (self.parallel and d == 0) else "range"
-                    lines.append(_loop(indent, self.vars[d], self.dims[d], rng=rng))
+                    lines += _outer_loop(indent, self.vars[d], self.dims[d],
+                                         self.parallel and d == 0)
                     lines.extend(inner)
             lines.extend(placed(indent, r) for r in self.post[d])
             return lines
@@ -359,8 +403,18 @@ class Nest:
         return full_reduction(names, self.cg.outline, self.cg.helpers)
 
 
-def _loop(indent: str, var: str, count: str, names: Names = SAME, rng: str = "range") -> Line:
-    return Line(indent, Stmt(f"for {var} in {rng}({count}):", (name_of(var),)), names)
+def _loop(indent: str, var: str, count: str, names: Names = SAME) -> Line:
+    return Line(indent, Stmt(f"for {var} in range({count}):", (name_of(var),)), names)
+
+
+def _outer_loop(indent: str, var: str, count: str, parallel: bool) -> list[Line]:
+    """The line of a nest's outermost loop, or the lines of a `prange` loop (whose index
+    Numba types unsigned: `min(i, n - 1)` of it would be a float) and its index as int64."""
+    if not parallel:
+        return [_loop(indent, var, count)]
+    raw = name_of(var) + "_u"
+    return [Line(indent, Stmt(f"for {slot(raw)} in prange({count}):", (raw,))),
+            Line(indent + "    ", Stmt(f"{var} = np.int64({slot(raw)})", (name_of(var),)))]
 
 
 def _indented(indent: str, body: list[Line], names: Names | None = None, skip=None):

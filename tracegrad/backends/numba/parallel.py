@@ -1,0 +1,99 @@
+"""Parallel kernels: when a call runs its loops on several threads (docs/numba.md,
+"Parallel loops").
+
+A graph compiled with `parallel` has two kernels: the serial one, compiled at once, and a
+parallel one (`prange` over the outermost loop of each nest whose iterations are
+independent; a nest of one loop is split in blocks of `helpers.SUM_BLOCK` elements, whose
+partial sums are combined in a fixed order), compiled the first time a call is large: its
+largest tensor has at least `PARALLEL_MIN_ELEMENTS` elements and `threads.num_threads` is
+above 1 (a graph of fixed shapes that are large, compiled while `num_threads` is above 1,
+has the parallel one alone). Both compute the same bits for every thread count. The thread
+count is set per call (`numba.set_num_threads`), so changing `tg.config.num_threads` needs
+no recompile.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+from tracegrad.backends import threads
+
+
+def _from_environment() -> int:
+    text = os.environ.get("TRACEGRAD_PARALLEL_MIN", "").strip()
+    return int(text) if text.isdigit() else 300_000
+
+
+# Calls whose largest tensor has fewer elements run the serial kernel on the calling thread
+# (measured crossover: docs/performance.md, "Parallel loops"); env TRACEGRAD_PARALLEL_MIN.
+# Read when a kernel meets a shape for the first time.
+PARALLEL_MIN_ELEMENTS: int = _from_environment()
+
+
+def largest(shapes) -> int:
+    """The element count of the largest of `shapes` (an iterable of shape tuples; a dim
+    known only inside the kernel, None, leaves its shape out)."""
+    most = 0
+    for shape in shapes:
+        if None not in shape:
+            most = max(most, math.prod(shape))
+    return most
+
+
+def is_large(shapes) -> bool:
+    return largest(shapes) >= PARALLEL_MIN_ELEMENTS
+
+
+class ParallelRun:
+    """Runs the parallel kernel of a graph (an executor compiled on first use by
+    `compile_parallel`, whose entry is `with_threads`'s)."""
+
+    def __init__(self, compile_parallel, donated: int = 0):
+        self._compile = compile_parallel
+        self._donated = donated
+        self._run = None
+        self._lock = threading.Lock()
+
+    def _parallel(self):
+        with self._lock:
+            if self._run is None:
+                ex = self._compile(threaded=True)
+                self._run = ex.donating(self._donated) if self._donated else ex.run
+        return self._run
+
+    def __call__(self, *args):
+        return (self._run or self._parallel())(*args)
+
+
+_WORKQUEUE_LOCK = threading.Lock()
+
+
+def passive_omp():
+    """Unless the user chose otherwise, OpenMP threads waiting for work sleep instead of
+    spinning (read when libgomp loads: Numba's `omp` layer loads it when it compiles the
+    first parallel kernel). Spinning threads on a busy machine made each parallel loop wait for a
+    descheduled thread: 18-60 ms per launch at load 17 on 2 cores, 13-34 us when passive
+    (docs/performance.md, "Parallel loops")."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def with_threads(entry):
+    """`entry` (a parallel kernel) called with Numba's parallel loops on
+    `threads.num_threads` threads (at most Numba's pool): the count is the calling thread's
+    own setting, put back afterwards."""
+    import numba
+
+    def call(*args):
+        n = min(threads.num_threads, numba.config.NUMBA_NUM_THREADS)
+        before = numba.get_num_threads()  # launches the threading layer the first time
+        numba.set_num_threads(n)
+        try:
+            if numba.threading_layer() == "workqueue":  # not safe for concurrent launches
+                with _WORKQUEUE_LOCK:
+                    return entry(*args)
+            return entry(*args)
+        finally:
+            numba.set_num_threads(before)
+    return call

@@ -122,7 +122,7 @@ def check_ops_alone(fn, inputs, want) -> None:
     env += [None] * (interp.n_slots - len(env))
     records = []
     with np.errstate(all="ignore"):
-        for op, impl, attrs, ins, outs, _ in interp.plan:
+        for op, impl, attrs, ins, outs, *_ in interp.plan:
             args = [env[i] for i in ins]
             res = impl(*args, **attrs)
             res = [np.asarray(r) for r in (res if op.primitive.multiple_results else [res])]

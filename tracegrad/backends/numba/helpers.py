@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from tracegrad.backends import blas_threads
 from tracegrad.backends.numba import incomplete, vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
 from tracegrad.ops import random_bits
@@ -484,8 +485,12 @@ _HELPERS["rowmin"] = _ROW_EXTREME.replace("{K}", "min").replace("{INIT}", "np.in
 _BDOT = """
 @njit(cache=True, **_OPTS)
 def _bdot_{TR}_{S}(a, b, o):
+    if o.shape[0] == 0:
+        return
+    saved = _blas_one(o[0].size * a.shape[a.ndim - 1])
     for k in range(o.shape[0]):
         np.dot(a[k]{TA}, b[k]{TB}, o[k])
+    _blas_restore(saved)
 """
 for _tr in ("nn", "nt", "tn", "tt"):
     _HELPERS["bdot_" + _tr] = (_BDOT.replace("{TR}", _tr)
@@ -496,7 +501,9 @@ for _tr in ("nn", "nt", "tn", "tt"):
 _HELPERS["dot"] = """
 @njit(cache=True, **_OPTS)
 def _dot_{S}(a, b, o):
+    saved = _blas_one(o.size * a.shape[a.ndim - 1])
     np.dot(a, b, o)
+    _blas_restore(saved)
 """
 
 # Small matrix-vector products (SMALL_DOT elements of the matrix at most) as loops: below
@@ -679,9 +686,54 @@ def _trsm_{P}(a, b, out, lower, trans, unit, left, tag):
     sizes[2] = max(1, n)
     sizes[3] = cols
     alpha = np.ones(1, np.{N})
+    saved = _blas_one(rows * cols * n)
     _blas_{P}trsm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
                   sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
                   sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
+    _blas_restore(saved)
+"""
+
+# The BLAS thread policy (tracegrad.backends.blas_threads): a product of fewer than
+# SMALL_PRODUCT multiply-adds runs on one BLAS thread. `_blas_one(work)` lowers the
+# library's count to 1 for such a product and returns the count to restore (0: none).
+# Bound at import to the library's own get/set functions (no-ops when it has none).
+_BLAS_THREADS = """
+def _blas_thread_functions():
+    import llvmlite.binding as llvm
+    from numba import cfunc, types
+
+    from tracegrad.backends import blas_threads
+
+    addresses = blas_threads.addresses()
+    if addresses is None:
+        addresses = (cfunc(types.intc())(lambda: 1).address,
+                     cfunc(types.void(types.intc))(lambda n: None).address)
+    else:
+        blas_threads.sync()
+    llvm.add_symbol("tg_blas_get_threads", addresses[0])
+    llvm.add_symbol("tg_blas_set_threads", addresses[1])
+    return (types.ExternalFunction("tg_blas_get_threads", types.intc()),
+            types.ExternalFunction("tg_blas_set_threads", types.void(types.intc)))
+
+
+_blas_get_threads, _blas_set_threads = _blas_thread_functions()
+_SMALL_PRODUCT = {SMALL}
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _blas_one(work):
+    if work < _SMALL_PRODUCT:
+        n = _blas_get_threads()
+        if n > 1:
+            _blas_set_threads(1)
+            return n
+    return 0
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _blas_restore(saved):
+    if saved > 0:
+        _blas_set_threads(saved)
 """
 
 # SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
@@ -1088,6 +1140,7 @@ def _module_source() -> str:
         *vecmath_trig.TEMPLATES.values(),
         *vecmath_special.TEMPLATES.values(),
         _CVIEW,
+        _BLAS_THREADS.replace("{SMALL}", str(blas_threads.SMALL_PRODUCT)),
         _LAPACK,
         _EXPM,
         _CYTHON_SPECIAL,

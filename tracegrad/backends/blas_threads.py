@@ -10,7 +10,7 @@ this policy never touches), or the one BLAS a conda or system install shares. Th
   `sync` sets that when the first kernel's helpers load and whenever `num_threads` changes;
 - inside a kernel, a product of fewer than `SMALL_PRODUCT` multiply-adds runs on one
   thread (the kernel lowers the library's count around that call and restores it), where
-  OpenBLAS would wake its threads from about 65536 on and pay their synchronisation, and,
+  OpenBLAS would wake its threads from 2^18 on and pay their synchronisation, and,
   with another process on the other cores, a wait for a thread the OS has not scheduled.
 
 The count is set through the library's own symbol (`openblas_set_num_threads`,
@@ -27,11 +27,11 @@ import threading
 
 from tracegrad.backends import threads
 
-# A product of fewer multiply-adds than this (a 256^3 product, ~1.3 ms on one core of the
-# 2-core EPYC) runs its BLAS call on one thread. benchmarks/blas_threads.py measures the
-# crossover (docs/performance.md, "BLAS threads"): with the other core busy, a second
-# OpenBLAS thread made every product up to 512^3 3-1000x slower (its thread waits for a
-# time slice); only products that take milliseconds can win back such a wait.
+# A product of fewer multiply-adds than this (a 256^3 product, ~1.3-1.8 ms on one core of
+# the 2-core EPYC) runs its BLAS call on one thread. benchmarks/blas_threads.py measures the
+# crossover (docs/performance.md, "BLAS threads"): on the loaded machine a second OpenBLAS
+# thread made every product up to 512^3 4-1000x slower (each call waited tens of ms for the
+# thread's time slice); only products that take milliseconds can win back such a wait.
 SMALL_PRODUCT = 1 << 24
 
 _LOCK = threading.Lock()

@@ -102,3 +102,15 @@ def test_triangular_solve_restores_the_count(threads_2):
     np.testing.assert_allclose(got, scipy.linalg.solve_triangular(a, b, lower=True),
                                rtol=1e-12)
     assert blas_threads.library_threads() == 2
+
+
+def test_lapack_calls_restore_the_count_also_after_an_error(threads_2):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((30, 30)) + 30 * np.eye(30)
+    b = rng.standard_normal((30, 4))
+    got = _compiled(lambda a, b: tnp.linalg.solve(a, b) + tnp.linalg.det(a), a, b)
+    np.testing.assert_allclose(got, np.linalg.solve(a, b) + np.linalg.det(a), rtol=1e-10)
+    assert blas_threads.library_threads() == 2
+    with pytest.raises(np.linalg.LinAlgError):
+        _compiled(lambda a, b: tnp.linalg.solve(a, b), np.zeros((30, 30)), b)
+    assert blas_threads.library_threads() == 2

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegrad.backends import blas_threads
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import lowering
 from tracegrad.backends.numba.plan import Plan
@@ -175,6 +176,7 @@ class Executor:
         return result
 
     def _error(self, e: Exception) -> Exception:
+        blas_threads.resync()  # a BLAS call the error skipped may have lowered its count
         args = e.args
         if args and type(args[0]) is int and 0 <= args[0] < len(self.raises):
             op = self.raises[args[0]]

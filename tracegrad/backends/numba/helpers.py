@@ -45,7 +45,10 @@ _LINALG = """
 @njit(cache=True, error_model="numpy")
 def _det_{S}(a):
     if np.isfinite(a).all():
-        return np.linalg.det(a)
+        saved = _blas_one(a.size * a.shape[0])
+        r = np.linalg.det(a)
+        _blas_restore(saved)
+        return r
     with objmode(r="{N}"):
         r = _lapack("det", a)
     return r
@@ -54,7 +57,10 @@ def _det_{S}(a):
 @njit(cache=True, error_model="numpy")
 def _slogdet_{S}(a):
     if np.isfinite(a).all():
-        return np.linalg.slogdet(a)
+        saved = _blas_one(a.size * a.shape[0])
+        r = np.linalg.slogdet(a)
+        _blas_restore(saved)
+        return r
     with objmode(sign="{N}", logdet="{RN}"):
         sign, logdet = _lapack("slogdet", a)
     return sign, logdet
@@ -63,7 +69,10 @@ def _slogdet_{S}(a):
 @njit(cache=True, error_model="numpy")
 def _solve_{S}(a, b):
     if np.isfinite(a).all() and np.isfinite(b).all():
-        return np.linalg.solve(a, b)
+        saved = _blas_one(a.size * (a.shape[0] + b.shape[1]))
+        r = np.linalg.solve(a, b)  # LinAlgError: the executor restores the count
+        _blas_restore(saved)
+        return r
     with objmode(r="{N}[:, :]"):
         r = _lapack("solve", a, b)
     return r
@@ -137,7 +146,9 @@ def _lu_{S}(a, lu, piv, perm, flag):
             f[j, i] = a[i, j]
     ipiv = np.empty(max(k, 1), dtype=np.int32)
     if k > 0:
+        saved = _blas_one(m * n * k)
         _getrf_{S}(_GETRF_KIND_{S}, m, n, f.ctypes, m, ipiv.ctypes)
+        _blas_restore(saved)
     for i in range(m):
         for j in range(n):
             lu[i, j] = f[j, i]

@@ -29,9 +29,10 @@ from tracegrad.backends import threads
 
 # A product of fewer multiply-adds than this (a 256^3 product, ~1.3-1.8 ms on one core of
 # the 2-core EPYC) runs its BLAS call on one thread. benchmarks/blas_threads.py measures the
-# crossover (docs/performance.md, "BLAS threads"): on the loaded machine a second OpenBLAS
-# thread made every product up to 512^3 4-1000x slower (each call waited tens of ms for the
-# thread's time slice); only products that take milliseconds can win back such a wait.
+# crossover (docs/performance.md, "BLAS threads and default settings"): on the loaded
+# machine a second OpenBLAS thread made every product up to 512^3 4-1000x slower (each call
+# waited tens of ms for the thread's time slice); only products that take milliseconds can
+# win back such a wait.
 SMALL_PRODUCT = 1 << 24
 
 _LOCK = threading.Lock()

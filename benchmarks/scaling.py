@@ -6,12 +6,12 @@ the scaling of each (time at 1 thread / time at the default).
 e.g. `python benchmarks/scaling.py jacobians.py --only w5,w6`. SCRIPT is one of the scripts
 that load their peers through one_thread.py (jacobians.py, one_pass.py, control_flow.py,
 ...) and take `--json`; it runs in a fresh process per setting (thread counts are fixed when
-a library loads), R times each (default 3), interleaved, and each time is the median over
-the runs. `--busy` keeps a busy Python loop running in another process throughout (another
-program holding a core). Prints the machine (cores, CPU model and flags), the load average
-around each run, and a Markdown table: per row and library, the time at 1 thread, at the
-default, and the scaling; the last columns are each peer's time / tracegrad's at the
-default (> 1: tracegrad faster).
+a library loads), R times each (default 3), interleaved in alternating order, and each time
+is the median over the runs. `--busy` keeps a busy Python loop running in another process
+throughout (another program holding a core). Prints the machine (cores, CPU model and
+flags), the load average around each run, and a Markdown table: per row and library, the
+time at 1 thread, at the default, and the scaling; the last columns are each peer's time /
+tracegrad's at the default (> 1: tracegrad faster).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def main(argv=None):
     loads = []
     try:
         time.sleep(1.0 if busy else 0.0)
-        for _ in range(opts.repeat):
-            for setting in runs:
+        for i in range(opts.repeat):  # the order alternates: a load that drifts biases neither
+            for setting in list(runs)[::1 if i % 2 == 0 else -1]:
                 times, load = run_once(opts.script, opts.args, setting)
                 runs[setting].append(times)
                 loads.append(load)

@@ -1,13 +1,22 @@
 """The peers of the one-thread benchmark scripts (jacobians.py, control_flow.py), loaded after
 every library is limited to one thread: `jax` (x64) and `jnp`, `torch`, or None where not
-installed, and `time_peers`. Import it before NumPy."""
+installed, and `time_peers`. Import it before NumPy.
+
+TRACEGRAD_BENCH_THREADS=default leaves every library (tracegrad too) at its default thread
+count instead; benchmarks/scaling.py runs a script both ways."""
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                      "intra_op_parallelism_threads=1")
+THREADS = os.environ.get("TRACEGRAD_BENCH_THREADS", "1")
+if THREADS == "1":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS", "TRACEGRAD_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                          "intra_op_parallelism_threads=1")
+elif THREADS != "default":
+    raise SystemExit(f"TRACEGRAD_BENCH_THREADS={THREADS!r}: '1' (the default) or 'default'")
+os.environ.setdefault("XLA_FLAGS", "")
 
 # TRACEGRAD_BENCH_ISA=avx2: every library generates AVX2 code, no AVX-512, on any x86-64
 # that has AVX2 (the figures of an AVX2-only machine, as near as one that has AVX-512 gets):
@@ -34,7 +43,8 @@ if jax is not None:
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 if torch is not None:
-    torch.set_num_threads(1)
+    if THREADS == "1":
+        torch.set_num_threads(1)
     if ISA == "avx2":
         import torch._inductor.config
 

@@ -203,3 +203,13 @@ def test_random_numbers_are_the_same_on_every_worker(client, data):
     np.testing.assert_array_equal(out, np.concatenate(want))
     np.testing.assert_allclose(want[0], x[:CHUNKS] + tr.normal(key, (CHUNKS, FEATURES)),
                                rtol=1e-15)
+
+
+def test_kernels_on_a_worker_use_at_most_its_threads(client, data):
+    from tracegrad.backends import blas_threads
+
+    x, y, w = data
+    tgd.value_and_grad(logistic_loss)(w, chunked(x), chunked(y))  # a task on each worker
+    # threads_per_worker=1: the workers' processes may use 2 cores, their kernels use 1
+    counts = client.run(lambda: (tg.config.num_threads, blas_threads.library_threads()))
+    assert all(n == 1 and blas in (1, None) for n, blas in counts.values()), counts

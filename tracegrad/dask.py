@@ -8,6 +8,7 @@ disk cache. NumPy arguments are the same for every chunk and travel once per wor
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -178,7 +179,23 @@ def _call(concrete, block_args):
 
 
 def _run(concrete, *args):
+    _worker_threads()
     return concrete(*args)
+
+
+def _worker_threads() -> None:
+    """In a `dask.distributed` worker, kernels use at most its threads (`nthreads`, the
+    cluster's `threads_per_worker`): `tg.config.num_threads` is capped at that."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:  # not imported: no worker in this process
+        return
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not inside a worker's task
+        return
+    nthreads = worker.state.nthreads
+    if tg.config.num_threads > nthreads:
+        tg.config.num_threads = nthreads
 
 
 def _sum_partials(*partials):

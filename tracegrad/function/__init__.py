@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracegrad import backends
-from tracegrad.backends import threads
+from tracegrad.backends import blas_threads, threads
 from tracegrad.core import tree
 from tracegrad.core.hooks import Hook
 from tracegrad.core.ir import EagerTensor, FuncGraph, GraphTensor
@@ -126,6 +126,7 @@ class Config:
             raise InvalidArgumentError(
                 f"tg.config.num_threads must be a positive int, got {count!r}")
         threads.num_threads = count
+        blas_threads.resync()
 
     @property
     def vector_width(self) -> int | None:

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from tracegrad.backends import threads
+from tracegrad.backends import blas_threads, threads
 from tracegrad.backends.numba import parallel
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import lowering
@@ -232,6 +232,7 @@ class Executor:
         return result
 
     def _error(self, e: Exception) -> Exception:
+        blas_threads.resync()  # a BLAS call the error skipped may have lowered its count
         args = e.args
         if args and type(args[0]) is int and 0 <= args[0] < len(self.raises):
             op = self.raises[args[0]]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from tracegrad.backends import blas_threads
 from tracegrad.backends.numba import incomplete, vecmath, vecmath_special, vecmath_trig
 from tracegrad.core import dtypes
 from tracegrad.ops import random_bits
@@ -44,7 +45,10 @@ _LINALG = """
 @njit(cache=True, error_model="numpy")
 def _det_{S}(a):
     if np.isfinite(a).all():
-        return np.linalg.det(a)
+        saved = _blas_one(a.size * a.shape[0])
+        r = np.linalg.det(a)
+        _blas_restore(saved)
+        return r
     with objmode(r="{N}"):
         r = _lapack("det", a)
     return r
@@ -53,7 +57,10 @@ def _det_{S}(a):
 @njit(cache=True, error_model="numpy")
 def _slogdet_{S}(a):
     if np.isfinite(a).all():
-        return np.linalg.slogdet(a)
+        saved = _blas_one(a.size * a.shape[0])
+        r = np.linalg.slogdet(a)
+        _blas_restore(saved)
+        return r
     with objmode(sign="{N}", logdet="{RN}"):
         sign, logdet = _lapack("slogdet", a)
     return sign, logdet
@@ -62,7 +69,10 @@ def _slogdet_{S}(a):
 @njit(cache=True, error_model="numpy")
 def _solve_{S}(a, b):
     if np.isfinite(a).all() and np.isfinite(b).all():
-        return np.linalg.solve(a, b)
+        saved = _blas_one(a.size * (a.shape[0] + b.shape[1]))
+        r = np.linalg.solve(a, b)  # LinAlgError: the executor restores the count
+        _blas_restore(saved)
+        return r
     with objmode(r="{N}[:, :]"):
         r = _lapack("solve", a, b)
     return r
@@ -136,7 +146,9 @@ def _lu_{S}(a, lu, piv, perm, flag):
             f[j, i] = a[i, j]
     ipiv = np.empty(max(k, 1), dtype=np.int32)
     if k > 0:
+        saved = _blas_one(m * n * k)
         _getrf_{S}(_GETRF_KIND_{S}, m, n, f.ctypes, m, ipiv.ctypes)
+        _blas_restore(saved)
     for i in range(m):
         for j in range(n):
             lu[i, j] = f[j, i]
@@ -506,8 +518,12 @@ _HELPERS["rowmin"] = _ROW_EXTREME.replace("{K}", "min").replace("{INIT}", "np.in
 _BDOT = """
 @njit(cache=True, **_OPTS)
 def _bdot_{TR}_{S}(a, b, o):
+    if o.shape[0] == 0:
+        return
+    saved = _blas_one(o[0].size * a.shape[a.ndim - 1])
     for k in range(o.shape[0]):
         np.dot(a[k]{TA}, b[k]{TB}, o[k])
+    _blas_restore(saved)
 """
 for _tr in ("nn", "nt", "tn", "tt"):
     _HELPERS["bdot_" + _tr] = (_BDOT.replace("{TR}", _tr)
@@ -518,7 +534,9 @@ for _tr in ("nn", "nt", "tn", "tt"):
 _HELPERS["dot"] = """
 @njit(cache=True, **_OPTS)
 def _dot_{S}(a, b, o):
+    saved = _blas_one(o.size * a.shape[a.ndim - 1])
     np.dot(a, b, o)
+    _blas_restore(saved)
 """
 
 # Small matrix-vector products (SMALL_DOT elements of the matrix at most) as loops: below
@@ -713,6 +731,7 @@ def _triangular_{P}(a, b, out, lower, trans, unit, left, product):
     sizes[2] = max(1, n)
     sizes[3] = cols
     alpha = np.ones(1, np.{N})
+    saved = _blas_one(rows * cols * n)
     if product:
         _blas_{P}trmm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
                       sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
@@ -721,6 +740,50 @@ def _triangular_{P}(a, b, out, lower, trans, unit, left, product):
         _blas_{P}trsm(flags[0:].ctypes, flags[1:].ctypes, flags[2:].ctypes, flags[3:].ctypes,
                       sizes[0:].ctypes, sizes[1:].ctypes, alpha.ctypes, m.ctypes,
                       sizes[2:].ctypes, out.ctypes, sizes[3:].ctypes)
+    _blas_restore(saved)
+"""
+
+# The BLAS thread policy (tracegrad.backends.blas_threads): a product of fewer than
+# SMALL_PRODUCT multiply-adds runs on one BLAS thread. `_blas_one(work)` lowers the
+# library's count to 1 for such a product and returns the count to restore (0: none).
+# Bound at import to the library's own get/set functions (no-ops when it has none).
+_BLAS_THREADS = """
+def _blas_thread_functions():
+    import llvmlite.binding as llvm
+    from numba import cfunc, types
+
+    from tracegrad.backends import blas_threads
+
+    addresses = blas_threads.addresses()
+    if addresses is None:
+        addresses = (cfunc(types.intc())(lambda: 1).address,
+                     cfunc(types.void(types.intc))(lambda n: None).address)
+    else:
+        blas_threads.sync()
+    llvm.add_symbol("tg_blas_get_threads", addresses[0])
+    llvm.add_symbol("tg_blas_set_threads", addresses[1])
+    return (types.ExternalFunction("tg_blas_get_threads", types.intc()),
+            types.ExternalFunction("tg_blas_set_threads", types.void(types.intc)))
+
+
+_blas_get_threads, _blas_set_threads = _blas_thread_functions()
+_SMALL_PRODUCT = {SMALL}
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _blas_one(work):
+    if work < _SMALL_PRODUCT:
+        n = _blas_get_threads()
+        if n > 1:
+            _blas_set_threads(1)
+            return n
+    return 0
+
+
+@njit(cache=True, forceinline=True, **_OPTS)
+def _blas_restore(saved):
+    if saved > 0:
+        _blas_set_threads(saved)
 """
 
 # SciPy's compiled special functions (scipy.special.cython_special), called from kernels as
@@ -1127,6 +1190,7 @@ def _module_source() -> str:
         *vecmath_trig.TEMPLATES.values(),
         *vecmath_special.TEMPLATES.values(),
         _CVIEW,
+        _BLAS_THREADS.replace("{SMALL}", str(blas_threads.SMALL_PRODUCT)),
         _LAPACK,
         _EXPM,
         _CYTHON_SPECIAL,

@@ -247,3 +247,49 @@ def test_a_loop_step_past_the_outline_size_keeps_its_temporaries_in_the_step():
     assert "def nest" in src and "_ws(" in src
     got, want = _both(f, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
+def _gated_cells(weights, xs):
+    """Two LSTM-like layers of 14 cells: each step stores five vectors (the states and the
+    prediction) and reads twenty weight vectors, then a log-sum-exp over the prediction."""
+    def sigmoid(v):
+        return 1.0 / (1.0 + tnp.exp(-v))
+
+    def step(carry, x):
+        (h0, c0), (h1, c1) = carry
+        w = weights
+        f0, i0 = sigmoid(x * w[0] + w[1]), sigmoid(h0 * w[2] + w[3])
+        c0 = c0 * f0 + i0 * tnp.tanh(h0 * w[4] + w[5])
+        h0 = sigmoid(x * w[6] + w[7]) * tnp.tanh(c0)
+        f1, i1 = sigmoid(h0 * w[8] + w[9]), sigmoid(h1 * w[10] + w[11])
+        c1 = c1 * f1 + i1 * tnp.tanh(h1 * w[12] + w[13])
+        h1 = sigmoid(h0 * w[14] + w[15]) * tnp.tanh(c1)
+        pred = h1 * w[16] + w[17]
+        return ((h0, c0), (h1, c1)), tnp.sum(x * (pred - tnp.log(tnp.sum(tnp.exp(pred)))))
+
+    zero = tnp.zeros(14)
+    return tnp.sum(tg.scan(step, ((zero, zero), (zero, zero)), xs)[1])
+
+
+def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothing(
+        tmp_path, monkeypatch):
+    from tests.backends._codegen_probe import kernel_module
+    from tracegrad.backends import numba as nb
+
+    rng = np.random.default_rng(7)
+    weights, xs = rng.uniform(-1, 1, (18, 14)), rng.uniform(0, 1, (40, 14))
+    # compiled here (cached machine code has no text to inspect)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    nb.clear_memory_cache()
+    graph = optimize(tg.trace(_gated_cells)(weights, xs))
+    src = nb.generate_source(graph)
+    step = re.search(r"\ndef (while_step\d+)\(.*?\n(.*?)\n\n", src, re.S)
+    assert "np.empty" not in step.group(2)  # the sums' block buffers too: from the workspace
+    nb.compile_graph(graph)
+    llvm = "\n".join(kernel_module(src).kernel.inspect_llvm().values())
+    # exp's reduction constant (1/ln 2) multiplies vectors: the step's loop, which stores
+    # five arrays and reads twenty, is vectorized (it needed more run-time alias checks
+    # than LLVM allows by default, and ran scalar)
+    assert re.search(r"fmul (fast )?<\d+ x double> [^\n]*0x3FF71547652B82FE", llvm)
+    got, want = _both(_gated_cells, weights, xs)
+    np.testing.assert_allclose(got, want, rtol=1e-13)

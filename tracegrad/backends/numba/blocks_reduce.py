@@ -189,13 +189,14 @@ def _blocked_row(cg, nest, monoid, dt, v, acc):
     k, count, m, j = nest.blocked()
     inner = len(nest.dims)
     buf = cg.fresh("buf")
-    nest.prologue.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
+    nest.prologue.append(f"{buf} = "
+                         + cg.scratch(f"np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})"))
     nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
     row = "pairwise" if monoid == "sum" else _ROW_HELPER[monoid]  # a block: NumPy's order
     part = f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})"
     if monoid == "sum":
         stk = cg.fresh("stk")
-        nest.prologue.append(f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
+        nest.prologue.append(f"{stk} = " + cg.scratch(f"np.empty(64, dtype={NB_TYPE[dt]})"))
         nest.block_end.append(f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k}, {part})")
         nest.post[inner - 1].append(f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, "
                                     f"{count})")

@@ -294,6 +294,15 @@ class CodeGen:
         self.refs[id(t)] = Ref("arr", name)
         return name
 
+    def scratch(self, value: str) -> str:
+        """What a nest's scratch buffer of fixed size (`value`, an allocation reading no size
+        of the step's own loops) is: in a loop step, a temporary of the workspace its caller
+        allocates once (a reduction's block buffer is otherwise allocated every step)."""
+        if self.workspace is None:
+            return value
+        self.workspace.append(value)
+        return slot(f"ws{len(self.workspace) - 1}")
+
     def set_scalar(self, t, expr: str, keep_open: bool = False):
         """`t` (rank 0) is held by a new local assigned `expr` at function level (before
         the open nest, which stays open, with `keep_open`)."""

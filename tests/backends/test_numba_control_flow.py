@@ -249,26 +249,33 @@ def test_a_loop_step_past_the_outline_size_keeps_its_temporaries_in_the_step():
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
 
 
-def _gated_cells(weights, xs):
-    """Two LSTM-like layers of 14 cells: each step stores five vectors (the states and the
-    prediction) and reads twenty weight vectors, then a log-sum-exp over the prediction."""
+def _gated_cells(params, xs):
+    """Two LSTM layers of 14 cells (GradBench's objective): the weights and biases are rows
+    of `params`, the states are stacked; each step stores five vectors (the two layers'
+    new states and the prediction) and reads some twenty-five (the weights and biases of
+    each gate, the states, the sequence's rows), then a log-sum-exp over the prediction."""
     def sigmoid(v):
         return 1.0 / (1.0 + tnp.exp(-v))
 
-    def step(carry, x):
-        (h0, c0), (h1, c1) = carry
-        w = weights
-        f0, i0 = sigmoid(x * w[0] + w[1]), sigmoid(h0 * w[2] + w[3])
-        c0 = c0 * f0 + i0 * tnp.tanh(h0 * w[4] + w[5])
-        h0 = sigmoid(x * w[6] + w[7]) * tnp.tanh(c0)
-        f1, i1 = sigmoid(h0 * w[8] + w[9]), sigmoid(h1 * w[10] + w[11])
-        c1 = c1 * f1 + i1 * tnp.tanh(h1 * w[12] + w[13])
-        h1 = sigmoid(h0 * w[14] + w[15]) * tnp.tanh(c1)
-        pred = h1 * w[16] + w[17]
-        return ((h0, c0), (h1, c1)), tnp.sum(x * (pred - tnp.log(tnp.sum(tnp.exp(pred)))))
+    weight, bias = params[0:4:2].reshape(2, 4, 14), params[1:4:2].reshape(2, 4, 14)
 
-    zero = tnp.zeros(14)
-    return tnp.sum(tg.scan(step, ((zero, zero), (zero, zero)), xs)[1])
+    def step(carry, pair):
+        (hidden, cell), (x, gold) = carry, pair
+        hs, cs = [], []
+        for i in range(2):
+            forget = sigmoid(x * weight[i, 0] + bias[i, 0])
+            ingate = sigmoid(hidden[i] * weight[i, 1] + bias[i, 1])
+            outgate = sigmoid(x * weight[i, 2] + bias[i, 2])
+            c = cell[i] * forget + ingate * tnp.tanh(hidden[i] * weight[i, 3] + bias[i, 3])
+            x = outgate * tnp.tanh(c)
+            hs.append(x)
+            cs.append(c)
+        pred = x * params[4, :14] + params[5, :14]
+        norm = pred - tnp.log(tnp.sum(tnp.exp(pred)) + 2.0)
+        return (tnp.stack(hs), tnp.stack(cs)), tnp.sum(gold * norm)
+
+    state = tnp.zeros((2, 14))
+    return tnp.sum(tg.scan(step, (state, state), (xs[:-1], xs[1:]))[1])
 
 
 def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothing(
@@ -277,7 +284,7 @@ def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothin
     from tracegrad.backends import numba as nb
 
     rng = np.random.default_rng(7)
-    weights, xs = rng.uniform(-1, 1, (18, 14)), rng.uniform(0, 1, (40, 14))
+    weights, xs = rng.uniform(-1, 1, (6, 56)), rng.uniform(0, 1, (40, 14))
     # compiled here (cached machine code has no text to inspect)
     monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
     nb.clear_memory_cache()

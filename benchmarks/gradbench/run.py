@@ -153,6 +153,10 @@ def check(name, problem, size, lib, value_out, deriv_out, reference, jax_deriv):
 
 
 def first_call_child(lib, name, size):
+    # the default settings (benchmarks/run.py, imported above, turns the background compile
+    # off for timed calls); TRACEGRAD_BACKGROUND_COMPILE=0 measures the synchronous compile
+    tg.config.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
+        "", "0")
     problem = PROBLEMS[name]
     args = convert(lib, problem.data(size))
     _, deriv = library_fns(lib, problem, size)

@@ -151,8 +151,10 @@ def test_a_loop_of_many_steps_waits_for_its_kernel_a_short_one_does_not(gated, m
     graph = concrete.graph
     assert tg_function.interim_estimate(graph) < tg_function.compile_estimate(graph)
     assert not interim.waits
+    assert interim._kernel is None  # its compile starts when the first call ends
     np.testing.assert_array_equal(f(short), want(short))  # the numpy interim: compile held
     assert compiled == [] and concrete._executor is interim and interim._spent > 0
+    assert interim._kernel is not None
 
     concrete = f.get_concrete_function(long)
     interim = concrete.executor

@@ -261,9 +261,11 @@ class _Interim:
     A graph whose compile is expected to take longer than `config.defer_compile_above`
     seconds (`compile_estimate`) starts compiling only once its calls have spent as long
     on the numpy backend as the compile would take, or when `wait_for_compiles` asks for
-    it: a huge graph called once is never compiled. A graph whose numpy run is expected to
-    take longer than its compile (`interim_estimate`: a loop of many steps) has its calls
-    wait for the kernel instead (`waits`)."""
+    it: a huge graph called once is never compiled. Any other compile starts when the first
+    call ends (Numba's compile holds the GIL for much of its time: started with the call, it
+    slowed the interim's Python loop down). A graph whose numpy run is expected to take
+    longer than its compile (`interim_estimate`: a loop of many steps) has its calls wait
+    for the kernel instead (`waits`)."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
@@ -274,9 +276,9 @@ class _Interim:
         self._estimate = compile_estimate(concrete.graph)
         self._model = _interim_model(concrete.graph)
         self.waits = _waits_for_kernel(interim_estimate(concrete.graph), self._estimate)
-        if self.waits or _compile_due(self._estimate, 0.0):
+        if self.waits:
             self._start()
-        else:
+        else:  # started after the first call: compiling, it would hold the GIL from it
             _DEFERRED.add(self)
 
     def _start(self):

@@ -127,3 +127,54 @@ def test_wait_for_compiles_makes_the_next_call_run_the_kernel(gated):
     assert not isinstance(concrete._executor, tg_function._Interim)
     for g, r in zip(got, reference(w, x)):
         np.testing.assert_allclose(g, r, rtol=1e-14)
+
+
+def _decay_sum(xs):
+    def step(c, x):
+        c = c * 0.5 + x
+        return c, c * c
+    return tnp.sum(tg.scan(step, 0.0, xs)[1])
+
+
+def test_a_loop_of_many_steps_waits_for_its_kernel_a_short_one_does_not(gated, monkeypatch):
+    gate, compiled = gated
+    # the assumed costs (not this process's measured ones): numpy runs each op of each
+    # step in Python for ~5 us, a compile costs ~0.03 s per op of the graph and its body
+    monkeypatch.setattr(tg_function, "_COMPILE_COST", [0.0, 0])
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    f = tg.function(_decay_sum, backend="numba")
+    want = tg.function(_decay_sum, backend="numpy")
+    short, long = np.linspace(0.0, 1.0, 10), np.linspace(0.0, 1.0, 200_000)
+
+    concrete = f.get_concrete_function(short)
+    interim = concrete.executor
+    graph = concrete.graph
+    assert tg_function.interim_estimate(graph) < tg_function.compile_estimate(graph)
+    assert not interim.waits
+    assert interim._kernel is None  # its compile starts when the first call ends
+    np.testing.assert_array_equal(f(short), want(short))  # the numpy interim: compile held
+    assert compiled == [] and concrete._executor is interim and interim._spent > 0
+    assert interim._kernel is not None
+
+    concrete = f.get_concrete_function(long)
+    interim = concrete.executor
+    graph = concrete.graph
+    # 200000 steps of the body in Python against one compile of the graph and the body
+    assert tg_function.interim_estimate(graph) > tg_function.compile_estimate(graph) > 0.1
+    assert interim.waits
+    threading.Timer(0.3, gate.set).start()  # released while the first call waits
+    got = f(long)
+    assert compiled == ["numba", "numba"]  # the short graph's kernel, then this one's
+    assert interim._spent == 0.0  # the numpy interim never ran
+    assert not isinstance(concrete._executor, tg_function._Interim)
+    np.testing.assert_allclose(got, want(long), rtol=1e-12)
+
+
+def test_the_interim_estimate_scales_with_what_interim_calls_took(monkeypatch):
+    graph = tg.trace(_decay_sum)(np.linspace(0.0, 1.0, 100))
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    model = tg_function.interim_estimate(graph)
+    # 100 iterations of the body: at least 100 op runs at the assumed cost each
+    assert model > 100 * tg_function.INTERIM_SECONDS_PER_OP
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [3.0, 1.0])  # calls took 3x the model
+    assert tg_function.interim_estimate(graph) == pytest.approx(3.0 * model)

@@ -2,7 +2,7 @@
 tracegrad beside JAX `jit`, PyTorch eager and `torch.compile`, in one run.
 
     python benchmarks/gradbench/run.py [--only gmm,lstm,...] [--sizes default|all]
-                                       [--no-first] [--json FILE]
+                                       [--no-first] [--cpu] [--json FILE]
 
 For each problem and size: the objective alone ("value") and the value with its gradient
 ("value+grad"; kmeans: GradBench's `dir`, the gradient divided by the Hessian's diagonal,
@@ -153,6 +153,10 @@ def check(name, problem, size, lib, value_out, deriv_out, reference, jax_deriv):
 
 
 def first_call_child(lib, name, size):
+    # the default settings (benchmarks/run.py, imported above, turns the background compile
+    # off for timed calls); TRACEGRAD_BACKGROUND_COMPILE=0 measures the synchronous compile
+    tg.config.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
+        "", "0")
     problem = PROBLEMS[name]
     args = convert(lib, problem.data(size))
     _, deriv = library_fns(lib, problem, size)
@@ -209,12 +213,33 @@ def measure(name, size, libs):
     return rows
 
 
+CPU_TIME = False  # --cpu: the process's CPU time per call instead of wall time
+
+
 def timed(fn) -> float:
-    """`median_time`, with 3 batches instead of 9 for a call of more than half a second."""
+    """`median_time`, with 3 batches instead of 9 for a call of more than half a second
+    (with `CPU_TIME`, the same medians of the process's CPU time)."""
     t = time.perf_counter()
     fn()
     slow = time.perf_counter() - t > 0.5
+    if CPU_TIME:
+        return _cpu_median(fn, 3 if slow else 9)
     return median_time(fn, batches=3) if slow else median_time(fn)
+
+
+def _cpu_median(fn, batches: int, batch_seconds: float = 0.05) -> float:
+    """The median over `batches` batches of the process's CPU seconds per call (a shared,
+    loaded machine stretches wall times; every library runs on one thread)."""
+    start = time.process_time()
+    fn()
+    n = max(1, round(batch_seconds / max(time.process_time() - start, 1e-6)))
+    per_call = []
+    for _ in range(batches):
+        start = time.process_time()
+        for _ in range(n):
+            fn()
+        per_call.append((time.process_time() - start) / n)
+    return float(np.median(per_call))
 
 
 def _ms(t):
@@ -231,6 +256,8 @@ def main(argv=None):
     parser.add_argument("--sizes", choices=("default", "all"), default="default")
     parser.add_argument("--no-first", action="store_true", help="skip the fresh-process calls")
     parser.add_argument("--libraries", default=",".join(LIBRARIES))
+    parser.add_argument("--cpu", action="store_true",
+                        help="CPU time of the process per call instead of wall time")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -238,6 +265,8 @@ def main(argv=None):
         lib, name, size = args.child
         return first_call_child(lib, name, tuple(json.loads(size)))
     tg.config.background_compile = False  # timed calls measure the kernel, not the interim
+    global CPU_TIME
+    CPU_TIME = args.cpu
     libs = [lib for lib in available() if lib in args.libraries.split(",")]
     versions = {"python": sys.version.split()[0], "numpy": np.__version__,
                 "tracegrad": tg.__version__}

@@ -247,3 +247,56 @@ def test_a_loop_step_past_the_outline_size_keeps_its_temporaries_in_the_step():
     assert "def nest" in src and "_ws(" in src
     got, want = _both(f, x, w)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
+def _gated_cells(params, xs):
+    """Two LSTM layers of 14 cells (GradBench's objective): the weights and biases are rows
+    of `params`, the states are stacked; each step stores five vectors (the two layers'
+    new states and the prediction) and reads some twenty-five (the weights and biases of
+    each gate, the states, the sequence's rows), then a log-sum-exp over the prediction."""
+    def sigmoid(v):
+        return 1.0 / (1.0 + tnp.exp(-v))
+
+    weight, bias = params[0:4:2].reshape(2, 4, 14), params[1:4:2].reshape(2, 4, 14)
+
+    def step(carry, pair):
+        (hidden, cell), (x, gold) = carry, pair
+        hs, cs = [], []
+        for i in range(2):
+            forget = sigmoid(x * weight[i, 0] + bias[i, 0])
+            ingate = sigmoid(hidden[i] * weight[i, 1] + bias[i, 1])
+            outgate = sigmoid(x * weight[i, 2] + bias[i, 2])
+            c = cell[i] * forget + ingate * tnp.tanh(hidden[i] * weight[i, 3] + bias[i, 3])
+            x = outgate * tnp.tanh(c)
+            hs.append(x)
+            cs.append(c)
+        pred = x * params[4, :14] + params[5, :14]
+        norm = pred - tnp.log(tnp.sum(tnp.exp(pred)) + 2.0)
+        return (tnp.stack(hs), tnp.stack(cs)), tnp.sum(gold * norm)
+
+    state = tnp.zeros((2, 14))
+    return tnp.sum(tg.scan(step, (state, state), (xs[:-1], xs[1:]))[1])
+
+
+def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothing(
+        tmp_path, monkeypatch):
+    from tests.backends._codegen_probe import kernel_module
+    from tracegrad.backends import numba as nb
+
+    rng = np.random.default_rng(7)
+    weights, xs = rng.uniform(-1, 1, (6, 56)), rng.uniform(0, 1, (40, 14))
+    # compiled here (cached machine code has no text to inspect)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    nb.clear_memory_cache()
+    graph = optimize(tg.trace(_gated_cells)(weights, xs))
+    src = nb.generate_source(graph)
+    step = re.search(r"\ndef (while_step\d+)\(.*?\n(.*?)\n\n", src, re.S)
+    assert "np.empty" not in step.group(2)  # the sums' block buffers too: from the workspace
+    nb.compile_graph(graph)
+    llvm = "\n".join(kernel_module(src).kernel.inspect_llvm().values())
+    # exp's reduction constant (1/ln 2) multiplies vectors: the step's loop, which stores
+    # five arrays and reads twenty, is vectorized (it needed more run-time alias checks
+    # than LLVM allows by default, and ran scalar)
+    assert re.search(r"fmul (fast )?<\d+ x double> [^\n]*0x3FF71547652B82FE", llvm)
+    got, want = _both(_gated_cells, weights, xs)
+    np.testing.assert_allclose(got, want, rtol=1e-13)

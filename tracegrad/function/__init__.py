@@ -176,12 +176,66 @@ _COMPILE_COST = [0.0, 0]  # CPU seconds and graph ops of the compiles of >= 100 
 
 
 def compile_estimate(graph: FuncGraph) -> float:
-    """The seconds a numba compile of `graph` is expected to take: its op count times the
-    cost per op measured on this process's compiles of 100 ops or more (before there is
-    one, `COMPILE_SECONDS_PER_OP`)."""
+    """The seconds a numba compile of `graph` is expected to take: its op count (with the
+    ops of its branches' and loops' graphs) times the cost per op measured on this
+    process's compiles of 100 ops or more (before there is one, `COMPILE_SECONDS_PER_OP`)."""
     seconds, ops = _COMPILE_COST
     per_op = seconds / ops if ops else COMPILE_SECONDS_PER_OP
-    return len(graph.operations) * per_op
+    return _op_count(graph) * per_op
+
+
+def _sub_graphs(op):
+    for value in op.attrs.values():
+        for sub in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(sub, FuncGraph):
+                yield sub
+
+
+def _op_count(graph: FuncGraph) -> int:
+    """`graph`'s ops and those of its sub-graphs (each compiled once)."""
+    return sum(1 + sum(_op_count(sub) for sub in _sub_graphs(op)) for op in graph.operations)
+
+
+# The numpy backend's time per op run on small arrays and per element an op writes,
+# assumed for a graph's first call before this process has timed interim calls of its own
+# (measured, one thread: the LSTM objective's scan steps of 14 elements took 1.2 us per
+# op, its gradient's 5.6 us; NumPy's elementwise loops write about 1 ns per float64).
+INTERIM_SECONDS_PER_OP = 5e-6
+INTERIM_SECONDS_PER_ELEMENT = 1e-9
+_INTERIM_COST = [0.0, 0.0]  # CPU seconds spent and seconds modelled, over interim calls
+
+
+def interim_estimate(graph: FuncGraph) -> float:
+    """The seconds a call of `graph` on the numpy backend is expected to take: per op run
+    (a loop's body once per iteration of its `maximum_iterations`) a fixed cost plus one per
+    element of its results, scaled by what this process's interim calls took against what
+    was expected of them."""
+    spent, expected = _INTERIM_COST
+    return _interim_model(graph) * (spent / expected if expected else 1.0)
+
+
+def _interim_model(graph: FuncGraph) -> float:
+    seconds = 0.0
+    for op in graph.operations:
+        elements = sum(_known_size(t.shape) for t in op.outputs)
+        seconds += INTERIM_SECONDS_PER_OP + elements * INTERIM_SECONDS_PER_ELEMENT
+        times = op.attrs.get("maximum_iterations") or 1
+        seconds += times * sum(_interim_model(sub) for sub in _sub_graphs(op))
+    return seconds
+
+
+def _known_size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= 1 if d is None else d
+    return n
+
+
+def _waits_for_kernel(interim: float, compile_seconds: float) -> bool:
+    """Whether a first call waits for the kernel instead of running the numpy interim: when
+    the interim is expected to take longer than the compile (a loop of many cheap steps,
+    each run in Python by the numpy backend; the kernel's run is then negligible)."""
+    return interim > compile_seconds
 
 
 def _compile_due(expected: float, spent: float) -> bool:
@@ -195,7 +249,7 @@ def _compile_due(expected: float, spent: float) -> bool:
 def _timed_compile(graph, backend, parallel):
     start = time.thread_time()
     run = compile_graph(graph, backend, parallel)
-    n = len(graph.operations)
+    n = _op_count(graph)
     if n >= 100:
         _COMPILE_COST[0] += time.thread_time() - start
         _COMPILE_COST[1] += n
@@ -210,7 +264,11 @@ class _Interim:
     A graph whose compile is expected to take longer than `config.defer_compile_above`
     seconds (`compile_estimate`) starts compiling only once its calls have spent as long
     on the numpy backend as the compile would take, or when `wait_for_compiles` asks for
-    it: a huge graph called once is never compiled."""
+    it: a huge graph called once is never compiled. Any other compile starts when the first
+    call ends (Numba's compile holds the GIL for much of its time: started with the call, it
+    slowed the interim's Python loop down). A graph whose numpy run is expected to take
+    longer than its compile (`interim_estimate`: a loop of many steps) has its calls wait
+    for the kernel instead (`waits`)."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
@@ -219,9 +277,11 @@ class _Interim:
         self._kernel = None
         self._spent = 0.0
         self._estimate = compile_estimate(concrete.graph)
-        if _compile_due(self._estimate, 0.0):
+        self._model = _interim_model(concrete.graph)
+        self.waits = _waits_for_kernel(interim_estimate(concrete.graph), self._estimate)
+        if self.waits:
             self._start()
-        else:
+        else:  # started after the first call: compiling, it would hold the GIL from it
             _DEFERRED.add(self)
 
     def _start(self):
@@ -232,16 +292,16 @@ class _Interim:
 
     def __call__(self, arrays):
         kernel = self._kernel
-        if kernel is None:
-            start = time.perf_counter()
-            out = self._reference(arrays)
-            self._spent += time.perf_counter() - start
-            if _compile_due(self._estimate, self._spent):
-                self._start()
-            return out
-        if kernel.done():
-            return self._install()(arrays)
-        return self._reference(arrays)
+        if self.waits or (kernel is not None and kernel.done()):
+            return self.wait()(arrays)
+        start, cpu = time.perf_counter(), time.thread_time()
+        out = self._reference(arrays)
+        self._spent += time.perf_counter() - start
+        _INTERIM_COST[0] += time.thread_time() - cpu  # CPU time, as compiles are measured
+        _INTERIM_COST[1] += self._model
+        if kernel is None and _compile_due(self._estimate, self._spent):
+            self._start()
+        return out
 
     def wait(self):
         """The executor installed once the compile ends (blocks until then)."""

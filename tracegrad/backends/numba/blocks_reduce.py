@@ -199,9 +199,12 @@ def _blocked_row(cg, nest, monoid, dt, v, acc):
     inner = len(nest.dims)
     buf = cg.fresh("buf")
     # a parallel nest's scratch is each block's (split blocks) or each row's own
-    scratch = nest.block_start if nest.split_blocks else \
-        nest.pre[1] if nest.parallel else nest.prologue
-    scratch.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
+    if nest.parallel:
+        scratch = nest.block_start if nest.split_blocks else nest.pre[1]
+        scratch.append(f"{buf} = np.empty({helpers.SUM_BLOCK}, dtype={NB_TYPE[dt]})")
+    else:
+        scratch = nest.prologue
+        scratch.append(cg.scratch(buf, str(helpers.SUM_BLOCK), helpers.SUM_BLOCK, dt))
     nest.stmt(frozenset(range(inner)), f"{buf}[{j}] = {v}")
     row = "pairwise" if monoid == "sum" else _ROW_HELPER[monoid]  # a block: NumPy's order
     _block_results(cg, nest, monoid, dt, f"{helper(cg.helpers, row, dt)}({buf}, 0, {m})", acc,
@@ -224,8 +227,10 @@ def _block_results(cg, nest, monoid, dt, part, acc, scratch=None):
         combine = None
     if monoid == "sum":
         stk = cg.fresh("stk")
-        (scratch if nest.parallel and not combine else nest.prologue).append(
-            f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
+        if nest.parallel and not combine:
+            scratch.append(f"{stk} = np.empty(64, dtype={NB_TYPE[dt]})")
+        else:
+            nest.prologue.append(cg.scratch(stk, "64", 64, dt))
         push = f"{helper(cg.helpers, 'bpush', dt)}({stk}, {k if not combine else kk}, {part})"
         finish = f"{acc} = {helper(cg.helpers, 'bfinish', dt)}({stk}, {count})"
         if combine:

@@ -28,6 +28,7 @@ lists what is read from it and how each file is checked.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import glob
 import hashlib
@@ -49,6 +50,13 @@ _SWEPT: set = set()  # directories whose stale temporary files this process remo
 _STALE_SECONDS = 3600  # a temporary file this old was left by a process that died writing it
 _PRIVATE = 0o700
 _CACHED_DECORATOR = "@njit(cache=True"
+# LLVM options set while a kernel compiles, and the values they go back to (LLVM's
+# defaults) after it: the loop vectorizer gives up on a loop that needs more than 128
+# run-time alias checks (a loop storing several arrays and reading many, like a recurrent
+# step's gates: 5 stores, 25 arrays read), which left such loops scalar; a check is two
+# compares once per loop entry, a scalar loop of transcendentals costs 4-8x more per element
+# (docs/numba.md, "Loops reading many arrays vectorize").
+LLVM_OPTIONS = {"-vectorize-memory-check-threshold": ("4096", "128")}
 
 
 def cache_dir() -> str:
@@ -73,8 +81,26 @@ def _versions() -> str:
         tg = version("tracegrad")
     except Exception:  # noqa: BLE001 - not installed as a distribution
         tg = "source"
+    options = ",".join(f"{k}={v[0]}" for k, v in sorted(LLVM_OPTIONS.items()))
     return f"numba={numba.__version__};numpy={numpy.__version__};tracegrad={tg};" \
-           f"python={sys.version_info[:3]};{sys.platform}"
+           f"python={sys.version_info[:3]};{sys.platform};llvm={options}"
+
+
+@contextlib.contextmanager
+def _llvm_options():
+    """`LLVM_OPTIONS` set for the compiles inside (and only those: Numba's compiler lock
+    is held, so no other Numba compile of the process runs meanwhile)."""
+    import llvmlite.binding as llvm
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        for name, (value, _) in LLVM_OPTIONS.items():
+            llvm.set_option("tracegrad", f"{name}={value}")
+        try:
+            yield
+        finally:
+            for name, (_, default) in LLVM_OPTIONS.items():
+                llvm.set_option("tracegrad", f"{name}={default}")
 
 
 def _code(source: str) -> str:
@@ -366,7 +392,8 @@ def _load_from_disk(d, key, source, signature, entry, cached):
             with warnings.catch_warnings():
                 # e.g. "prange loop will not run in parallel" for a loop that may raise
                 warnings.simplefilter("ignore", NumbaPerformanceWarning)
-                dispatcher.compile(signature)
+                with _llvm_options():
+                    dispatcher.compile(signature)
         except OSError:
             raise  # Numba could not write its cache: load_kernel compiles in memory
         except MemoryError as e:  # the compile, not the cache: keep every file

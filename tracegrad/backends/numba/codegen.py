@@ -330,11 +330,19 @@ class CodeGen:
 
     def scratch(self, name: str, size: str, elements: int | None, dtype) -> str:
         """The statement giving `name` a 1-d scratch array of `size` elements (`elements`
-        when known at compile time) of `dtype`."""
-        if elements is not None and self._keeps((elements,), dtype):
+        when known at compile time) of `dtype`: in a loop step, a fixed-size one comes from
+        the workspace its caller allocates once (not at every step); in an entry kernel, a
+        large one is kept by the executor between calls."""
+        value = f"np.empty({size}, dtype={NB_TYPE[dtype]})"
+        if elements is None or self.workspace is None:
+            return f"{name} = {value}"
+        if self.sub:
+            self.workspace.append(f"np.empty({elements}, dtype={NB_TYPE[dtype]})")
+        elif self._keeps((elements,), dtype):
             self.workspace.append("")
-            return f"{name} = {{ws{len(self.workspace) - 1}}}"
-        return f"{name} = np.empty({size}, dtype={NB_TYPE[dtype]})"
+        else:
+            return f"{name} = {value}"
+        return f"{name} = {slot(f'ws{len(self.workspace) - 1}')}"
 
     def set_scalar(self, t, expr: str, keep_open: bool = False):
         """`t` (rank 0) is held by a new local assigned `expr` at function level (before

@@ -5,6 +5,7 @@ triangular_solve) and the Fourier transforms (rocket-fft), each with its lowerin
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 
@@ -12,7 +13,8 @@ import numpy as np
 
 from tracegrad.backends.numba.blocks import _prod
 from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
-from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
+from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
+from tracegrad.backends.numba.records import name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 from tracegrad.ops import decompositions, fourier, linalg
@@ -77,7 +79,96 @@ def _dot_general(cg, op):
     cg.emit(f"{fn}({av}, {bv}, {ov})")
 
 
-register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, needs_array=True))
+# A float contraction of at most this many terms (over dims of known size) is evaluated
+# inside its consumers' loops, its terms unrolled, when fusion.py does not store it: a
+# product with a short inner dimension is bound by storing its result (kmeans' 10000 x 1000
+# distances over 16 coordinates: 80 MB written and read back for a row minimum).
+SMALL_CONTRACTION = 16
+
+
+def contraction_terms(op) -> int | None:
+    """The number of terms of each element of dot_general `op` (None: a dim of unknown
+    size)."""
+    (lc, _), _ = op.attrs["dimension_numbers"]
+    sizes = [op.inputs[0].shape[i] for i in lc]
+    return None if None in sizes else math.prod(sizes)
+
+
+def _small_contraction(op) -> bool:
+    t = op.outputs[0]
+    terms = contraction_terms(op)
+    return (t.dtype in (dtypes.float32, dtypes.float64) and terms is not None
+            and terms <= SMALL_CONTRACTION and all(x.dtype == t.dtype for x in op.inputs))
+
+
+def _dot_element(cg, op, t, idx, nest):
+    """Element `idx` of a small contraction: its terms' products added in order."""
+    (lhs, rhs) = op.inputs
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    li, ri = [None] * lhs.ndim, [None] * rhs.ndim
+    for k, (i, j) in enumerate(zip(lb, rb, strict=True)):
+        li[i] = ri[j] = idx[k]
+    for k, i in enumerate(lf):
+        li[i] = idx[len(lb) + k]
+    for k, j in enumerate(rf):
+        ri[j] = idx[len(lb) + len(lf) + k]
+    lhs_read = _contiguous_read(cg, lhs, lc, li, nest)
+    rhs_read = _contiguous_read(cg, rhs, rc, ri, nest)
+    terms, deps = [], frozenset()
+    for at in itertools.product(*(range(lhs.shape[i]) for i in lc)):
+        for i, j, c in zip(lc, rc, at, strict=True):
+            li[i] = ri[j] = (str(c), frozenset())
+        a, da = _bound(cg, nest, *lhs_read(li))
+        b, db = _bound(cg, nest, *rhs_read(ri))
+        terms.append(f"{a} * {b}")
+        deps |= da | db
+    var = cg.fresh("v")
+    nest.stmt(deps, f"{var} = {' + '.join(terms) or literal(0, t.dtype)}", op, (name_of(var),))
+    return var, deps
+
+
+def _bound(cg, nest, expr, deps):
+    """A read `expr` made a local at the depth of its `deps` (an operand element that
+    does not change in the innermost loop is loaded once outside it)."""
+    if "[" not in expr:
+        return expr, deps
+    var = cg.fresh("v")
+    nest.stmt(deps, f"{var} = {expr}", defines=(name_of(var),))
+    return var, deps
+
+
+def _contiguous_read(cg, x, contract, index, nest):
+    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array whose
+    last axis is contracted while the nest's innermost loop walks another axis is read from
+    a copy with the contracted axes first (made before the nest's loops), so that the
+    innermost loop reads consecutive elements (and vectorizes)."""
+    ref = cg.refs.get(id(x))
+    inner = frozenset((len(nest.dims) - 1,))
+    walked = [a for a in range(x.ndim) if a not in contract and index[a][1] & inner]
+    if ref is None or ref.kind != "arr" or x.ndim < 2 or x.ndim - 1 not in contract or \
+            not walked or nest.views is not None:
+        return lambda idx: cg.elem(x, idx, nest)
+    perm = list(contract) + [a for a in range(x.ndim) if a not in contract]
+    key = ("contiguous", id(x), tuple(perm))
+    copy = nest.memo.get(key)
+    if copy is None:
+        copy = nest.memo[key] = cg.fresh("ct")
+        axes = ", ".join(map(str, perm))
+        nest.prologue.append(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
+                             f"({axes},)))")
+    dims = cg.dims(x)
+
+    def read(idx):
+        parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
+        deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
+        return f"{copy}[{', '.join(parts)}]", deps
+    return read
+
+
+register(linalg.dot_general_p, Lowering(BLOCK, cost=COSTLY, emit=_dot_general, needs_array=True,
+                                        fuses_if=_small_contraction, element=_dot_element))
 
 
 def _matrix_product(cg, lhs, rhs, lc, rc, t):

@@ -208,6 +208,8 @@ class Nest:
         self.block: tuple | None = None
         self.block_dim = len(self.dims) - 1
         self.block_end: list = []
+        # the innermost loop written out this many times (`unroll`)
+        self.unrolled: int | None = None
 
     def blocked(self, dim: int | None = None) -> tuple:
         """Make loop `dim` (the innermost one by default) run in blocks of
@@ -223,6 +225,41 @@ class Nest:
                                       f"{helpers.SUM_BLOCK - 1}) // {helpers.SUM_BLOCK}",
                                       (name_of(count),)))
         return self.block
+
+    def unroll(self, count: int) -> bool:
+        """Write the innermost loop out as `count` copies of its body (a short row of known
+        length, reduced after it: `copies`); False when the loop already runs in blocks."""
+        if self.block is not None or self.unrolled not in (None, count):
+            return False
+        self.unrolled = count
+        return True
+
+    def copies(self, var: str) -> list[str]:
+        """The names of `var` (a slot defined in the innermost loop) in an unrolled loop's
+        copies."""
+        return [slot(f"{name_of(var)}_{k}") for k in range(self.unrolled)]
+
+    def _unrolled(self, body: list[Line]) -> list[Line]:
+        """The innermost loop's `body` written out `unrolled` times: in copy k the loop
+        variable is k and each name first assigned in the body gets the suffix `_k` (names
+        assigned before the loop, as accumulators, keep theirs)."""
+        outside = set()
+        n_dims = len(self.dims)
+        for x in (*self.prologue, *self.block_end, *(r for d in range(n_dims)
+                                                      for r in self.pre[d] + self.post[d])):
+            line = x if isinstance(x, Line) else Line("", record(x))
+            outside.update(line.names[n] for n in line.rec.defines)
+        if self.trig_flag is not None:  # set to 0 before the loops (`render`)
+            outside.add(name_of(self.trig_flag))
+        own = {line.names[n] for line in body for n in line.rec.defines} - outside
+        out = []
+        for k in range(self.unrolled):
+            names = Names({name_of(self.vars[-1]): str(k)})
+            names.update((n, f"{n}_{k}") for n in own)
+            out.extend(Line(line.indent, line.rec,
+                            Names({n: names[line.names[n]] for n in line.rec.names}))
+                       for line in body)
+        return out
 
     @property
     def inner(self) -> int:
@@ -287,7 +324,7 @@ class Nest:
         """The nest's lines: its loops with their records placed; with a trig flag, the
         innermost loop's block (or the whole nest) again with the full reduction."""
         redo = self.trig_flag is not None and not self.whole_rerun and (
-            self.block is None or self.block_dim == self.inner)
+            self.block is None or self.block_dim == self.inner) and self.unrolled is None
         if redo:
             self.blocked(self.inner)
         flag = self.trig_flag
@@ -316,6 +353,8 @@ class Nest:
                     lines.append(_loop(indent + "        ", j, m, again))
                     lines.extend(_indented(indent + "            ", body, again, flag))
                 lines.extend(placed(indent + "    ", r) for r in self.block_end)
+            elif d == len(self.dims) - 1 and self.unrolled is not None:
+                lines.extend(self._unrolled(level(d + 1, indent)))
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
@@ -335,7 +374,9 @@ class Nest:
             again = self._full(names)
             again.update((n, n + "_f") for n in names if n in self.cg.loop_locals)
             out.append(Line("", Stmt(f"if {flag} != 0:")))
-            out.extend(Line("    " + line.indent, line.rec, again) for line in copy)
+            out.extend(Line("    " + line.indent, line.rec,
+                            Names({n: again[line.names[n]] for n in line.rec.names}))
+                       for line in copy)
         return out
 
     def _redo(self, body: list[Line]) -> Names:

@@ -138,3 +138,23 @@ def test_kmeans_value_and_direction_on_numba():
     ref_cost, (ref_dir,) = PROBLEMS["kmeans"].reference(*args, size=(4, 30, 3))
     np.testing.assert_allclose(cost, ref_cost, rtol=1e-12)
     np.testing.assert_allclose(direction, ref_dir, rtol=1e-10, atol=1e-14)
+
+
+def test_a_computed_operand_is_computed_into_the_layout_blas_reads():
+    # einsum("kij,nkj->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is not
+    # leading in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
+    # (Fusion._compute_into_product_copies) instead of reading a stored (n, k, j) array
+    rng = np.random.default_rng(4)
+    q, mu, x = rng.standard_normal((3, 20, 20)), rng.random((3, 20)), rng.standard_normal((9, 20))
+
+    def fn(q, mu, x):
+        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        return tnp.sum(y * y)
+
+    source = source_of(fn, q, mu, x)
+    assert "_bdot_" in source
+    body = [line.strip() for line in source.splitlines() if not line.strip().startswith("#")]
+    sub = next(k for k, line in enumerate(body) if " - " in line and line.startswith("v"))
+    assert body[sub + 1].startswith("perm"), body[sub - 4:sub + 2]
+    both_backends(fn, q, mu, x)
+    both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)

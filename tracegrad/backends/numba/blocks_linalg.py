@@ -22,23 +22,42 @@ from tracegrad.ops import decompositions, fourier, linalg
 # -- dot_general --------------------------------------------------------------------------------
 
 
+def _layout(ndim, batch, free, contract, want):
+    """The axis orders of a BLAS operand: `(batch, rows, cols)` and `(batch, cols, rows)`
+    for `want` "fc" (free then contract) or "cf"."""
+    first, second = (free, contract) if want == "fc" else (contract, free)
+    return list(batch) + list(first) + list(second), list(batch) + list(second) + list(first)
+
+
+def copies_operand(op, k: int) -> bool:
+    """Whether the BLAS block of dot_general `op` copies operand `k` to another layout
+    (`_canonical`): then that operand, when computed, can be computed into the copy."""
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    if not (dtypes.is_inexact(t.dtype) and lhs.ndim and rhs.ndim and t.ndim):
+        return False
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
+        return False  # `_matrix_product`: the arrays as they are
+    x, c, b = (lhs, lc, lb) if k == 0 else (rhs, rc, rb)
+    free = [i for i in range(x.ndim) if i not in c and i not in b]
+    return list(range(x.ndim)) not in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+
+
 def _canonical(cg, x, batch, free, contract, want):
     """A 3-d view `(batch, rows, cols)` of array `x` for BLAS, copying when its layout does
-    not allow a view; `want` is "fc" (free then contract) or "cf". Returns (expr, transposed):
-    `transposed` means the view is `(batch, cols, rows)` and must be used as `.T`."""
+    not allow a view (a computed `x` left virtual by fusion.py is computed into the copy);
+    `want` is "fc" (free then contract) or "cf". Returns (expr, transposed): `transposed`
+    means the view is `(batch, cols, rows)` and must be used as `.T`."""
     xd = cg.dims(x)
-    name = cg.array(x)
     b = _prod([xd[i] for i in batch])
     f = _prod([xd[i] for i in free])
     c = _prod([xd[i] for i in contract])
-    first, second = (free, contract) if want == "fc" else (contract, free)
     fd, sd = (f, c) if want == "fc" else (c, f)
-    order = list(batch) + list(first) + list(second)
+    order, swapped = _layout(x.ndim, batch, free, contract, want)
     if order == list(range(x.ndim)):
-        return f"{name}.reshape(({b}, {fd}, {sd}))", False
-    swapped = list(batch) + list(second) + list(first)
+        return f"{cg.array(x)}.reshape(({b}, {fd}, {sd}))", False
     if swapped == list(range(x.ndim)):
-        return f"{name}.reshape(({b}, {sd}, {fd}))", True
+        return f"{cg.array(x)}.reshape(({b}, {sd}, {fd}))", True
     buf = cg.fresh("perm")
     shape = ", ".join(xd[i] for i in order)
     cg.emit(f"{buf} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")

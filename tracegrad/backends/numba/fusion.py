@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from tracegrad.backends.numba.blocks_linalg import copies_operand
 from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, REMAP, VIEW, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.core.op import constant_p
@@ -105,10 +106,25 @@ class Fusion:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
         self._place_small_contractions()
+        self._compute_into_product_copies()
         self._store_before_broadcasts()
         self._store_before_narrow_unflattens()
         self._store_shared_values()
         self._cap_regions()
+
+    def _compute_into_product_copies(self):
+        """A computed operand of a BLAS product that the product copies to another layout
+        (blocks_linalg.copies_operand: a batch axis not leading, as in a GMM's
+        `einsum("kij,nkj->nki")` of x - mu) and that nothing else reads is not stored: the
+        copy's loop computes it (one pass over it instead of a store and a strided copy)."""
+        plan = self.plan
+        for op in plan.graph.operations:
+            if op.primitive is not dot_general_p or self.kinds[id(op.outputs[0])] != "block":
+                continue
+            for k, x in enumerate(op.inputs):
+                if self.kinds.get(id(x)) == "root" and not plan.is_output(x) and \
+                        len(plan.consumers[id(x)]) == 1 and copies_operand(op, k):
+                    self.kinds[id(x)] = "virtual"
 
     def _store_before_broadcasts(self):
         """Store the operand of a broadcast that enlarges the iteration space when its fused

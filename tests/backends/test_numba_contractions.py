@@ -158,3 +158,19 @@ def test_a_computed_operand_is_computed_into_the_layout_blas_reads():
     assert body[sub + 1].startswith("perm"), body[sub - 4:sub + 2]
     both_backends(fn, q, mu, x)
     both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)
+
+
+def test_a_written_out_row_keeps_the_accumulators_of_its_siblings():
+    # nanmax's "every element NaN" flag accumulates over the row beside the written-out
+    # max (an accumulator set before the loop keeps its name in every copy)
+    x = np.random.default_rng(5).standard_normal((30, 5))
+    x[2, 1] = x[4] = np.nan
+
+    def fn(x):
+        return tnp.nanmax(x, axis=1, keepdims=True), tnp.all(x > -1.0, axis=1), tnp.sum(x, 1)
+
+    got = tg.function(fn, backend="numba")(x)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        want = (np.nanmax(x, axis=1, keepdims=True), np.all(x > -1.0, axis=1), x.sum(1))
+    for g, w in zip(got, want, strict=True):
+        assert_same(np.asarray(g), w)

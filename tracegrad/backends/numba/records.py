@@ -241,14 +241,14 @@ class Nest:
 
     def _unrolled(self, body: list[Line]) -> list[Line]:
         """The innermost loop's `body` written out `unrolled` times: in copy k the loop
-        variable is k and each name first assigned in the body gets the suffix `_k` (names
-        assigned before the loop, as accumulators, keep theirs)."""
+        variable is k and each name assigned in the body gets the suffix `_k` but those
+        named outside it (accumulators set before the loop keep theirs)."""
         outside = set()
         n_dims = len(self.dims)
         for x in (*self.prologue, *self.block_end, *(r for d in range(n_dims)
                                                       for r in self.pre[d] + self.post[d])):
             line = x if isinstance(x, Line) else Line("", record(x))
-            outside.update(line.names[n] for n in line.rec.defines)
+            outside.update(line.shown)  # (a template's own defines may be undeclared)
         if self.trig_flag is not None:  # set to 0 before the loops (`render`)
             outside.add(name_of(self.trig_flag))
         own = {line.names[n] for line in body for n in line.rec.defines} - outside

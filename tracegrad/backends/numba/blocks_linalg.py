@@ -5,6 +5,7 @@ each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 
@@ -12,7 +13,8 @@ import numpy as np
 
 from tracegrad.backends.numba.blocks import _prod
 from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
-from tracegrad.backends.numba.lowering import BLOCK, Lowering, register
+from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
+from tracegrad.backends.numba.records import name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 from tracegrad.ops import decompositions, fourier, linalg
@@ -20,23 +22,42 @@ from tracegrad.ops import decompositions, fourier, linalg
 # -- dot_general --------------------------------------------------------------------------------
 
 
+def _layout(ndim, batch, free, contract, want):
+    """The axis orders of a BLAS operand: `(batch, rows, cols)` and `(batch, cols, rows)`
+    for `want` "fc" (free then contract) or "cf"."""
+    first, second = (free, contract) if want == "fc" else (contract, free)
+    return list(batch) + list(first) + list(second), list(batch) + list(second) + list(first)
+
+
+def copies_operand(op, k: int) -> bool:
+    """Whether the BLAS block of dot_general `op` copies operand `k` to another layout
+    (`_canonical`): then that operand, when computed, can be computed into the copy."""
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    if not (dtypes.is_inexact(t.dtype) and lhs.ndim and rhs.ndim and t.ndim):
+        return False
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
+        return False  # `_matrix_product`: the arrays as they are
+    x, c, b = (lhs, lc, lb) if k == 0 else (rhs, rc, rb)
+    free = [i for i in range(x.ndim) if i not in c and i not in b]
+    return list(range(x.ndim)) not in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+
+
 def _canonical(cg, x, batch, free, contract, want):
     """A 3-d view `(batch, rows, cols)` of array `x` for BLAS, copying when its layout does
-    not allow a view; `want` is "fc" (free then contract) or "cf". Returns (expr, transposed):
-    `transposed` means the view is `(batch, cols, rows)` and must be used as `.T`."""
+    not allow a view (a computed `x` left virtual by fusion.py is computed into the copy);
+    `want` is "fc" (free then contract) or "cf". Returns (expr, transposed): `transposed`
+    means the view is `(batch, cols, rows)` and must be used as `.T`."""
     xd = cg.dims(x)
-    name = cg.array(x)
     b = _prod([xd[i] for i in batch])
     f = _prod([xd[i] for i in free])
     c = _prod([xd[i] for i in contract])
-    first, second = (free, contract) if want == "fc" else (contract, free)
     fd, sd = (f, c) if want == "fc" else (c, f)
-    order = list(batch) + list(first) + list(second)
+    order, swapped = _layout(x.ndim, batch, free, contract, want)
     if order == list(range(x.ndim)):
-        return f"{name}.reshape(({b}, {fd}, {sd}))", False
-    swapped = list(batch) + list(second) + list(first)
+        return f"{cg.array(x)}.reshape(({b}, {fd}, {sd}))", False
     if swapped == list(range(x.ndim)):
-        return f"{name}.reshape(({b}, {sd}, {fd}))", True
+        return f"{cg.array(x)}.reshape(({b}, {sd}, {fd}))", True
     buf = cg.fresh("perm")
     shape = ", ".join(xd[i] for i in order)
     cg.emit(f"{buf} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
@@ -77,7 +98,96 @@ def _dot_general(cg, op):
     cg.emit(f"{fn}({av}, {bv}, {ov})")
 
 
-register(linalg.dot_general_p, Lowering(BLOCK, emit=_dot_general, needs_array=True))
+# A float contraction of at most this many terms (over dims of known size) is evaluated
+# inside its consumers' loops, its terms unrolled, when fusion.py does not store it: a
+# product with a short inner dimension is bound by storing its result (kmeans' 10000 x 1000
+# distances over 16 coordinates: 80 MB written and read back for a row minimum).
+SMALL_CONTRACTION = 16
+
+
+def contraction_terms(op) -> int | None:
+    """The number of terms of each element of dot_general `op` (None: a dim of unknown
+    size)."""
+    (lc, _), _ = op.attrs["dimension_numbers"]
+    sizes = [op.inputs[0].shape[i] for i in lc]
+    return None if None in sizes else math.prod(sizes)
+
+
+def _small_contraction(op) -> bool:
+    t = op.outputs[0]
+    terms = contraction_terms(op)
+    return (t.dtype in (dtypes.float32, dtypes.float64) and terms is not None
+            and terms <= SMALL_CONTRACTION and all(x.dtype == t.dtype for x in op.inputs))
+
+
+def _dot_element(cg, op, t, idx, nest):
+    """Element `idx` of a small contraction: its terms' products added in order."""
+    (lhs, rhs) = op.inputs
+    (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    li, ri = [None] * lhs.ndim, [None] * rhs.ndim
+    for k, (i, j) in enumerate(zip(lb, rb, strict=True)):
+        li[i] = ri[j] = idx[k]
+    for k, i in enumerate(lf):
+        li[i] = idx[len(lb) + k]
+    for k, j in enumerate(rf):
+        ri[j] = idx[len(lb) + len(lf) + k]
+    lhs_read = _contiguous_read(cg, lhs, lc, li, nest)
+    rhs_read = _contiguous_read(cg, rhs, rc, ri, nest)
+    terms, deps = [], frozenset()
+    for at in itertools.product(*(range(lhs.shape[i]) for i in lc)):
+        for i, j, c in zip(lc, rc, at, strict=True):
+            li[i] = ri[j] = (str(c), frozenset())
+        a, da = _bound(cg, nest, *lhs_read(li))
+        b, db = _bound(cg, nest, *rhs_read(ri))
+        terms.append(f"{a} * {b}")
+        deps |= da | db
+    var = cg.fresh("v")
+    nest.stmt(deps, f"{var} = {' + '.join(terms) or literal(0, t.dtype)}", op, (name_of(var),))
+    return var, deps
+
+
+def _bound(cg, nest, expr, deps):
+    """A read `expr` made a local at the depth of its `deps` (an operand element that
+    does not change in the innermost loop is loaded once outside it)."""
+    if "[" not in expr:
+        return expr, deps
+    var = cg.fresh("v")
+    nest.stmt(deps, f"{var} = {expr}", defines=(name_of(var),))
+    return var, deps
+
+
+def _contiguous_read(cg, x, contract, index, nest):
+    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array whose
+    last axis is contracted while the nest's innermost loop walks another axis is read from
+    a copy with the contracted axes first (made before the nest's loops), so that the
+    innermost loop reads consecutive elements (and vectorizes)."""
+    ref = cg.refs.get(id(x))
+    inner = frozenset((len(nest.dims) - 1,))
+    walked = [a for a in range(x.ndim) if a not in contract and index[a][1] & inner]
+    if ref is None or ref.kind != "arr" or x.ndim < 2 or x.ndim - 1 not in contract or \
+            not walked or nest.views is not None:
+        return lambda idx: cg.elem(x, idx, nest)
+    perm = list(contract) + [a for a in range(x.ndim) if a not in contract]
+    key = ("contiguous", id(x), tuple(perm))
+    copy = nest.memo.get(key)
+    if copy is None:
+        copy = nest.memo[key] = cg.fresh("ct")
+        axes = ", ".join(map(str, perm))
+        nest.prologue.append(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
+                             f"({axes},)))")
+    dims = cg.dims(x)
+
+    def read(idx):
+        parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
+        deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
+        return f"{copy}[{', '.join(parts)}]", deps
+    return read
+
+
+register(linalg.dot_general_p, Lowering(BLOCK, cost=COSTLY, emit=_dot_general, needs_array=True,
+                                        fuses_if=_small_contraction, element=_dot_element))
 
 
 def _matrix_product(cg, lhs, rhs, lc, rc, t):

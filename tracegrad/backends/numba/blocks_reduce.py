@@ -32,6 +32,9 @@ from tracegrad.ops import reductions
 # (deterministic; NumPy's bits up to one block), or an 8-lane max/min (vectorizes; the
 # order does not matter).
 _ROW_HELPER = {"sum": "bsum", "max": "rowmax", "min": "rowmin"}
+# A float row of at most this many elements (of known count) reduced in a loop nest is
+# reduced in registers, the row's loop written out (`_unrolled_row`).
+SHORT_ROW = 16
 
 
 def _reduce(cg, op, monoid):
@@ -160,7 +163,9 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if one_loop:
-            _blocked_row(cg, nest, monoid, dt, v, acc)
+            count = math.prod(x.shape[d:]) if None not in x.shape[d:] else None
+            if not _unrolled_row(cg, nest, monoid, dt, v, acc, count):
+                _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
@@ -187,6 +192,42 @@ def _row_reduce(cg, op, monoid, d, accumulate):
     row_end.append(f"{cur} = {_combine(cg, monoid, dt, cur, acc)}" if accumulate else
                    f"{cur} = {acc}")
     return safe
+
+
+def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
+    """`acc` = the reduction of value `v` over a row of `count` (at most `SHORT_ROW`)
+    elements, the innermost loop written out (`Nest.unroll`): a sum in NumPy's pairwise
+    order (`_pairwise_expr`), a max/min combined in order. A short row (the squared
+    coordinates of a point, the components of a mixture) is then a few additions in
+    registers: no buffer, no helper call, no block loop per row. False when the row is
+    not short or the nest already loops in blocks."""
+    if count is None or not 2 <= count <= SHORT_ROW or not nest.unroll(count):
+        return False
+    inner = len(nest.dims)
+    w = cg.fresh("v")
+    nest.stmt(frozenset(range(inner)), f"{w} = {v}", defines=(name_of(w),))
+    values = nest.copies(w)
+    post = nest.post[inner - 1]
+    if monoid == "sum":
+        post.append(f"{acc} = {_pairwise_expr(values, dt)}")
+        return True
+    post.append(f"{acc} = {values[0]}")
+    post.extend(f"{acc} = {_combine(cg, monoid, dt, acc, x)}" for x in values[1:])
+    return True
+
+
+def _pairwise_expr(values, dt) -> str:
+    """The sum of `values` (at most 128) in NumPy's pairwise order: in order from zero
+    below 8 terms, else 8 running sums over the multiples of 8, combined as a tree, then the
+    rest in order (helpers' `_pwleaf`)."""
+    n = len(values)
+    if n < 8:
+        return " + ".join([_identity("sum", dt), *values])
+    m = n - n % 8
+    r = [" + ".join(values[j:m:8]) for j in range(8)]
+    r = [f"({x})" if "+" in x else x for x in r]
+    tree = f"(({r[0]} + {r[1]}) + ({r[2]} + {r[3]})) + (({r[4]} + {r[5]}) + ({r[6]} + {r[7]}))"
+    return " + ".join([f"({tree})", *values[m:]])
 
 
 def _blocked_row(cg, nest, monoid, dt, v, acc):

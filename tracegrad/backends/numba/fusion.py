@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 
-from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, lowering
+from tracegrad.backends.numba.blocks_linalg import copies_operand
+from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, REMAP, VIEW, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.core.op import constant_p
+from tracegrad.ops.linalg import dot_general_p
 from tracegrad.ops.random_bits import threefry2x32_p
 from tracegrad.ops.shape_ops import broadcast_in_dim_p, reshape_p, squeeze_map
 
@@ -58,14 +60,19 @@ def _enlarges(before, after) -> bool:
 
 
 
-def _small(shape) -> bool:
-    """Whether a tensor of `shape` has a known size of at most `_SMALL_SHARED` elements."""
+def _count(shape) -> float:
+    """The number of elements of a tensor of `shape` (infinite when a dim is unknown)."""
     n = 1
     for d in shape:
         if d is None:
-            return False
+            return float("inf")
         n *= d
-    return n <= _SMALL_SHARED
+    return n
+
+
+def _small(shape) -> bool:
+    """Whether a tensor of `shape` has a known size of at most `_SMALL_SHARED` elements."""
+    return _count(shape) <= _SMALL_SHARED
 
 
 def _free(op) -> bool:
@@ -98,10 +105,26 @@ class Fusion:
                 else:
                     kind = "virtual"
                 self.kinds[id(t)] = kind
+        self._place_small_contractions()
+        self._compute_into_product_copies()
         self._store_before_broadcasts()
         self._store_before_narrow_unflattens()
         self._store_shared_values()
         self._cap_regions()
+
+    def _compute_into_product_copies(self):
+        """A computed operand of a BLAS product that the product copies to another layout
+        (blocks_linalg.copies_operand: a batch axis not leading, as in a GMM's
+        `einsum("kij,nkj->nki")` of x - mu) and that nothing else reads is not stored: the
+        copy's loop computes it (one pass over it instead of a store and a strided copy)."""
+        plan = self.plan
+        for op in plan.graph.operations:
+            if op.primitive is not dot_general_p or self.kinds[id(op.outputs[0])] != "block":
+                continue
+            for k, x in enumerate(op.inputs):
+                if self.kinds.get(id(x)) == "root" and not plan.is_output(x) and \
+                        len(plan.consumers[id(x)]) == 1 and copies_operand(op, k):
+                    self.kinds[id(x)] = "virtual"
 
     def _store_before_broadcasts(self):
         """Store the operand of a broadcast that enlarges the iteration space when its fused
@@ -143,27 +166,55 @@ class Fusion:
         by the next layer, the state outputs, the loss and the backward pass: each of their
         nests recomputed the whole step)."""
         ends: dict = {}
-
-        def reached(t) -> frozenset:
-            """The non-virtual tensors that evaluating `t` feeds, through virtual ones."""
-            if self.kinds.get(id(t)) != "virtual":
-                return frozenset((id(t),))
-            if id(t) not in ends:
-                ends[id(t)] = frozenset().union(
-                    *(reached(out) for op, _ in self.plan.consumers[id(t)] for out in op.outputs))
-            return ends[id(t)]
-
         for op in reversed(self.plan.graph.operations):
             for t in op.outputs:
                 if self.kinds.get(id(t)) != "virtual":
                     continue
                 if not (self._from_random_bits(t) or (_small(t.shape) and self._costly(t))):
                     continue
-                per_consumer = {frozenset().union(*(reached(out) for out in c.outputs))
-                                for c, _ in self.plan.consumers[id(t)]}
-                if len(per_consumer) > 1:
+                if self._ends_apart(t, ends):
                     self.kinds[id(t)] = "root"
                     ends.clear()
+
+    def _reached(self, t, ends: dict) -> frozenset:
+        """The non-virtual tensors that evaluating `t` feeds, through virtual ones (`ends`:
+        a memo, valid while the kinds do not change)."""
+        if self.kinds.get(id(t)) != "virtual":
+            return frozenset((id(t),))
+        if id(t) not in ends:
+            ends[id(t)] = frozenset().union(*(self._reached(out, ends)
+                                              for op, _ in self.plan.consumers[id(t)]
+                                              for out in op.outputs))
+        return ends[id(t)]
+
+    def _ends_apart(self, t, ends: dict) -> bool:
+        """Whether the consumers of virtual `t` end in different stored tensors (so that
+        each of their loop nests would evaluate `t`)."""
+        return len({frozenset().union(*(self._reached(out, ends) for out in c.outputs))
+                    for c, _ in self.plan.consumers[id(t)]}) > 1
+
+    def _place_small_contractions(self):
+        """A small contraction (blocks_linalg.SMALL_CONTRACTION terms) is evaluated in its
+        consumers' loops only where that saves storing it: one stored anyway (an output, an
+        operand of an op that reads arrays) or read by loop nests that end in different
+        stored tensors (each would redo its terms) is a BLAS block of its own. The virtual
+        operands of a fused one that are smaller than its result (so read again for many of
+        its elements) and do more than remap stored arrays are stored."""
+        for op in self.plan.graph.operations:
+            if op.primitive is not dot_general_p or not lowering(op.primitive).fuses(op):
+                continue
+            t = op.outputs[0]
+            kind = self.kinds[id(t)]
+            if kind == "root" or (kind == "virtual" and self._ends_apart(t, {})):
+                self.kinds[id(t)] = "block"
+                stored = op.inputs
+            else:
+                stored = [x for x in op.inputs if _count(x.shape) < _count(t.shape) and
+                          self._region_has(x, lambda o, n: lowering(o.primitive).kind
+                                           not in (REMAP, VIEW))]
+            for x in stored:
+                if self.kinds.get(id(x)) == "virtual":
+                    self.kinds[id(x)] = "root"
 
     def _from_random_bits(self, t) -> bool:
         return self._region_has(t, lambda op, n: op.primitive is threefry2x32_p)

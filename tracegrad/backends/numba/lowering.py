@@ -56,7 +56,9 @@ class Lowering:
       op's error (`error`) in the kernel.
     - `element(cg, op, t, idx, nest) -> (expr, deps)`: element `idx` of result `t`, for
       remaps, generators and fused views.
-    - `fuses_if(op) -> bool`: whether this op of a `VIEW` primitive fuses as a remap.
+    - `fuses_if(op) -> bool`: whether this op of a `VIEW` primitive fuses as a remap, or
+      this op of a `BLOCK` primitive is evaluated element by element (`element`) like an
+      elementwise op (a small contraction: blocks_linalg.py).
     - `emit(cg, op)`: the block of a block, reduction, view or control-flow op (a
       reduction's returns whether its nest's innermost loop may be redone per block).
     - `needs_array`: it reads its operands as C-contiguous arrays (unless it fuses).
@@ -90,7 +92,7 @@ class Lowering:
         """Whether `op` is evaluated element by element inside its consumers' loops."""
         if self.kind in FUSED:
             return True
-        return self.kind == VIEW and self.fuses_if(op)
+        return self.kind in (VIEW, BLOCK) and self.fuses_if is not None and self.fuses_if(op)
 
     def reads_array(self, op) -> bool:
         """Whether `op` needs its operands stored as arrays."""

@@ -208,6 +208,8 @@ class Nest:
         self.block: tuple | None = None
         self.block_dim = len(self.dims) - 1
         self.block_end: list = []
+        # the innermost loop written out this many times (`unroll`)
+        self.unrolled: int | None = None
         # statements run at the start of each block (a parallel nest's per-block scratch and
         # views of its arrays from the block's first element: `block_view`)
         self.block_start: list = []
@@ -262,6 +264,41 @@ class Nest:
         if self.split_blocks:
             return f"{self.block_view(name)}[{self.block[3]}]"
         return f"{name}[{self.vars[0]}]"
+
+    def unroll(self, count: int) -> bool:
+        """Write the innermost loop out as `count` copies of its body (a short row of known
+        length, reduced after it: `copies`); False when the loop already runs in blocks."""
+        if self.block is not None or self.unrolled not in (None, count):
+            return False
+        self.unrolled = count
+        return True
+
+    def copies(self, var: str) -> list[str]:
+        """The names of `var` (a slot defined in the innermost loop) in an unrolled loop's
+        copies."""
+        return [slot(f"{name_of(var)}_{k}") for k in range(self.unrolled)]
+
+    def _unrolled(self, body: list[Line]) -> list[Line]:
+        """The innermost loop's `body` written out `unrolled` times: in copy k the loop
+        variable is k and each name assigned in the body gets the suffix `_k` but those
+        named outside it (accumulators set before the loop keep theirs)."""
+        outside = set()
+        n_dims = len(self.dims)
+        for x in (*self.prologue, *self.block_end, *(r for d in range(n_dims)
+                                                      for r in self.pre[d] + self.post[d])):
+            line = x if isinstance(x, Line) else Line("", record(x))
+            outside.update(line.shown)  # (a template's own defines may be undeclared)
+        if self.trig_flag is not None:  # set to 0 before the loops (`render`)
+            outside.add(name_of(self.trig_flag))
+        own = {line.names[n] for line in body for n in line.rec.defines} - outside
+        out = []
+        for k in range(self.unrolled):
+            names = Names({name_of(self.vars[-1]): str(k)})
+            names.update((n, f"{n}_{k}") for n in own)
+            out.extend(Line(line.indent, line.rec,
+                            Names({n: names[line.names[n]] for n in line.rec.names}))
+                       for line in body)
+        return out
 
     @property
     def inner(self) -> int:
@@ -328,7 +365,7 @@ class Nest:
         if self.split_blocks:
             self.blocked(0)
         redo = self.trig_flag is not None and not self.whole_rerun and (
-            self.block is None or self.block_dim == self.inner)
+            self.block is None or self.block_dim == self.inner) and self.unrolled is None
         if redo:
             self.blocked(self.inner)
         flag = self.trig_flag
@@ -360,6 +397,8 @@ class Nest:
                     lines.append(_loop(indent + "        ", j, m, again))
                     lines.extend(_indented(indent + "            ", body, again, flag))
                 lines.extend(placed(indent + "    ", r) for r in self.block_end)
+            elif d == len(self.dims) - 1 and self.unrolled is not None:
+                lines.extend(self._unrolled(level(d + 1, indent)))
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
@@ -379,7 +418,9 @@ class Nest:
             again = self._full(names)
             again.update((n, n + "_f") for n in names if n in self.cg.loop_locals)
             out.append(Line("", Stmt(f"if {flag} != 0:")))
-            out.extend(Line("    " + line.indent, line.rec, again) for line in copy)
+            out.extend(Line("    " + line.indent, line.rec,
+                            Names({n: again[line.names[n]] for n in line.rec.names}))
+                       for line in copy)
         return out
 
     def _redo(self, body: list[Line]) -> Names:

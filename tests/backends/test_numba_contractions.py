@@ -1,0 +1,176 @@
+"""Short contractions and short rows on the numba backend: a dot_general of at most
+SMALL_CONTRACTION terms whose result only feeds loops is evaluated inside them (never
+stored), and a float row of at most SHORT_ROW elements is reduced with its loop written
+out, a sum in NumPy's pairwise order; values against the numpy backend and NumPy, the
+GradBench objectives that need them (kmeans, gmm) against central differences."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+from tests.backends._util import assert_close_backends, assert_same
+
+nb = pytest.importorskip("tracegrad.backends.numba")
+from tracegrad.backends.numba import blocks_linalg, blocks_reduce  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks" / "gradbench")]
+from finite_diff import central_difference  # noqa: E402
+from gradbench_problems import PROBLEMS, kmeans_dir_tracegrad  # noqa: E402
+
+
+def source_of(fn, *arrays) -> str:
+    graph = tg.function(fn, backend="numba").get_concrete_function(*arrays).graph
+    return tg.compiled_source(graph)
+
+
+def both_backends(fn, *arrays):
+    got = tg.function(fn, backend="numba")(*arrays)
+    want = tg.function(fn, backend="numpy")(*arrays)
+    got, want = tg.tree.flatten(got)[0], tg.tree.flatten(want)[0]
+    assert_close_backends([np.asarray(g) for g in got], [np.asarray(w) for w in want])
+
+
+def nearest(points, centroids):
+    d = (tnp.sum(points * points, axis=1)[:, None] + tnp.sum(centroids * centroids, axis=1)
+         - 2.0 * (points @ centroids.T))
+    return tnp.sum(tnp.min(d, axis=1))
+
+
+def test_a_short_contraction_is_evaluated_in_its_consumers_loop():
+    rng = np.random.default_rng(0)
+    p, c = rng.random((300, 16)), rng.random((40, 16))
+    source = source_of(nearest, p, c)
+    # no product stored (no BLAS call, no 300 x 40 array): the 16 terms in the min's loop,
+    # the centroids read from a copy with the coordinate axis first (consecutive in the loop)
+    assert "_dot_" not in source and "_bdot_" not in source
+    assert "np.transpose(" in source
+    both_backends(nearest, p, c)
+    # a longer contraction, or a product that is stored anyway, is BLAS's
+    p17, c17 = rng.random((300, 17)), rng.random((40, 17))
+    assert "_dot_" in source_of(nearest, p17, c17)
+    assert "_dot_" in source_of(lambda p, c: p @ c.T, p, c)
+    both_backends(nearest, p17, c17)
+
+
+@pytest.mark.parametrize("dims", [
+    ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),  # batched
+    ((3, 2, 4), (4, 5, 2), (((2,), (0,)), ((1,), (2,)))),  # batch dims anywhere
+    ((2, 3, 4), (3, 4, 6), (((1, 2), (0, 1)), ((), ()))),  # two contracting dims
+    ((3,), (5,), (((), ()), ((), ()))),  # outer product
+    ((4,), (4,), (((0,), (0,)), ((), ()))),  # inner product: a scalar
+])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_contractions_of_every_layout_match_the_numpy_backend(dims, dtype):
+    from tracegrad.ops import linalg
+    ls, rs, dn = dims
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(ls).astype(dtype), rng.standard_normal(rs).astype(dtype)
+
+    def fn(a, b):
+        d = linalg.dot_general_p.bind(a, b, dimension_numbers=dn)
+        return tnp.sum(tnp.exp(d * 0.1)), tnp.max(d, axis=-1) if d.ndim else d
+
+    graph = tg.function(fn, backend="numba").get_concrete_function(a, b).graph
+    (op,) = [op for op in graph.operations if op.primitive is linalg.dot_general_p]
+    assert blocks_linalg.contraction_terms(op) <= blocks_linalg.SMALL_CONTRACTION
+    assert "_dot_" not in tg.compiled_source(graph)
+    both_backends(fn, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_short_rows_are_summed_in_numpys_pairwise_order(dtype):
+    rng = np.random.default_rng(2)
+    for n in (2, 3, 7, 8, 9, 15, 16, 17):
+        x = (rng.standard_normal((50, n)) * 10.0 ** rng.integers(-8, 8, (50, n))).astype(dtype)
+
+        def fn(x):
+            y = x * x - 0.5 * x
+            return tnp.sum(y, axis=1), tnp.max(y, axis=1), tnp.min(y, axis=1)
+
+        got = tg.function(fn, backend="numba")(x)
+        y = x * x - np.asarray(0.5, dtype) * x
+        for g, want in zip(got, (y.sum(axis=1), y.max(axis=1), y.min(axis=1)), strict=True):
+            assert_same(np.asarray(g), want, what=f"rows of {n}")  # bit for bit
+        source = source_of(fn, x)
+        assert ("_pairwise_" in source) == (n > blocks_reduce.SHORT_ROW), n
+
+
+def test_an_unrolled_row_with_a_huge_trig_argument_reruns_with_the_full_reduction():
+    x = np.random.default_rng(3).standard_normal((20, 6))
+    x[3, 2] = 1e22  # past the fast sin/cos reduction: the nest runs again with the full one
+    fn = lambda x: tnp.sum(tnp.sin(x) * x, axis=1)  # noqa: E731
+    got = np.asarray(tg.function(fn, backend="numba")(x))
+    assert_same(got, (np.sin(x) * x).sum(axis=1), rtol=1e-15)
+
+
+def _grad_vs_central_differences(name, size):
+    problem = PROBLEMS[name]
+    args = problem.data(size)
+    f = problem.make(tnp, tg.scan, size)
+    value, grads = tg.function(tg.value_and_grad(f, argnums=problem.wrt),
+                               backend="numba")(*args)
+    np.testing.assert_allclose(tg.function(f, backend="numba")(*args),
+                               problem.reference(*args, size=size)[0], rtol=1e-12)
+    np.testing.assert_allclose(value, problem.reference(*args, size=size)[0], rtol=1e-12)
+    for i, g in zip(problem.wrt, grads, strict=True):
+        def ref(x, i=i):
+            a = list(args)
+            a[i] = x
+            return problem.reference(*a, size=size)[0]
+        np.testing.assert_allclose(g, central_difference(ref, args[i]), rtol=1e-6, atol=1e-6)
+    return f, args
+
+
+def test_gmm_value_and_gradient_on_numba():
+    # d = 4 (a short contraction), K = 5 components (short rows), N = 9 points
+    f, args = _grad_vs_central_differences("gmm", (4, 5, 9))
+    assert "_bdot_" not in source_of(f, *args)
+
+
+def test_kmeans_value_and_direction_on_numba():
+    f, args = _grad_vs_central_differences("kmeans", (4, 30, 3))
+    cost, direction = tg.function(kmeans_dir_tracegrad(f), backend="numba")(*args)
+    ref_cost, (ref_dir,) = PROBLEMS["kmeans"].reference(*args, size=(4, 30, 3))
+    np.testing.assert_allclose(cost, ref_cost, rtol=1e-12)
+    np.testing.assert_allclose(direction, ref_dir, rtol=1e-10, atol=1e-14)
+
+
+def test_a_computed_operand_is_computed_into_the_layout_blas_reads():
+    # einsum("kij,nkj->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is not
+    # leading in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
+    # (Fusion._compute_into_product_copies) instead of reading a stored (n, k, j) array
+    rng = np.random.default_rng(4)
+    q, mu, x = rng.standard_normal((3, 20, 20)), rng.random((3, 20)), rng.standard_normal((9, 20))
+
+    def fn(q, mu, x):
+        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        return tnp.sum(y * y)
+
+    source = source_of(fn, q, mu, x)
+    assert "_bdot_" in source
+    body = [line.strip() for line in source.splitlines() if not line.strip().startswith("#")]
+    sub = next(k for k, line in enumerate(body) if " - " in line and line.startswith("v"))
+    assert body[sub + 1].startswith("perm"), body[sub - 4:sub + 2]
+    both_backends(fn, q, mu, x)
+    both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)
+
+
+def test_a_written_out_row_keeps_the_accumulators_of_its_siblings():
+    # nanmax's "every element NaN" flag accumulates over the row beside the written-out
+    # max (an accumulator set before the loop keeps its name in every copy)
+    x = np.random.default_rng(5).standard_normal((30, 5))
+    x[2, 1] = x[4] = np.nan
+
+    def fn(x):
+        return tnp.nanmax(x, axis=1, keepdims=True), tnp.all(x > -1.0, axis=1), tnp.sum(x, 1)
+
+    got = tg.function(fn, backend="numba")(x)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        want = (np.nanmax(x, axis=1, keepdims=True), np.all(x > -1.0, axis=1), x.sum(1))
+    for g, w in zip(got, want, strict=True):
+        assert_same(np.asarray(g), w)

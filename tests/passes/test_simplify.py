@@ -256,3 +256,18 @@ def test_a_transposed_dot_operand_is_read_untransposed(fn, folded):
     for backend in ("numpy", "numba"):
         got = tg.function(fn, backend=backend)(a, b)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_a_product_whose_other_contracted_dim_is_unknown_stays_a_product():
+    """Only a product whose contracted dims are 1 on both sides is an outer product: with
+    the right one unknown, a wrong size must still fail as dot_general's misaligned shapes."""
+    def product(a, b):
+        return ops.dot_general(a, b, dimension_numbers=(((1,), (0,)), ((), ())))
+
+    spec = [tg.TensorSpec([4, 1]), tg.TensorSpec([None, 3])]
+    graph = simplify(tg.trace(product)(*spec))
+    assert [op.primitive.name for op in graph.operations] == ["dot_general"]
+    f = tg.function(product, backend="numba", input_signature=spec)
+    np.testing.assert_array_equal(f(np.ones((4, 1)), np.full((1, 3), 2.0)), np.full((4, 3), 2.0))
+    with pytest.raises(tg.errors.ShapeError, match="dot_general"):
+        f(np.ones((4, 1)), np.ones((2, 3)))

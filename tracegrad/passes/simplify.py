@@ -283,6 +283,7 @@ def _outer(rw, op, ins):
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
     out = op.outputs[0].type
     if lb or not lc or None in out.shape or any(ins[0].shape[i] != 1 for i in lc) or \
+            any(ins[1].shape[i] != 1 for i in rc) or \
             any(x.type.dtype != out.dtype or x.type.weak != out.weak for x in ins):
         return None
     factors, start = [], 0

@@ -14,6 +14,10 @@ if THREADS == "1":
         os.environ.setdefault(_var, "1")
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                           "intra_op_parallelism_threads=1")
+    # and on one core: XLA's runtime still ran independent ops (the GP's, the batched eigh's)
+    # on a second thread under the flags above
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 elif THREADS != "default":
     raise SystemExit(f"TRACEGRAD_BENCH_THREADS={THREADS!r}: '1' (the default) or 'default'")
 os.environ.setdefault("XLA_FLAGS", "")

@@ -29,6 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def machine() -> str:
+    # one_pass loads one_thread.py: at its default it would limit this process (and so the
+    # runs it starts) to one thread and one core
+    os.environ["TRACEGRAD_BENCH_THREADS"] = "default"
     sys.path.insert(0, HERE)
     from one_pass import cpu
 

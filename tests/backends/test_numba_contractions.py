@@ -174,3 +174,25 @@ def test_a_written_out_row_keeps_the_accumulators_of_its_siblings():
         want = (np.nanmax(x, axis=1, keepdims=True), np.all(x > -1.0, axis=1), x.sum(1))
     for g, w in zip(got, want, strict=True):
         assert_same(np.asarray(g), w)
+
+
+def test_a_fused_contraction_read_from_a_transposed_copy_in_an_outlined_nest(monkeypatch):
+    """In a large kernel each elementwise nest is a function of the module (outlined): the
+    transposed copy a fused contraction reads is made inside that function, not passed in
+    undefined (the value + gradient of a chain of small products: the product's gradient
+    reads `w` with its contracted axis last)."""
+    from tracegrad.backends.numba import fusion
+
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 8)
+
+    def f(x, w):
+        for k in range(3):
+            x = tnp.tanh(x @ w) * 0.5 + tnp.exp(-x * x) * (0.1 * k)
+        return tnp.sum(x ** 2)
+
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    w = np.eye(4) * 0.7 + 0.01 * np.arange(16.0).reshape(4, 4)
+    grad = tg.value_and_grad(f, argnums=(0, 1))
+    source = source_of(grad, x, w)
+    assert "def nest" in source and "np.ascontiguousarray(np.transpose(" in source
+    both_backends(grad, x, w)

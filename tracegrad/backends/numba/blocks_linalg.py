@@ -14,7 +14,7 @@ import numpy as np
 from tracegrad.backends.numba.blocks import _prod
 from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
-from tracegrad.backends.numba.records import name_of
+from tracegrad.backends.numba.records import Stmt, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes
 from tracegrad.ops import decompositions, fourier, linalg
@@ -175,8 +175,9 @@ def _contiguous_read(cg, x, contract, index, nest):
     if copy is None:
         copy = nest.memo[key] = cg.fresh("ct")
         axes = ", ".join(map(str, perm))
-        nest.prologue.append(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
-                             f"({axes},)))")
+        # it defines `copy`: an outlined nest makes it a local, not a parameter
+        nest.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
+                                  f"({axes},)))", (name_of(copy),)))
     dims = cg.dims(x)
 
     def read(idx):

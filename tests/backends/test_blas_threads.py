@@ -29,11 +29,11 @@ def threads_2():
 
 def _compiled(fn, *args):
     """`fn(*args)` through a numba kernel (not the numpy interim)."""
-    tg.config.background_compile = False
+    old, tg.config.background_compile = tg.config.background_compile, False
     try:
         return tg.function(fn, backend="numba")(*args)
     finally:
-        tg.config.background_compile = True
+        tg.config.background_compile = old
 
 
 def _helper_module():

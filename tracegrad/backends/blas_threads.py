@@ -71,9 +71,10 @@ def _symbols(controller):
     if controller.internal_api == "openblas":
         for prefix in ("", "scipy_"):
             for suffix in ("", "64_", "_64"):
-                try:
-                    get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
-                    set_ = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}")
+                names = (f"{prefix}openblas_get_num_threads{suffix}",
+                         f"{prefix}openblas_set_num_threads{suffix}")
+                try:  # a ctypes library's symbols, by name
+                    get, set_ = lib[names[0]], lib[names[1]]
                 except AttributeError:
                     continue
                 return _typed(get, set_)

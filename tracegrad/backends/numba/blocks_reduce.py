@@ -200,8 +200,10 @@ def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
     order (`_pairwise_expr`), a max/min combined in order. A short row (the squared
     coordinates of a point, the components of a mixture) is then a few additions in
     registers: no buffer, no helper call, no block loop per row. False when the row is
-    not short or the nest already loops in blocks."""
-    if count is None or not 2 <= count <= SHORT_ROW or not nest.unroll(count):
+    not short, the nest already loops in blocks, or the row is the nest's only loop (then
+    its loop, which vectorizes, is kept: a recurrent step's cells)."""
+    if count is None or not 2 <= count <= SHORT_ROW or len(nest.dims) < 2 or \
+            not nest.unroll(count):
         return False
     inner = len(nest.dims)
     w = cg.fresh("v")

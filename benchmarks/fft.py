@@ -16,10 +16,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, time_peers, torch  # noqa: E402, I001 (first: one thread each)
+from one_thread import jax, jnp, peer_report, time_peers, torch  # noqa: E402, I001 (first: one thread each)
 
 import numpy as np  # noqa: E402
-from run import first_call, median_report, median_time  # noqa: E402
+from run import first_call, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -93,11 +93,7 @@ def _array(got):
 
 
 def main(argv=None):
-    from one_pass import cpu
-
-    print("cpu:", cpu())
-    median_report(argv, description=__doc__.splitlines()[0], default="value,grad",
-                  labels=LABELS, measure=measure, libraries=(jax, torch))
+    peer_report(argv, __doc__, "value,grad", LABELS, measure)
 
 
 if __name__ == "__main__":

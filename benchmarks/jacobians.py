@@ -20,10 +20,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, peer_report, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
-from run import first_call, median_report, median_time  # noqa: E402
+from run import first_call, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -131,11 +131,7 @@ def measure(name, rng):
 
 
 def main(argv=None):
-    from one_pass import cpu
-
-    print("cpu:", cpu())
-    median_report(argv, description=__doc__.splitlines()[0], default="w4,w5,w6",
-                  labels=LABELS, measure=measure, libraries=(jax, torch))
+    peer_report(argv, __doc__, "w4,w5,w6", LABELS, measure)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ if ISA == "avx2":
 elif ISA:
     raise SystemExit(f"TRACEGRAD_BENCH_ISA={ISA!r}: only 'avx2' (or unset: the host's)")
 
-from run import _optional, first_call, median_time  # noqa: E402
+from run import _optional, first_call, median_report, median_time  # noqa: E402
 
 jax = _optional("jax")
 torch = _optional("torch")
@@ -70,3 +70,13 @@ def time_peers(args, times: dict, first: dict, same, *, jax_fn=None, torch_fn=No
         ta = [torch.from_numpy(a) for a in args]
         same(torch_fn(*ta))
         times[torch_label] = median_time(lambda: torch_fn(*ta))
+
+
+def peer_report(argv, doc: str, default: str, labels: dict, measure) -> None:
+    """A benchmark script's main: the CPU, then `run.median_report` of its rows beside the
+    peers that are installed (the script's docstring's first line describes it)."""
+    from one_pass import cpu
+
+    print("cpu:", cpu())
+    median_report(argv, description=doc.splitlines()[0], default=default, labels=labels,
+                  measure=measure, libraries=(jax, torch))

@@ -26,13 +26,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from one_thread import ISA, jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
+from one_thread import jax, jnp, time_peers, torch  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
 from run import _optional, first_call, median_report, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
+from machine import cpu  # noqa: E402, F401  (re-exported: scripts import it from here)
 
 tg.config.background_compile = False  # timed calls measure the kernel, not the interim
 
@@ -42,26 +43,6 @@ LABELS = {"w2": f"W2 value_and_grad sum(tanh(x)*sin(x)+x**2) [{N}]",
           "sin": f"sin(x), |x| < 10 [{N}]",
           "sin1": f"sin(x), one |x| = 1e9 [{N}]",
           "sin_all": f"sin(x), |x| = 1e9 every 1000 [{N}]"}
-
-
-def cpu() -> str:
-    """The CPU model and its x86 vector-unit flags (Linux's /proc/cpuinfo)."""
-    model, flags = "?", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    vec = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl")
-           if f in flags]
-    code = f"; code: {ISA} only (TRACEGRAD_BENCH_ISA)" if ISA else "; code: the host's"
-    return f"{model}; {os.cpu_count()} CPUs; flags: {' '.join(vec) or '?'}{code}"
 
 
 def w2_value(np_):

@@ -33,8 +33,10 @@ import time
 
 os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-parallel-"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from machine import best_and_median, cpu  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
@@ -42,31 +44,6 @@ from tracegrad.backends import threads  # noqa: E402
 from tracegrad.backends.numba import parallel  # noqa: E402
 
 tg.config.background_compile = False
-
-
-def processor() -> str:
-    """The CPU model and whether it has AVX-512 (/proc/cpuinfo)."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        return "?"
-    wide = "avx512f" in info.get("flags", "").split()
-    return f"{info.get('model name', '?')} ({'AVX-512' if wide else 'no AVX-512'})"
-
-
-def times(fn, calls: int = 15) -> tuple[float, float]:
-    """(best, median) seconds of `fn()` over `calls` calls after one warm-up."""
-    fn()
-    spans = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        spans.append(time.perf_counter() - start)
-    return min(spans), float(np.median(spans))
 
 
 def us(seconds: float) -> str:
@@ -83,7 +60,7 @@ def at_threads(n: int, fn, args):
     start = time.perf_counter()
     out = fn(*args)
     first = time.perf_counter() - start
-    best, median = times(lambda: fn(*args))
+    best, median = best_and_median(lambda: fn(*args), 15)
     return first, best, median, out
 
 
@@ -154,7 +131,7 @@ def launch(n: int):
     def two():
         for fut in [pool.submit(f, x), pool.submit(f, x)]:
             fut.result()
-    best, median = times(two, 200)
+    best, median = best_and_median(two, 200)
     print(f"{'launch: two calls on a 2-thread Python pool':44s} {us(best)} "
           f"(median {us(median)}) | {load()}", flush=True)
 
@@ -168,7 +145,7 @@ def main(argv=None):
 
     only = set(a.only.split(","))
     n = a.threads
-    print(f"cpu: {processor()}; {threads.available_cores()} cores available; threads {n}; "
+    print(f"cpu: {cpu()}; {threads.available_cores()} cores available; threads {n}; "
           f"numba {numba.__version__}, threading layer after the first parallel call below")
     rng = np.random.default_rng(0)
     default_min = parallel.PARALLEL_MIN_ELEMENTS

@@ -15,14 +15,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TRACEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-cache-"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from one_thread import jax  # noqa: E402  (before NumPy: one thread each)
 
 import numpy as np  # noqa: E402
-from one_pass import cpu  # noqa: E402
+from machine import best_and_median, cpu  # noqa: E402
 from run import first_call  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
@@ -31,29 +30,18 @@ from tracegrad import random as tr  # noqa: E402
 tg.config.background_compile = False
 
 
-def timed(fn, calls: int = 9) -> tuple:
-    """(best, median) seconds of `calls` calls of `fn` after a warm-up call."""
-    fn()
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times), float(np.median(times))
-
-
 def measure(n: int, dtype) -> list:
     """(library, (best, median), first call or None) of n normals of `dtype`."""
     f = tg.function(lambda k: tr.normal(k, (n,), dtype), backend="numba")
     first = first_call(lambda: f(tr.key(0)))
-    rows = [("tracegrad", timed(lambda: f(tr.key(1))), first)]
+    rows = [("tracegrad", best_and_median(lambda: f(tr.key(1)), 9), first)]
     if jax is not None:
         j = jax.jit(lambda k: jax.random.normal(k, (n,), dtype))
         jk = jax.random.PRNGKey(1)
         first = first_call(lambda: j(jk).block_until_ready())
-        rows.append(("jax", timed(lambda: j(jk).block_until_ready()), first))
+        rows.append(("jax", best_and_median(lambda: j(jk).block_until_ready(), 9), first))
     rng = np.random.default_rng(0)
-    rows.append(("numpy", timed(lambda: rng.standard_normal(n, dtype=dtype)), None))
+    rows.append(("numpy", best_and_median(lambda: rng.standard_normal(n, dtype=dtype), 9), None))
     return rows
 
 

@@ -1,0 +1,42 @@
+"""What a benchmark script prints about the machine, and its simplest timer. Imports nothing
+that limits or starts threads (parallel_scaling.py must not load one_thread.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+
+def cpu() -> str:
+    """The CPU model and its x86 vector-unit flags (Linux's /proc/cpuinfo), and the ISA the
+    code is generated for (TRACEGRAD_BENCH_ISA, see one_thread.py)."""
+    model, flags = "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    vec = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl")
+           if f in flags]
+    isa = os.environ.get("TRACEGRAD_BENCH_ISA", "").lower()
+    code = f"; code: {isa} only (TRACEGRAD_BENCH_ISA)" if isa else "; code: the host's"
+    return f"{model}; {os.cpu_count()} CPUs; flags: {' '.join(vec) or '?'}{code}"
+
+
+def best_and_median(fn, calls: int) -> tuple[float, float]:
+    """(best, median) seconds of `calls` calls of `fn` after a warm-up call."""
+    fn()
+    spans = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        spans.append(time.perf_counter() - start)
+    return min(spans), float(np.median(spans))

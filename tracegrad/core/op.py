@@ -183,8 +183,8 @@ def _bind_eager(prim: Primitive, args, attrs):
     tapes = state.tapes
     if tapes:  # a tape keeps NumPy operands for the gradient: copies, as the user may write
         if general:
-            inputs = [t if t is not None else EagerTensor(v.copy())
-                      for t, v in zip(tensors, values, strict=True)]
+            inputs = [t if t is not None else EagerTensor(v.copy() if v is a else v)
+                      for a, t, v in zip(args, tensors, values, strict=True)]
         elif arrays:
             inputs = [a if type(a) is EagerTensor else EagerTensor(a.copy()) for a in args]
         else:
@@ -219,11 +219,7 @@ def record_result(prim: Primitive, inputs: tuple, attrs: dict, out) -> EagerTens
     """`out`, what single-result `prim` gave on the arrays of eager tensors `inputs`, as a
     tensor offered to every recording tape, as `bind` offers it."""
     t = EagerTensor(out if type(out) is np.ndarray else np.asarray(out))
-    overrides = state.grad_overrides
-    op = Operation(prim, inputs, attrs, None, None, overrides.get(prim.name) if overrides else None)
-    op.outputs = (t,)
-    for tape in state.tapes:
-        tape.record(op)
+    _record_eager(prim, inputs, attrs, t, state.tapes)
     return t
 
 

@@ -33,6 +33,7 @@ from tracegrad.core.source import user_frame
 from tracegrad.core.state import state
 from tracegrad.core.types import TensorSpec
 from tracegrad.core.variables import Variable
+from tracegrad.core.verify import sub_graphs
 from tracegrad.errors import (
     ArgumentTypeError, InvalidArgumentError, RetracingWarning, TracegradError, UsageError,
 )
@@ -184,16 +185,9 @@ def compile_estimate(graph: FuncGraph) -> float:
     return _op_count(graph) * per_op
 
 
-def _sub_graphs(op):
-    for value in op.attrs.values():
-        for sub in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(sub, FuncGraph):
-                yield sub
-
-
 def _op_count(graph: FuncGraph) -> int:
     """`graph`'s ops and those of its sub-graphs (each compiled once)."""
-    return sum(1 + sum(_op_count(sub) for sub in _sub_graphs(op)) for op in graph.operations)
+    return sum(1 + sum(_op_count(sub) for _, sub in sub_graphs(op.attrs)) for op in graph.operations)
 
 
 # The numpy backend's time per op run on small arrays and per element an op writes,
@@ -210,8 +204,12 @@ def interim_estimate(graph: FuncGraph) -> float:
     (a loop's body once per iteration of its `maximum_iterations`) a fixed cost plus one per
     element of its results, scaled by what this process's interim calls took against what
     was expected of them."""
+    return _interim_model(graph) * _interim_scale()
+
+
+def _interim_scale() -> float:
     spent, expected = _INTERIM_COST
-    return _interim_model(graph) * (spent / expected if expected else 1.0)
+    return spent / expected if expected else 1.0
 
 
 def _interim_model(graph: FuncGraph) -> float:
@@ -220,7 +218,7 @@ def _interim_model(graph: FuncGraph) -> float:
         elements = sum(_known_size(t.shape) for t in op.outputs)
         seconds += INTERIM_SECONDS_PER_OP + elements * INTERIM_SECONDS_PER_ELEMENT
         times = op.attrs.get("maximum_iterations") or 1
-        seconds += times * sum(_interim_model(sub) for sub in _sub_graphs(op))
+        seconds += times * sum(_interim_model(sub) for _, sub in sub_graphs(op.attrs))
     return seconds
 
 
@@ -278,7 +276,7 @@ class _Interim:
         self._spent = 0.0
         self._estimate = compile_estimate(concrete.graph)
         self._model = _interim_model(concrete.graph)
-        self.waits = _waits_for_kernel(interim_estimate(concrete.graph), self._estimate)
+        self.waits = _waits_for_kernel(self._model * _interim_scale(), self._estimate)
         if self.waits:
             self._start()
         else:  # started after the first call: compiling, it would hold the GIL from it

@@ -16,7 +16,7 @@ from tracegrad.backends.numba.helpers import BLAS_PREFIX, SMALL_DOT, helper
 from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
 from tracegrad.backends.numba.records import Stmt, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
-from tracegrad.core import dtypes
+from tracegrad.core import dtypes, shapes
 from tracegrad.ops import decompositions, fourier, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
@@ -109,8 +109,7 @@ def contraction_terms(op) -> int | None:
     """The number of terms of each element of dot_general `op` (None: a dim of unknown
     size)."""
     (lc, _), _ = op.attrs["dimension_numbers"]
-    sizes = [op.inputs[0].shape[i] for i in lc]
-    return None if None in sizes else math.prod(sizes)
+    return shapes.size([op.inputs[0].shape[i] for i in lc])
 
 
 def _small_contraction(op) -> bool:

@@ -25,7 +25,7 @@ from tracegrad.backends.numba.blocks import (
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
 from tracegrad.backends.numba.records import name_of, slot, stmts
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
-from tracegrad.core import dtypes
+from tracegrad.core import dtypes, shapes
 from tracegrad.ops import reductions
 
 # Float reductions over a trailing run of axes call a row helper: the blocked pairwise sum
@@ -163,7 +163,7 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if one_loop:
-            count = math.prod(x.shape[d:]) if None not in x.shape[d:] else None
+            count = shapes.size(x.shape[d:])
             if not _unrolled_row(cg, nest, monoid, dt, v, acc, count):
                 _blocked_row(cg, nest, monoid, dt, v, acc)
         else:

@@ -27,7 +27,6 @@ compile time grows faster than linearly with a loop body's size).
 
 from __future__ import annotations
 
-import math
 
 from tracegrad import backends
 from tracegrad.backends.numba import (
@@ -54,7 +53,7 @@ from tracegrad.backends.numba.records import (
     stmts,
 )
 from tracegrad.backends.numba.scalars import NB_TYPE, scalar_expr, typed
-from tracegrad.core import dtypes
+from tracegrad.core import dtypes, shapes
 from tracegrad.core.op import constant_p
 from tracegrad.errors import UnsupportedOpError
 from tracegrad.ops import shape_ops
@@ -323,7 +322,8 @@ class CodeGen:
         if self.sub or self.workspace is None:
             return False
         storage = helpers.STORAGE[dtype]
-        if None in shape or math.prod(shape) * storage.itemsize < KEEP_MIN_BYTES:
+        n = shapes.size(shape)
+        if n is None or n * storage.itemsize < KEEP_MIN_BYTES:
             return False
         self.kept.append((shape, storage))
         return True

@@ -25,6 +25,7 @@ writes its outputs into the output buffers, so nothing returned aliases a kept b
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -39,6 +40,7 @@ _SHAPE_CACHE_LIMIT = 256
 # Sets of temporaries an executor keeps idle at most, and the largest set it keeps
 _POOL_LIMIT = 1
 _KEEP_LIMIT_BYTES = 256 << 20
+_PARALLEL_COMPILE = threading.Lock()  # one compile of a graph's parallel executor
 _KERNEL_ERRORS = (IndexError, ValueError, ZeroDivisionError, np.linalg.LinAlgError)
 
 
@@ -53,6 +55,7 @@ class Executor:
         "_has_I",
         "_kept",
         "_parallel",
+        "_parallel_ex",
         "_parallel_runs",
         "_pool",
         "_shape_cache",
@@ -96,6 +99,7 @@ class Executor:
         self._pool: list = []
         # compiles the graph's parallel executor (parallel.py), or None: always serial
         self._parallel = parallel
+        self._parallel_ex = None  # the parallel executor, once compiled
         self._parallel_runs: dict = {}
         if self.static:
             shapes = plan.static_shapes()
@@ -180,15 +184,19 @@ class Executor:
             call_args = ins + ["*tail"] + outs
         results = [o + ".astype(F16)" if f16 else o
                    for o, f16 in zip(outs, self.float16_out, strict=True)]
-        if self._kept:
+        keeps = bool(self._kept) and self._keeps()
+        if keeps:
             lines += ["    try:\n        ws = pool.pop()\n    except IndexError:",
                       "        ws = workspace()"]
+        elif self._kept:  # too large to keep: a new set every call
+            lines.append("    ws = workspace()")
+        if self._kept:
             call_args.append("*ws")
         lines += ["    try:",
                   f"        entry({', '.join(call_args)})",
                   "    except errors as e:",
                   "        raise ex._error(e) from None"]
-        if self._kept and self._keeps():
+        if keeps:
             lines += ["    finally:",
                       f"        if len(pool) < {_POOL_LIMIT}:\n            pool.append(ws)"]
         lines.append(f"    return [{', '.join(results)}]")
@@ -210,8 +218,16 @@ class Executor:
         """The run (of `donated` outputs' buffers) of the parallel kernel."""
         run = self._parallel_runs.get(donated)
         if run is None:
-            run = self._parallel_runs[donated] = parallel.ParallelRun(self._parallel, donated)
+            run = self._parallel_runs[donated] = parallel.ParallelRun(
+                self._parallel_executor, donated)
         return run
+
+    def _parallel_executor(self):
+        """The graph's parallel executor, compiled by the first call that needs it."""
+        with _PARALLEL_COMPILE:
+            if self._parallel_ex is None:
+                self._parallel_ex = self._parallel(threaded=True)
+        return self._parallel_ex
 
     def _shape_mismatch(self, args):
         self.plan.shapes(args)  # raises a ShapeError naming the input

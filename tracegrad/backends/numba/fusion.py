@@ -19,6 +19,7 @@ from tracegrad.backends.numba.blocks_linalg import copies_operand
 from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, REMAP, VIEW, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.core.op import constant_p
+from tracegrad.core.shapes import size
 from tracegrad.ops.linalg import dot_general_p
 from tracegrad.ops.random_bits import threefry2x32_p
 from tracegrad.ops.shape_ops import broadcast_in_dim_p, reshape_p, squeeze_map
@@ -36,8 +37,10 @@ _LOOKAHEAD = 256
 # The region size from which a region is worth storing rather than recomputing for each
 # copy of a broadcast (as is one with a `COSTLY` op).
 _COSTLY_REGION = 6
-# Rows narrower than this (float64 lanes of an AVX-512 register) keep a costly vector
-# unflattened into them out of their loop nest (`_store_before_narrow_unflattens`).
+# Rows narrower than this keep a costly vector unflattened into them out of their loop
+# nest (`_store_before_narrow_unflattens`): 8 float64 lanes fill one 512-bit vector or two
+# 256-bit ones (LLVM's usual width, AVX2 and most AVX-512 CPUs), so a shorter inner loop
+# leaves vectors partly empty on either kind of vector unit.
 _NARROW = 8
 # The most elements of a costly value read by several loop nests that is stored rather than
 # recomputed in each (32 KB of float64: it stays in the L1 cache between the nests).
@@ -62,12 +65,8 @@ def _enlarges(before, after) -> bool:
 
 def _count(shape) -> float:
     """The number of elements of a tensor of `shape` (infinite when a dim is unknown)."""
-    n = 1
-    for d in shape:
-        if d is None:
-            return float("inf")
-        n *= d
-    return n
+    n = size(shape)
+    return float("inf") if n is None else n
 
 
 def _small(shape) -> bool:

@@ -14,11 +14,11 @@ no recompile.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 
 from tracegrad.backends import threads
+from tracegrad.core.shapes import size
 
 
 def _from_environment() -> int:
@@ -35,11 +35,7 @@ PARALLEL_MIN_ELEMENTS: int = _from_environment()
 def largest(shapes) -> int:
     """The element count of the largest of `shapes` (an iterable of shape tuples; a dim
     known only inside the kernel, None, leaves its shape out)."""
-    most = 0
-    for shape in shapes:
-        if None not in shape:
-            most = max(most, math.prod(shape))
-    return most
+    return max((n for shape in shapes if (n := size(shape)) is not None), default=0)
 
 
 def is_large(shapes) -> bool:
@@ -47,24 +43,21 @@ def is_large(shapes) -> bool:
 
 
 class ParallelRun:
-    """Runs the parallel kernel of a graph (an executor compiled on first use by
-    `compile_parallel`, whose entry is `with_threads`'s)."""
+    """Runs the parallel kernel of a graph with `donated` outputs' buffers: the run of
+    `executor()`, the graph's one parallel executor (compiled on first use, shared by the
+    runs of every donated count; its entry is `with_threads`'s)."""
 
-    def __init__(self, compile_parallel, donated: int = 0):
-        self._compile = compile_parallel
+    def __init__(self, executor, donated: int = 0):
+        self._executor = executor
         self._donated = donated
         self._run = None
-        self._lock = threading.Lock()
-
-    def _parallel(self):
-        with self._lock:
-            if self._run is None:
-                ex = self._compile(threaded=True)
-                self._run = ex.donating(self._donated) if self._donated else ex.run
-        return self._run
 
     def __call__(self, *args):
-        return (self._run or self._parallel())(*args)
+        run = self._run
+        if run is None:
+            ex = self._executor()
+            run = self._run = ex.donating(self._donated) if self._donated else ex.run
+        return run(*args)
 
 
 _WORKQUEUE_LOCK = threading.Lock()

@@ -362,8 +362,6 @@ class Nest:
     def render(self) -> list[Line]:
         """The nest's lines: its loops with their records placed; with a trig flag, the
         innermost loop's block (or the whole nest) again with the full reduction."""
-        if self.split_blocks:
-            self.blocked(0)
         redo = self.trig_flag is not None and not self.whole_rerun and (
             self.block is None or self.block_dim == self.inner) and self.unrolled is None
         if redo:

@@ -381,9 +381,10 @@ register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True),
                                     needs_array=True, linalg=True))
 
 
-def _decomposition(cg, op, kind, flag):
-    """qr, eigh, eig or svd: helper `kind` per matrix, writing each result in place; `flag`
-    the attribute it takes (a function of the attributes; eig takes its raise tag)."""
+def _decomposition(cg, op, kind, flag, whole=False):
+    """qr, eigh, eig, svd, lu or expm: helper `kind` per matrix (`whole`: once, on the
+    batch), writing each result in place; `flag` the attribute it takes (a function of the
+    attributes; eig takes its raise tag)."""
     (a,), outs = op.inputs, op.outputs
     b, av = _batched(cg, a)
     views = [_batched_target(cg, cg.alloc(t), t, mat_dims=t.ndim - a.ndim + 2)[1]
@@ -395,6 +396,9 @@ def _decomposition(cg, op, kind, flag):
         flag = lambda at: tag  # noqa: E731
     else:
         fn = helper(cg.helpers, kind + "_f", a.dtype)
+    if whole:
+        cg.emit(f"{fn}({av}, {', '.join(views)}, {flag(op.attrs)})")
+        return
     k = cg.fresh("k")
     args = ", ".join(f"{v}[{k}]" for v in views)
     cg.emit(f"for {k} in range({b}):\n    {fn}({av}[{k}], {args}, {flag(op.attrs)})")
@@ -404,9 +408,17 @@ register(decompositions.qr_p, Lowering(
     BLOCK, emit=partial(_decomposition, kind="qr",
                         flag=lambda at: at.get("full_matrices", False)),
     needs_array=True, linalg=True))
-register(decompositions.eigh_p, Lowering(
-    BLOCK, emit=partial(_decomposition, kind="eigh", flag=lambda at: at.get("lower", True)),
-    needs_array=True, linalg=True))
+
+
+def _eigh(cg, op):
+    """eigh: one helper call for the batch (it allocates LAPACK's workspace once), with the
+    LAPACK routine it calls imported (helpers.py binds it then)."""
+    cg.helpers["_lapack_zheevd" if dtypes.is_complex(op.inputs[0].dtype) else
+               "_lapack_dsyevd"] = None
+    _decomposition(cg, op, "eigh", lambda at: at.get("lower", True), whole=True)
+
+
+register(decompositions.eigh_p, Lowering(BLOCK, emit=_eigh, needs_array=True, linalg=True))
 
 
 def _eig_error(args, where):

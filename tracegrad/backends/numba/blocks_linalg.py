@@ -1,7 +1,7 @@
 """Numba code for dot_general (BLAS through `np.dot` for floats, trmm for a Cholesky
 factor's products, loops otherwise), the linear-algebra primitives (LAPACK or `np.linalg`
-per matrix, BLAS's trsm for triangular_solve) and the Fourier transforms (rocket-fft),
-each with its lowering record (lowering.py)."""
+per matrix, BLAS's trsm for triangular_solve), the Fourier transforms (rocket-fft) and the
+n-d convolution (a loop nest), each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
 from tracegrad.backends.numba.records import Stmt, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes, shapes
-from tracegrad.ops import decompositions, fourier, linalg
+from tracegrad.ops import convolution, decompositions, fourier, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -468,3 +468,56 @@ def _fft(cg, op):
 
 
 register(fourier.fft_p, Lowering(BLOCK, emit=_fft, needs_array=True))
+
+
+# -- conv ---------------------------------------------------------------------------------------
+
+
+def _conv(cg, op):
+    # Per (batch, image, out channel): the output block zeroed, then for each in channel and
+    # kernel point an axpy of one input row into one output row along the last spatial
+    # dim, its range clipped to the padded input (no test in the innermost loop).
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    padding = op.attrs["padding"]
+    ns = len(padding)
+    nb = lhs.ndim - 2 - ns
+    ld, rd = cg.dims(lhs), cg.dims(rhs)
+    b, n, ci, co = _prod(list(ld[:nb])), ld[nb], ld[nb + 1], rd[nb]
+    spatial, kernel, out = lhs.shape[nb + 2:], rhs.shape[nb + 2:], t.shape[nb + 2:]
+    lv, rv, yv = cg.fresh("cl"), cg.fresh("cr"), cg.fresh("cy")
+    shape = ", ".join
+    cg.emit(f"{lv} = {cg.array(lhs)}.reshape(({b}, {n}, {ci}, {shape(map(str, spatial))}))")
+    cg.emit(f"{rv} = {cg.array(rhs)}.reshape(({b}, {co}, {ci}, {shape(map(str, kernel))}))")
+    cg.emit(f"{yv} = {cg.alloc(t)}.reshape(({b}, {n}, {co}, {shape(map(str, out))}))")
+    bi, ni, oi, ii, w, yrow, lrow = (cg.fresh(p) for p in ("cb", "cn", "co", "ci", "cw",
+                                                            "cyr", "clr"))
+    xs = [cg.fresh("cx") for _ in range(ns)]
+    ks = [cg.fresh("ck") for _ in range(ns)]
+    js = [cg.fresh("cj") for _ in range(ns - 1)]
+    lines = [f"for {bi} in range({b}):", f"for {ni} in range({n}):",
+             f"for {oi} in range({co}):", f"{yv}[{bi}, {ni}, {oi}] = 0",
+             f"for {ii} in range({ci}):"]
+    depth, level = [0, 1, 2, 3, 3], 4
+    for d in range(ns - 1):
+        lo = padding[d][0]
+        lines += [f"for {xs[d]} in range({out[d]}):",
+                  f"for {ks[d]} in range(max(0, {lo} - {xs[d]}), "
+                  f"min({kernel[d]}, {spatial[d] + lo} - {xs[d]})):",
+                  f"{js[d]} = {xs[d]} + {ks[d]} - ({lo})"]
+        depth += [level, level + 1, level + 2]
+        level += 2
+    lo = padding[-1][0]
+    row = ", ".join(xs[:-1])
+    inner = [f"{yrow} = {yv}[{bi}, {ni}, {oi}{', ' + row if row else ''}]",
+             f"{lrow} = {lv}[{bi}, {ni}, {ii}{''.join(', ' + j for j in js)}]",
+             f"for {ks[-1]} in range({kernel[-1]}):",
+             f"{w} = {rv}[{bi}, {oi}, {ii}, {', '.join(ks)}]",
+             f"for {xs[-1]} in range(max(0, {lo} - {ks[-1]}), "
+             f"min({out[-1]}, {spatial[-1] + lo} - {ks[-1]})):",
+             f"{yrow}[{xs[-1]}] += {w} * {lrow}[{xs[-1]} + {ks[-1]} - ({lo})]"]
+    lines += inner
+    depth += [level, level, level, level + 1, level + 1, level + 2]
+    cg.emit("\n".join("    " * d + line for d, line in zip(depth, lines, strict=True)))
+
+
+register(convolution.conv_p, Lowering(BLOCK, emit=_conv, needs_array=True))

@@ -27,7 +27,7 @@ def _conv_reference(lhs, rhs, padding):
     for b in np.ndindex(batch):
         for i in range(n):
             for o in range(co):
-                y = sum(scipy.signal.correlate(x[b + (i, c)], rhs[b + (o, c)], mode="valid",
+                y = sum(scipy.signal.correlate(x[b + (i, c)], np.conj(rhs[b + (o, c)]), "valid",
                                                method="direct") for c in range(ci))
                 if out is None:
                     out = np.zeros(batch + (n, co) + y.shape, np.result_type(lhs, rhs))

@@ -50,7 +50,8 @@ for _name, (_sa, _sb, _pad) in _CONVS.items():
         ref = lambda a, b, p=_pad: _conv_reference(a, b, p)
         case(f"conv[{_name},{_dt}]", lambda a, b, p=_pad: ops.conv(a, b, padding=p), ref, a, b,
              grad_argnums=(0, 1) if _dt in (F64, C128) else (), why=WHY, primitive="conv",
-             **({"rtol": 1e-5} if _dt == F32 else ulps(ref, a, b, n=16) if _dt == F64 else
+             **({"rtol": 1e-5, **ulps(ref, a, b, n=16)} if _dt == F32 else
+                ulps(ref, a, b, n=16) if _dt == F64 else
                 {"rtol": 1e-12} if _dt == C128 else {}))
 
 # -- scipy.signal over it: every mode, both methods, odd/even kernels, kernel larger ---------

@@ -75,7 +75,8 @@ def _pad_or_crop(x, padding):
 
 @conv_p.def_impl
 def _conv_impl(lhs, rhs, *, padding):
-    # the kernel windows of every output point gathered (im2col) and contracted by BLAS
+    # the kernel windows of every output point gathered (im2col) and contracted with the
+    # kernels by BLAS; the copy runs along the longer of the last output and kernel dims
     ns = len(padding)
     nb = lhs.ndim - 2 - ns
     batch, (n, ci), ks = lhs.shape[:nb], lhs.shape[nb:nb + 2], rhs.shape[nb + 2:]
@@ -85,12 +86,17 @@ def _conv_impl(lhs, rhs, *, padding):
         range(nb + 2, lhs.ndim)))  # (*b, n, ci, *out, *k)
     out = windows.shape[nb + 2:nb + 2 + ns]
     nbatch, npts, nk = math.prod(batch), math.prod(out), ci * math.prod(ks)
-    order = tuple(range(nb)) + (nb,) + tuple(range(nb + 2, nb + 2 + ns)) + (nb + 1,) + tuple(
-        range(nb + 2 + ns, windows.ndim))  # (*b, n, *out, ci, *k)
-    cols = np.ascontiguousarray(windows.transpose(order)).reshape(nbatch, n * npts, nk)
+    points, kernel = (nb,) + tuple(range(nb + 2, nb + 2 + ns)), (nb + 1,) + tuple(
+        range(nb + 2 + ns, windows.ndim))
     kernels = rhs.reshape(nbatch, co, nk)
-    result = np.matmul(cols, kernels.transpose(0, 2, 1))  # (b, n * out, co)
-    result = result.reshape(nbatch, n, npts, co).transpose(0, 1, 3, 2)
+    if out[-1] >= ks[-1]:
+        cols = np.ascontiguousarray(windows.transpose(tuple(range(nb)) + kernel + points))
+        result = np.matmul(kernels, cols.reshape(nbatch, nk, n * npts))  # (b, co, n * out)
+        result = result.reshape(nbatch, co, n, npts).transpose(0, 2, 1, 3)
+    else:
+        cols = np.ascontiguousarray(windows.transpose(tuple(range(nb)) + points + kernel))
+        result = np.matmul(cols.reshape(nbatch, n * npts, nk), kernels.transpose(0, 2, 1))
+        result = result.reshape(nbatch, n, npts, co).transpose(0, 1, 3, 2)
     return np.ascontiguousarray(result.reshape(batch + (n, co) + out), dtype=lhs.dtype)
 
 

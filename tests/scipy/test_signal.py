@@ -154,3 +154,15 @@ def test_bad_input_names_the_op_and_line():
     assert where in str(info.value)
     with pytest.raises(errors.ShapeError, match="conv: batch and input-channel dims"):
         ops.conv(np.ones((1, 2, 5)), np.ones((1, 3, 2)), padding=((0, 0),))
+
+
+def test_numba_conv_with_unknown_image_and_channel_counts():
+    pad = ((1, 0), (2, 2))
+    f = tg.function(lambda x, w: ops.conv(x, w, padding=pad), backend="numba",
+                    input_signature=[tg.TensorSpec([None, None, 6, 5]),
+                                     tg.TensorSpec([None, None, 3, 2])])
+    for n, ci, co in ((2, 3, 4), (1, 2, 5)):
+        x, w = R.normal(size=(n, ci, 6, 5)), R.normal(size=(co, ci, 3, 2))
+        np.testing.assert_allclose(f(x, w), tg.function(
+            lambda x, w: ops.conv(x, w, padding=pad), backend="numpy")(x, w), rtol=1e-12,
+            atol=1e-12)

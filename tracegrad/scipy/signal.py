@@ -18,7 +18,7 @@ from tracegrad.numpy import fft as _fft
 from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import ndim_of, promote, read, shape_of, static_dim
 from tracegrad.numpy._core import reshape as _reshape
-from tracegrad.numpy._creation import arange, astype, zeros
+from tracegrad.numpy._creation import astype, zeros
 from tracegrad.numpy._pad import pad
 from tracegrad.numpy._reductions import mean
 from tracegrad.numpy._reductions import sum as sum_

@@ -473,10 +473,17 @@ register(fourier.fft_p, Lowering(BLOCK, emit=_fft, needs_array=True))
 # -- conv ---------------------------------------------------------------------------------------
 
 
+# a last kernel dim up to this long is unrolled: each output element of the interior (where
+# every kernel point falls inside the input) takes all its products in one statement
+CONV_UNROLL = 16
+
+
 def _conv(cg, op):
     # Per (batch, image, out channel): the output block zeroed, then for each in channel and
-    # kernel point an axpy of one input row into one output row along the last spatial
-    # dim, its range clipped to the padded input (no test in the innermost loop).
+    # point of the outer kernel dims, the output row along the last spatial dim gains the
+    # products of the input row with the kernel's last dim: unrolled over that dim in the
+    # interior, an axpy per kernel point at the edges, every range clipped to the padded
+    # input (no test in the innermost loops).
     (lhs, rhs), t = op.inputs, op.outputs[0]
     padding = op.attrs["padding"]
     ns = len(padding)
@@ -494,30 +501,43 @@ def _conv(cg, op):
     xs = [cg.fresh("cx") for _ in range(ns)]
     ks = [cg.fresh("ck") for _ in range(ns)]
     js = [cg.fresh("cj") for _ in range(ns - 1)]
-    lines = [f"for {bi} in range({b}):", f"for {ni} in range({n}):",
-             f"for {oi} in range({co}):", f"{yv}[{bi}, {ni}, {oi}] = 0",
-             f"for {ii} in range({ci}):"]
-    depth, level = [0, 1, 2, 3, 3], 4
+    code = [(0, f"for {bi} in range({b}):"), (1, f"for {ni} in range({n}):"),
+            (2, f"for {oi} in range({co}):"), (3, f"{yv}[{bi}, {ni}, {oi}] = 0"),
+            (3, f"for {ii} in range({ci}):")]
+    level = 4
     for d in range(ns - 1):
         lo = padding[d][0]
-        lines += [f"for {xs[d]} in range({out[d]}):",
-                  f"for {ks[d]} in range(max(0, {lo} - {xs[d]}), "
-                  f"min({kernel[d]}, {spatial[d] + lo} - {xs[d]})):",
-                  f"{js[d]} = {xs[d]} + {ks[d]} - ({lo})"]
-        depth += [level, level + 1, level + 2]
+        code += [(level, f"for {xs[d]} in range({out[d]}):"),
+                 (level + 1, f"for {ks[d]} in range(max(0, {lo} - {xs[d]}), "
+                             f"min({kernel[d]}, {spatial[d] + lo} - {xs[d]})):"),
+                 (level + 2, f"{js[d]} = {xs[d]} + {ks[d]} - ({lo})")]
         level += 2
-    lo = padding[-1][0]
     row = ", ".join(xs[:-1])
-    inner = [f"{yrow} = {yv}[{bi}, {ni}, {oi}{', ' + row if row else ''}]",
-             f"{lrow} = {lv}[{bi}, {ni}, {ii}{''.join(', ' + j for j in js)}]",
-             f"for {ks[-1]} in range({kernel[-1]}):",
-             f"{w} = {rv}[{bi}, {oi}, {ii}, {', '.join(ks)}]",
-             f"for {xs[-1]} in range(max(0, {lo} - {ks[-1]}), "
-             f"min({out[-1]}, {spatial[-1] + lo} - {ks[-1]})):",
-             f"{yrow}[{xs[-1]}] += {w} * {lrow}[{xs[-1]} + {ks[-1]} - ({lo})]"]
-    lines += inner
-    depth += [level, level, level, level + 1, level + 1, level + 2]
-    cg.emit("\n".join("    " * d + line for d, line in zip(depth, lines, strict=True)))
+    code += [(level, f"{yrow} = {yv}[{bi}, {ni}, {oi}{', ' + row if row else ''}]"),
+             (level, f"{lrow} = {lv}[{bi}, {ni}, {ii}{''.join(', ' + j for j in js)}]")]
+    lo, size, width, length = padding[-1][0], spatial[-1], kernel[-1], out[-1]
+    x, k = xs[-1], ks[-1]
+
+    def weight(last):
+        return f"{rv}[{bi}, {oi}, {ii}, {', '.join(ks[:-1] + [last])}]"
+
+    def axpy(first, stop):
+        return [(level + 1, f"for {x} in range(max({first}, {lo} - {k}), "
+                            f"min({stop}, {size + lo} - {k})):"),
+                (level + 2, f"{yrow}[{x}] += {w} * {lrow}[{x} + {k} - ({lo})]")]
+
+    first, stop = max(0, lo), min(length, size + lo - width + 1)
+    edges = [(level, f"for {k} in range({width}):"), (level + 1, f"{w} = {weight(k)}")]
+    if width <= CONV_UNROLL and first < stop:
+        ws = [cg.fresh("cw") for _ in range(width)]
+        terms = " + ".join(f"{ws[j]} * {lrow}[{x} + ({j - lo})]" for j in range(width))
+        code += [(level, f"{ws[j]} = {weight(str(j))}") for j in range(width)]
+        code += [(level, f"for {x} in range({first}, {stop}):"), (level + 1,
+                 f"{yrow}[{x}] += {terms}")]
+        code += edges + axpy(0, first) + axpy(stop, length)
+    else:
+        code += edges + axpy(0, length)
+    cg.emit("\n".join("    " * depth + line for depth, line in code))
 
 
 register(convolution.conv_p, Lowering(BLOCK, emit=_conv, needs_array=True))

@@ -166,3 +166,9 @@ def test_numba_conv_with_unknown_image_and_channel_counts():
         np.testing.assert_allclose(f(x, w), tg.function(
             lambda x, w: ops.conv(x, w, padding=pad), backend="numpy")(x, w), rtol=1e-12,
             atol=1e-12)
+
+
+def test_vmapped_convolution_is_one_conv_op():
+    batched = tg.vmap(lambda a, b: ts.convolve(a, b, "same"))
+    graph = tg.trace(batched)(tg.TensorSpec([4, 9, 7]), tg.TensorSpec([4, 3, 2]))
+    assert [op.primitive.name for op in graph.operations].count("conv") == 1

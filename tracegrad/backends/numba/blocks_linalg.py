@@ -1,7 +1,7 @@
 """Numba code for dot_general (BLAS through `np.dot` for floats, trmm for a Cholesky
 factor's products, loops otherwise), the linear-algebra primitives (LAPACK or `np.linalg`
-per matrix, BLAS's trsm for triangular_solve) and the Fourier transforms (rocket-fft),
-each with its lowering record (lowering.py)."""
+per matrix, BLAS's trsm for triangular_solve), the Fourier transforms (rocket-fft) and the
+n-d convolution (a loop nest), each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
 from tracegrad.backends.numba.records import Stmt, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes, shapes
-from tracegrad.ops import decompositions, fourier, linalg
+from tracegrad.ops import convolution, decompositions, fourier, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -480,3 +480,76 @@ def _fft(cg, op):
 
 
 register(fourier.fft_p, Lowering(BLOCK, emit=_fft, needs_array=True))
+
+
+# -- conv ---------------------------------------------------------------------------------------
+
+
+# a last kernel dim up to this long is unrolled: each output element of the interior (where
+# every kernel point falls inside the input) takes all its products in one statement
+CONV_UNROLL = 16
+
+
+def _conv(cg, op):
+    # Per (batch, image, out channel): the output block zeroed, then for each in channel and
+    # point of the outer kernel dims, the output row along the last spatial dim gains the
+    # products of the input row with the kernel's last dim: unrolled over that dim in the
+    # interior, an axpy per kernel point at the edges, every range clipped to the padded
+    # input (no test in the innermost loops).
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    padding = op.attrs["padding"]
+    ns = len(padding)
+    nb = lhs.ndim - 2 - ns
+    ld, rd = cg.dims(lhs), cg.dims(rhs)
+    b, n, ci, co = _prod(list(ld[:nb])), ld[nb], ld[nb + 1], rd[nb]
+    spatial, kernel, out = lhs.shape[nb + 2:], rhs.shape[nb + 2:], t.shape[nb + 2:]
+    lv, rv, yv = cg.fresh("cl"), cg.fresh("cr"), cg.fresh("cy")
+    shape = ", ".join
+    cg.emit(f"{lv} = {cg.array(lhs)}.reshape(({b}, {n}, {ci}, {shape(map(str, spatial))}))")
+    cg.emit(f"{rv} = {cg.array(rhs)}.reshape(({b}, {co}, {ci}, {shape(map(str, kernel))}))")
+    cg.emit(f"{yv} = {cg.alloc(t)}.reshape(({b}, {n}, {co}, {shape(map(str, out))}))")
+    bi, ni, oi, ii, w, yrow, lrow = (cg.fresh(p) for p in ("cb", "cn", "co", "ci", "cw",
+                                                            "cyr", "clr"))
+    xs = [cg.fresh("cx") for _ in range(ns)]
+    ks = [cg.fresh("ck") for _ in range(ns)]
+    js = [cg.fresh("cj") for _ in range(ns - 1)]
+    code = [(0, f"for {bi} in range({b}):"), (1, f"for {ni} in range({n}):"),
+            (2, f"for {oi} in range({co}):"), (3, f"{yv}[{bi}, {ni}, {oi}] = 0"),
+            (3, f"for {ii} in range({ci}):")]
+    level = 4
+    for d in range(ns - 1):
+        lo = padding[d][0]
+        code += [(level, f"for {xs[d]} in range({out[d]}):"),
+                 (level + 1, f"for {ks[d]} in range(max(0, {lo} - {xs[d]}), "
+                             f"min({kernel[d]}, {spatial[d] + lo} - {xs[d]})):"),
+                 (level + 2, f"{js[d]} = {xs[d]} + {ks[d]} - ({lo})")]
+        level += 2
+    row = ", ".join(xs[:-1])
+    code += [(level, f"{yrow} = {yv}[{bi}, {ni}, {oi}{', ' + row if row else ''}]"),
+             (level, f"{lrow} = {lv}[{bi}, {ni}, {ii}{''.join(', ' + j for j in js)}]")]
+    lo, size, width, length = padding[-1][0], spatial[-1], kernel[-1], out[-1]
+    x, k = xs[-1], ks[-1]
+
+    def weight(last):
+        return f"{rv}[{bi}, {oi}, {ii}, {', '.join(ks[:-1] + [last])}]"
+
+    def axpy(first, stop):
+        return [(level + 1, f"for {x} in range(max({first}, {lo} - {k}), "
+                            f"min({stop}, {size + lo} - {k})):"),
+                (level + 2, f"{yrow}[{x}] += {w} * {lrow}[{x} + {k} - ({lo})]")]
+
+    first, stop = max(0, lo), min(length, size + lo - width + 1)
+    edges = [(level, f"for {k} in range({width}):"), (level + 1, f"{w} = {weight(k)}")]
+    if width <= CONV_UNROLL and first < stop:
+        ws = [cg.fresh("cw") for _ in range(width)]
+        terms = " + ".join(f"{ws[j]} * {lrow}[{x} + ({j - lo})]" for j in range(width))
+        code += [(level, f"{ws[j]} = {weight(str(j))}") for j in range(width)]
+        code += [(level, f"for {x} in range({first}, {stop}):"), (level + 1,
+                 f"{yrow}[{x}] += {terms}")]
+        code += edges + axpy(0, first) + axpy(stop, length)
+    else:
+        code += edges + axpy(0, length)
+    cg.emit("\n".join("    " * depth + line for depth, line in code))
+
+
+register(convolution.conv_p, Lowering(BLOCK, emit=_conv, needs_array=True))

@@ -451,8 +451,9 @@ class Nest:
         loaded in the innermost loop serves every row, as a matrix product's register tile
         does), then a loop over the remaining indices."""
         i, n, k = self.vars[0], self.dims[0], self.jam
+        loops = {name_of(v) for v in self.vars[1:]}  # the inner loops' lines assign these
         stmts_ = [line for line in body if isinstance(line.rec, Stmt)
-                  and not line.rec.template.startswith("for ")]
+                  and not line.rec.defines & loops]
         # the names that differ between rows: the index, and every name a statement reading
         # or assigning one assigns (loads of the other operand are shared)
         own, grown = {name_of(i)}, True

@@ -1,7 +1,8 @@
 """Short contractions and short rows on the numba backend: a dot_general of at most
 SMALL_CONTRACTION terms whose result only feeds loops is evaluated inside them (never
 stored), and a float row of at most SHORT_ROW elements is reduced with its loop written
-out, a sum in NumPy's pairwise order; values against the numpy backend and NumPy, the
+out, a sum in NumPy's pairwise order, and a longer row's max/min is a running value in vector
+lanes; values against the numpy backend and NumPy, the
 GradBench objectives that need them (kmeans, gmm) against central differences."""
 
 import pathlib
@@ -57,6 +58,37 @@ def test_a_short_contraction_is_evaluated_in_its_consumers_loop():
     both_backends(nearest, p17, c17)
 
 
+def test_rows_reading_a_short_contraction_run_two_at_a_time(monkeypatch):
+    # points x centroids: the innermost loop reads the centroids' column, the point's 16
+    # coordinates are loaded once per row; two rows share each column loaded (`Nest.jam`),
+    # an odd row count leaves one row to the loop after; the terms are fused multiply-adds.
+    # Jamming changes no bit: the same kernel with JAM = 1 gives the same values. A nest
+    # that stores in its innermost loop (a column sum accumulated in memory) is not jammed.
+    rng = np.random.default_rng(6)
+    p, c = rng.random((301, 16)), rng.random((40, 16))
+
+    def row_min(p, c):
+        d = (tnp.sum(p * p, axis=1)[:, None] + tnp.sum(c * c, axis=1) - 2.0 * (p @ c.T))
+        return tnp.min(d, axis=1), tnp.max(d, axis=1)
+
+    def column_sums(p, c):
+        return tnp.sum(tnp.exp(-(p @ c.T)), axis=0)
+
+    source = source_of(row_min, p, c)
+    assert "% 2, 2):" in source and "_fma(" in source
+    both_backends(row_min, p, c)
+    jammed = tg.function(row_min, backend="numba")(p, c)
+    source = source_of(column_sums, p, c)
+    assert "% 2, 2):" not in source and "_fma(" in source
+    both_backends(column_sums, p, c)
+    monkeypatch.setattr(blocks_linalg, "JAM", 1)
+    assert "% 2, 2):" not in source_of(row_min, p, c)
+    for got, want in zip(jammed, tg.function(row_min, backend="numba")(p, c), strict=True):
+        assert_same(np.asarray(got), np.asarray(want))  # bit for bit
+    ref = ((p[:, None, :] - c[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(jammed[0], ref.min(1), rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("dims", [
     ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),  # batched
     ((3, 2, 4), (4, 5, 2), (((2,), (0,)), ((1,), (2,)))),  # batch dims anywhere
@@ -98,6 +130,41 @@ def test_short_rows_are_summed_in_numpys_pairwise_order(dtype):
             assert_same(np.asarray(g), want, what=f"rows of {n}")  # bit for bit
         source = source_of(fn, x)
         assert ("_pairwise_" in source) == (n > blocks_reduce.SHORT_ROW), n
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_long_rows_keep_a_running_max_and_min_in_vector_lanes(dtype):
+    # a fused row longer than SHORT_ROW in a nest of two loops: max/min are one running value
+    # each (LLVM's maximum/minimum, a reduction its vectorizer keeps in lanes), with no block
+    # buffer or row helper; NaN propagates, values are NumPy's
+    rng = np.random.default_rng(4)
+    for n in (17, 40, 1024, 1025, 3000):
+        x = (rng.standard_normal((6, n)) * 10.0 ** rng.integers(-8, 8, (6, n))).astype(dtype)
+        x[1, n // 2] = np.nan
+        x[2, 0], x[3, -1] = np.inf, -np.inf
+        x[4, :] = np.nan
+
+        def fn(x):
+            y = x * x - 0.5 * x
+            return tnp.max(y, axis=1), tnp.min(y, axis=1)
+
+        got = tg.function(fn, backend="numba")(x)
+        with np.errstate(invalid="ignore"):
+            y = x * x - np.asarray(0.5, dtype) * x
+        for g, want in zip(got, (y.max(axis=1), y.min(axis=1)), strict=True):
+            assert_same(np.asarray(g), want, what=f"rows of {n}")  # bit for bit
+        source = source_of(fn, x)
+        assert "_vmax_" in source and "_vmin_" in source, n
+        assert "_rowmax_" not in source and "_rowmin_" not in source and "buf" not in source
+
+
+def test_a_running_minimum_with_a_huge_trig_argument_reruns_with_the_full_reduction():
+    x = np.random.default_rng(5).standard_normal((20, 300))
+    x[3, 200] = 1e22  # past the fast reduction: the whole nest runs again with the full one
+    fn = lambda x: tnp.min(tnp.sin(x) * x, axis=1)  # noqa: E731
+    assert "_vmin_" in source_of(fn, x)
+    got = np.asarray(tg.function(fn, backend="numba")(x))
+    assert_same(got, (np.sin(x) * x).min(axis=1), rtol=1e-15)
 
 
 def test_an_unrolled_row_with_a_huge_trig_argument_reruns_with_the_full_reduction():

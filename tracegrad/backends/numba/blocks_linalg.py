@@ -103,6 +103,10 @@ def _dot_general(cg, op):
 # product with a short inner dimension is bound by storing its result (kmeans' 10000 x 1000
 # distances over 16 coordinates: 80 MB written and read back for a row minimum).
 SMALL_CONTRACTION = 16
+# A nest whose innermost loop reads one operand of such a contraction while the other's
+# elements, loaded once per row of the outermost loop, stay in registers runs that many rows
+# at once (`Nest.jam`): each element of the first operand loaded serves them all.
+JAM = 2
 
 
 def contraction_terms(op) -> int | None:
@@ -134,17 +138,34 @@ def _dot_element(cg, op, t, idx, nest):
         ri[j] = idx[len(lb) + len(lf) + k]
     lhs_read = _contiguous_read(cg, lhs, lc, li, nest)
     rhs_read = _contiguous_read(cg, rhs, rc, ri, nest)
-    terms, deps = [], frozenset()
+    terms, deps, inner = [], frozenset(), len(nest.dims) - 1
     for at in itertools.product(*(range(lhs.shape[i]) for i in lc)):
         for i, j, c in zip(lc, rc, at, strict=True):
             li[i] = ri[j] = (str(c), frozenset())
         a, da = _bound(cg, nest, *lhs_read(li))
         b, db = _bound(cg, nest, *rhs_read(ri))
-        terms.append(f"{a} * {b}")
+        terms.append((a, b))
         deps |= da | db
+        if inner > 0 and ((0 in da and inner not in da and inner in db and 0 not in db) or
+                          (0 in db and inner not in db and inner in da and 0 not in da)):
+            nest.jam = JAM
     var = cg.fresh("v")
-    nest.stmt(deps, f"{var} = {' + '.join(terms) or literal(0, t.dtype)}", op, (name_of(var),))
+    nest.stmt(deps, f"{var} = {_terms_sum(cg, terms, t.dtype)}", op, (name_of(var),))
     return var, deps
+
+
+def _terms_sum(cg, terms, dt) -> str:
+    """The sum of products `terms` ((a, b) pairs) in order: float64 products added with one
+    rounding each (`_fma`, one instruction), float32 ones multiplied and added."""
+    if not terms:
+        return literal(0, dt)
+    if dt != dtypes.float64:
+        return " + ".join(f"{a} * {b}" for a, b in terms)
+    cg.helpers["_fma"] = None
+    expr = f"{terms[0][0]} * {terms[0][1]}"
+    for a, b in terms[1:]:
+        expr = f"_fma({a}, {b}, {expr})"
+    return expr
 
 
 def _bound(cg, nest, expr, deps):

@@ -544,6 +544,26 @@ def _row{K}_{S}(a, lo, n):
 _HELPERS["rowmax"] = _ROW_EXTREME.replace("{K}", "max").replace("{INIT}", "-np.inf")
 _HELPERS["rowmin"] = _ROW_EXTREME.replace("{K}", "min").replace("{INIT}", "np.inf")
 
+# NaN-propagating max / min of two floats as LLVM's llvm.maximum / llvm.minimum: a running
+# value updated in a loop by these is a reduction LLVM's vectorizer recognizes (one running
+# value per vector lane), where `_max_{S}`'s compare-and-select is not.
+_LANE_EXTREME = """
+@_intrinsic
+def _v{K}_{S}(typingctx, a, b):
+    if a != b or not isinstance(a, _nbtypes.Float):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = context.get_value_type(sig.return_type)
+        name = "llvm.{LLK}.f64" if t == _llir.DoubleType() else "llvm.{LLK}.f32"
+        fn = _cgutils.get_or_insert_function(builder.module, _llir.FunctionType(t, [t, t]),
+                                             name)
+        return builder.call(fn, args)
+    return a(a, b), codegen
+"""
+_HELPERS["vmax_f"] = _LANE_EXTREME.replace("{K}", "max").replace("{LLK}", "maximum")
+_HELPERS["vmin_f"] = _LANE_EXTREME.replace("{K}", "min").replace("{LLK}", "minimum")
+
 # Batched BLAS products o[k] = a[k] @ b[k] (`.T`: BLAS's transpose flag). One compiled,
 # disk-cached function per transpose pattern: Numba's np.dot is costly to type and lower,
 # ~0.2-0.4 s per call site when written into each kernel.
@@ -617,6 +637,7 @@ SMALL_DOT = 4096
 _CVIEW = """
 import functools as _functools
 from numba.core import cgutils as _cgutils
+from llvmlite import ir as _llir
 from numba.core.imputils import impl_ret_borrowed as _borrowed
 
 
@@ -1198,6 +1219,7 @@ _INSTANCES = {
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "bsum": _FLOATS,
     "rowmax": _FLOATS,
     "rowmin": _FLOATS,
+    "vmax_f": _FLOATS, "vmin_f": _FLOATS,
     "floordiv_i": _INTS, "mod_i": _INTS, "f16": None,
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,

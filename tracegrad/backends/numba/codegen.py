@@ -144,6 +144,10 @@ class CodeGen:
         if ref.kind == "scal":
             return ref.name, frozenset()
         dims = self.dims(t)
+        if nest is not None and nest.contiguous_reads and id(t) not in nest.roots:
+            read = nest.contiguous(ref.name, dims, idx)
+            if read is not None:
+                return read(idx)
         if nest is not None and nest.views is not None and t.ndim:
             deps = frozenset().union(*(d for _, d in idx))
             if nest.split_blocks:

@@ -214,6 +214,15 @@ def test_a_written_out_row_reads_its_operands_along_the_loop_that_remains():
     assert "np.transpose(a0, (2, 1, 0,))" in source and "np.transpose(a1, (1, 0,))" in source
     both_backends(fn, q, mu, x)
     both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)
+    # GMM's gradient (d=10, K=20, N=40) stores x - mu for BLAS (its product with the
+    # (n, k, i) cotangent over the points); the forward nest still computes it from x and
+    # mu's copy (CodeGen._recomputed), not reading the stored array with a stride along k
+    problem = PROBLEMS["gmm"]
+    args = problem.data((10, 20, 40))
+    grad = tg.value_and_grad(problem.make(tnp, tg.scan, (10, 20, 40)), argnums=problem.wrt)
+    source = source_of(grad, *args)
+    assert "_gemm_" in source and "np.transpose(a1, (1, 0,))" in source
+    both_backends(grad, *args)
 
     def stored(q, c):
         y = tnp.einsum("kij,nkj->nki", q, c)

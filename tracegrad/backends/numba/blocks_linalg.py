@@ -204,18 +204,21 @@ def _contiguous_read(cg, x, contract, index, nest):
     with a stride by the nest's innermost loop (and again by an outer one) is read from a
     copy with the contracted axes first and the walked ones last (`Nest.contiguous`), so
     that the innermost loop reads consecutive elements (and vectorizes); a computed operand
-    reads its arrays that way."""
+    reads its arrays that way, and a cheap stored one read once may be recomputed
+    (`CodeGen._recomputed`)."""
     ref = cg.refs.get(id(x))
-    if ref is None or ref.kind != "arr":
-        def computed(idx):
-            was, nest.contiguous_reads = nest.contiguous_reads, True
-            try:
-                return cg.elem(x, idx, nest)
-            finally:
-                nest.contiguous_reads = was
-        return computed
-    read = nest.contiguous(ref.name, cg.dims(x), index, contract)
-    return read or (lambda idx: cg.elem(x, idx, nest))
+    if ref is not None and ref.kind == "arr":
+        read = nest.contiguous(ref.name, cg.dims(x), index, contract)
+        if read is not None:
+            return read
+
+    def computed(idx):
+        was, nest.contiguous_reads = nest.contiguous_reads, True
+        try:
+            return cg.elem(x, idx, nest)
+        finally:
+            nest.contiguous_reads = was
+    return computed
 
 
 register(linalg.dot_general_p, Lowering(BLOCK, cost=COSTLY, emit=_dot_general, needs_array=True,

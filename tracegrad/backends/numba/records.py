@@ -284,13 +284,10 @@ class Nest:
         sized = [k for k in range(last) if self.dims[k] != "1"]
         return sized[-1] if sized else None
 
-    def contiguous(self, name: str, dims, index, first=()):
-        """`read(index) -> (expr, deps)` reading array `name` (dims `dims`) from a copy made
-        before the loops whose last axes are those the innermost loop walks at `index`
-        (`(expr, deps)` per axis; `first`: axes put first, a written-out contraction's), so
-        that the innermost loop reads consecutive elements and vectorizes; None when the
-        array is read that way already or is not read again by an outer loop (a copy
-        would be one more pass over it)."""
+    def strided(self, dims, index, first=()) -> tuple[list, bool] | None:
+        """How the innermost loop reads an array of `dims` at `index` (`(expr, deps)` per
+        axis; `first`: axes not counted): `(walked axes, read again by an outer loop)`
+        when it reads with a stride (it walks axes but not the last one), else None."""
         inner = self.loop_inner
         if inner is None or self.views is not None or len(dims) < 2:
             return None
@@ -299,8 +296,19 @@ class Nest:
         if not walked or len(dims) - 1 in walked:
             return None
         used = frozenset().union(*(index[a][1] for a in range(len(dims)) if a not in first))
-        if all(k in used for k in range(inner + 1) if self.dims[k] != "1"):
+        return walked, not all(k in used for k in range(inner + 1) if self.dims[k] != "1")
+
+    def contiguous(self, name: str, dims, index, first=()):
+        """`read(index) -> (expr, deps)` reading array `name` (dims `dims`) from a copy made
+        before the loops whose last axes are those the innermost loop walks at `index`
+        (`first`: axes put first, a written-out contraction's), so that the innermost
+        loop reads consecutive elements and vectorizes; None when the array is read that
+        way already or is not read again by an outer loop (a copy would be one more pass
+        over it)."""
+        strided = self.strided(dims, index, first)
+        if strided is None or not strided[1]:
             return None
+        walked = strided[0]
         perm = [*first, *(a for a in range(len(dims)) if a not in first and a not in walked),
                 *walked]
         key = ("contiguous", name, tuple(perm))

@@ -253,3 +253,17 @@ def test_a_batch_of_products_of_slices_is_gemm_on_the_slices():
     f, args = _grad_vs_central_differences("gmm", (4, 5, 40))
     source = source_of(tg.value_and_grad(f, argnums=PROBLEMS["gmm"].wrt), *args)
     assert "_gemm_" in source and "perm" not in source
+    # the helper on slices of every stride pattern, and on a view with no unit stride
+    # (copied for np.dot), against einsum
+    import importlib
+
+    gemm = importlib.import_module(nb.helpers.MODULE)._gemm_d
+    want = np.einsum("kni,knj->kij", g.transpose(1, 0, 2), c.transpose(1, 0, 2))
+    no_unit = np.transpose(np.ascontiguousarray(np.transpose(g, (2, 0, 1))), (1, 2, 0))
+    for a in (np.transpose(g, (1, 2, 0)), np.transpose(no_unit, (1, 2, 0)),
+              np.ascontiguousarray(np.transpose(g, (1, 2, 0)))):
+        for b in (np.transpose(c, (1, 0, 2)), np.ascontiguousarray(np.transpose(c, (1, 0, 2))),
+                  np.transpose(np.ascontiguousarray(np.transpose(c, (1, 2, 0))), (0, 2, 1))):
+            out = np.empty((6, 5, 3))
+            gemm(a, b, out)
+            np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)

@@ -191,9 +191,9 @@ class CodeGen:
     def _recomputed(self, t, ref, idx, nest: Nest) -> bool:
         """Whether stored array `t`, read by a short contraction's operand
         (`Nest.contiguous_reads`) once per element with a stride by the innermost loop, is
-        evaluated from its operands instead: one cheap elementwise op of values that are
-        not stored (a GMM's `x - mu`, stored for BLAS, read by the forward nest that
-        vectorizes over the components)."""
+        evaluated from its operands instead: one cheap elementwise op of arrays and their
+        views (a GMM's `x - mu`, stored for BLAS, read by the forward nest that vectorizes
+        over the components)."""
         op = t.op
         if not nest.contiguous_reads or ref.kind != "arr" or op is None or \
                 id(t) in nest.roots:

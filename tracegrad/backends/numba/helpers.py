@@ -759,6 +759,11 @@ def _gemm_{P}(a, b, o):
         o[...] = 0
         return
     s = a.itemsize
+    if not (a.strides[2] == s or a.strides[1] == s) or not (b.strides[2] == s or
+                                                            b.strides[1] == s):
+        for k in range(nb):  # (a view with no unit stride: gemm cannot read it)
+            np.dot(np.ascontiguousarray(a[k]), np.ascontiguousarray(b[k]), o[k])
+        return
     flags = np.empty(2, np.uint8)
     sizes = np.empty(6, np.int32)
     sizes[0] = n

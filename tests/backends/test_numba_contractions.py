@@ -208,14 +208,14 @@ def test_kmeans_value_and_direction_on_numba():
 
 
 def test_a_computed_operand_is_computed_into_the_layout_blas_reads():
-    # einsum("kij,nkj->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is not
-    # leading in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
-    # (Fusion._compute_into_product_copies) instead of reading a stored (n, k, j) array
+    # einsum("kij,njk->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is
+    # last in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
+    # (Fusion._compute_into_product_copies) instead of reading a stored (n, j, k) array
     rng = np.random.default_rng(4)
     q, mu, x = rng.standard_normal((3, 20, 20)), rng.random((3, 20)), rng.standard_normal((9, 20))
 
     def fn(q, mu, x):
-        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        y = tnp.einsum("kij,njk->nki", q, x[:, :, None] - mu.T[None, :, :])
         return tnp.sum(y * y)
 
     source = source_of(fn, q, mu, x)
@@ -263,3 +263,74 @@ def test_a_fused_contraction_read_from_a_transposed_copy_in_an_outlined_nest(mon
     source = source_of(grad, x, w)
     assert "def nest" in source and "np.ascontiguousarray(np.transpose(" in source
     both_backends(grad, x, w)
+
+
+def test_a_written_out_row_reads_its_operands_along_the_loop_that_remains():
+    # GMM's squared Mahalanobis distances: sum_i (sum_j q[k,i,j] (x[n,j] - mu[k,j]))^2, the
+    # rows over i written out, so the innermost loop walks k: q and mu (re-read for every
+    # point) are read from copies with k last, consecutive in that loop (it vectorizes);
+    # an operand read once per element (a stored (n, k, j) array) is not copied
+    rng = np.random.default_rng(6)
+    q, mu, x = rng.standard_normal((7, 5, 5)), rng.random((7, 5)), rng.standard_normal((40, 5))
+
+    def fn(q, mu, x):
+        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        return tnp.sum(tnp.exp(-0.5 * tnp.sum(y * y, axis=2)))
+
+    source = source_of(fn, q, mu, x)
+    assert "np.transpose(a0, (2, 1, 0,))" in source and "np.transpose(a1, (1, 0,))" in source
+    both_backends(fn, q, mu, x)
+    both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)
+    # GMM's gradient (d=10, K=20, N=40) stores x - mu for BLAS (its product with the
+    # (n, k, i) cotangent over the points); the forward nest still computes it from x and
+    # mu's copy (CodeGen._recomputed), not reading the stored array with a stride along k
+    problem = PROBLEMS["gmm"]
+    args = problem.data((10, 20, 40))
+    grad = tg.value_and_grad(problem.make(tnp, tg.scan, (10, 20, 40)), argnums=problem.wrt)
+    source = source_of(grad, *args)
+    assert "_gemm_" in source and "np.transpose(a1, (1, 0,))" in source
+    both_backends(grad, *args)
+
+    def stored(q, c):
+        y = tnp.einsum("kij,nkj->nki", q, c)
+        return tnp.sum(tnp.exp(-0.5 * tnp.sum(y * y, axis=2)))
+
+    c = x[:, None, :] - mu[None, :, :]
+    source = source_of(stored, q, c)
+    assert "np.transpose(a0, (2, 1, 0,))" in source and "np.transpose(a1" not in source
+    both_backends(stored, q, c)
+
+
+def test_a_batch_of_products_of_slices_is_gemm_on_the_slices():
+    # GMM's gradient of its precision factors: sum_n g[n, k, i] c[n, k, j], a batch over k
+    # of products of (n, i) and (n, j) slices of (n, k, .) arrays: BLAS's gemm reads each
+    # slice with its leading dimension (no copy to a (k, i, n) layout, no loop over copies)
+    rng = np.random.default_rng(8)
+    g, c = rng.standard_normal((40, 6, 5)), rng.standard_normal((40, 6, 3))
+    for spec, a, b in (("nki,nkj->kij", g, c), ("nki,nkj->kji", g, c),
+                       ("kin,nkj->kij", np.ascontiguousarray(g.transpose(1, 2, 0)), c)):
+        def fn(a, b, spec=spec):
+            return tnp.einsum(spec, a * 0.5, b + 1.0)
+
+        source = source_of(fn, a, b)
+        assert "_gemm_" in source and "perm" not in source and "_bdot_" not in source, spec
+        both_backends(fn, a, b)
+        both_backends(fn, a.astype(np.float32), b.astype(np.float32))
+    # with N = 40 points the gradient's sum over the points is such a product
+    f, args = _grad_vs_central_differences("gmm", (4, 5, 40))
+    source = source_of(tg.value_and_grad(f, argnums=PROBLEMS["gmm"].wrt), *args)
+    assert "_gemm_" in source and "perm" not in source
+    # the helper on slices of every stride pattern, and on a view with no unit stride
+    # (copied for np.dot), against einsum
+    import importlib
+
+    gemm = importlib.import_module(nb.helpers.MODULE)._gemm_d
+    want = np.einsum("kni,knj->kij", g.transpose(1, 0, 2), c.transpose(1, 0, 2))
+    no_unit = np.transpose(np.ascontiguousarray(np.transpose(g, (2, 0, 1))), (1, 2, 0))
+    for a in (np.transpose(g, (1, 2, 0)), np.transpose(no_unit, (1, 2, 0)),
+              np.ascontiguousarray(np.transpose(g, (1, 2, 0)))):
+        for b in (np.transpose(c, (1, 0, 2)), np.ascontiguousarray(np.transpose(c, (1, 0, 2))),
+                  np.transpose(np.ascontiguousarray(np.transpose(c, (1, 2, 0))), (0, 2, 1))):
+            out = np.empty((6, 5, 3))
+            gemm(a, b, out)
+            np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)

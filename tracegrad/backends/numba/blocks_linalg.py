@@ -29,6 +29,33 @@ def _layout(ndim, batch, free, contract, want):
     return list(batch) + list(first) + list(second), list(batch) + list(second) + list(first)
 
 
+def _operand_dims(op, k: int):
+    """`(operand, batch, free, contract)` axes of operand `k` of dot_general `op`."""
+    x = op.inputs[k]
+    (c, b) = [numbers[k] for numbers in op.attrs["dimension_numbers"]]
+    return x, b, [i for i in range(x.ndim) if i not in c and i not in b], c
+
+
+def _viewed(op, k: int) -> bool:
+    """Whether operand `k` of dot_general `op` is a `(batch, rows, cols)` view for BLAS
+    as it is (or transposed)."""
+    x, b, free, c = _operand_dims(op, k)
+    return list(range(x.ndim)) in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+
+
+def _strided(op) -> bool:
+    """Whether dot_general `op` is a batch of products of one batch, free and contracted
+    axis each whose operands are not both views, and whose matrices (slices along the
+    batch axis) each have a unit stride (the batch axis is not last): BLAS's gemm reads
+    each slice as it is (`_gemm`), with its leading dimension, where a copy to the layout
+    of a view would cost more than the products (a GMM's gradient of its precision
+    factors, 25 products of 10 x 1000 by 1000 x 10 read from two (1000, 25, 10) arrays)."""
+    if not all(x.ndim == 3 for x in op.inputs) or _viewed(op, 0) and _viewed(op, 1):
+        return False
+    return all(len(b) == 1 and b[0] != 2 for _, b, _, _ in (_operand_dims(op, 0),
+                                                            _operand_dims(op, 1)))
+
+
 def copies_operand(op, k: int) -> bool:
     """Whether the BLAS block of dot_general `op` copies operand `k` to another layout
     (`_canonical`): then that operand, when computed, can be computed into the copy."""
@@ -38,9 +65,7 @@ def copies_operand(op, k: int) -> bool:
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
     if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
         return False  # `_matrix_product`: the arrays as they are
-    x, c, b = (lhs, lc, lb) if k == 0 else (rhs, rc, rb)
-    free = [i for i in range(x.ndim) if i not in c and i not in b]
-    return list(range(x.ndim)) not in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+    return not _strided(op) and not _viewed(op, k)
 
 
 def _canonical(cg, x, batch, free, contract, want):
@@ -84,6 +109,9 @@ def _dot_general(cg, op):
     if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
         _matrix_product(cg, lhs, rhs, lc[0], rc[0], t)
         return
+    if _strided(op) and all(cg.refs[id(x)].kind == "arr" for x in op.inputs):
+        _gemm(cg, op)
+        return
     a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
     b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
     td = cg.dims(t)
@@ -96,6 +124,20 @@ def _dot_general(cg, op):
     cg.emit(f"{av} = {a}\n{bv} = {b}\n{ov} = {target}.reshape(({bsz}, {m}, {n}))")
     fn = helper(cg.helpers, "bdot_" + "nt"[at] + "nt"[bt], t.dtype)
     cg.emit(f"{fn}({av}, {bv}, {ov})")
+
+
+def _gemm(cg, op):
+    """A `_strided` product: each operand transposed to `(batch, rows, cols)` (a view of
+    the array), gemm on each slice."""
+    views = []
+    for k in (0, 1):
+        x, b, free, c = _operand_dims(op, k)
+        order = [*b, *(free + list(c) if k == 0 else list(c) + free)]
+        views.append(f"np.transpose({cg.array(x)}, ({', '.join(map(str, order))},))")
+    t = op.outputs[0]
+    prefix = BLAS_PREFIX[t.dtype][0]
+    cg.helpers[f"_gemm_{prefix}"] = cg.helpers[f"_blas_{prefix}gemm"] = None
+    cg.emit(f"_gemm_{prefix}({views[0]}, {views[1]}, {cg.alloc(t)})")
 
 
 # A float contraction of at most this many terms (over dims of known size) is evaluated
@@ -179,32 +221,25 @@ def _bound(cg, nest, expr, deps):
 
 
 def _contiguous_read(cg, x, contract, index, nest):
-    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array whose
-    last axis is contracted while the nest's innermost loop walks another axis is read from
-    a copy with the contracted axes first (made before the nest's loops), so that the
-    innermost loop reads consecutive elements (and vectorizes)."""
+    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array read
+    with a stride by the nest's innermost loop (and again by an outer one) is read from a
+    copy with the contracted axes first and the walked ones last (`Nest.contiguous`), so
+    that the innermost loop reads consecutive elements (and vectorizes); a computed operand
+    reads its arrays that way, and a cheap stored one read once may be recomputed
+    (`CodeGen._recomputed`)."""
     ref = cg.refs.get(id(x))
-    inner = frozenset((len(nest.dims) - 1,))
-    walked = [a for a in range(x.ndim) if a not in contract and index[a][1] & inner]
-    if ref is None or ref.kind != "arr" or x.ndim < 2 or x.ndim - 1 not in contract or \
-            not walked or nest.views is not None:
-        return lambda idx: cg.elem(x, idx, nest)
-    perm = list(contract) + [a for a in range(x.ndim) if a not in contract]
-    key = ("contiguous", id(x), tuple(perm))
-    copy = nest.memo.get(key)
-    if copy is None:
-        copy = nest.memo[key] = cg.fresh("ct")
-        axes = ", ".join(map(str, perm))
-        # it defines `copy`: an outlined nest makes it a local, not a parameter
-        nest.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
-                                  f"({axes},)))", (name_of(copy),)))
-    dims = cg.dims(x)
+    if ref is not None and ref.kind == "arr":
+        read = nest.contiguous(ref.name, cg.dims(x), index, contract)
+        if read is not None:
+            return read
 
-    def read(idx):
-        parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
-        deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
-        return f"{copy}[{', '.join(parts)}]", deps
-    return read
+    def computed(idx):
+        was, nest.contiguous_reads = nest.contiguous_reads, True
+        try:
+            return cg.elem(x, idx, nest)
+        finally:
+            nest.contiguous_reads = was
+    return computed
 
 
 register(linalg.dot_general_p, Lowering(BLOCK, cost=COSTLY, emit=_dot_general, needs_array=True,

@@ -163,10 +163,12 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         one_loop = bool(groups) or d == x.ndim - 1  # one loop walks the row
         nest = cg.loop_nest(xd, x, groups=groups, op=op, parallel=one_loop and not accumulate)
         depth = min(d, 1) if groups else d
+        count = shapes.size(x.shape[d:])
+        if one_loop:  # decided before the operand's code: its reads depend on the loops
+            _written_out(nest, count)
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if one_loop:
-            count = shapes.size(x.shape[d:])
             if _unrolled_row(cg, nest, monoid, dt, v, acc, count):
                 pass
             elif monoid != "sum" and len(nest.dims) > 1:
@@ -210,8 +212,7 @@ def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
     registers: no buffer, no helper call, no block loop per row. False when the row is
     not short, the nest already loops in blocks, or the row is the nest's only loop (then
     its loop, which vectorizes, is kept: a recurrent step's cells)."""
-    if count is None or not 2 <= count <= SHORT_ROW or len(nest.dims) < 2 or \
-            not nest.unroll(count):
+    if not _written_out(nest, count):
         return False
     inner = len(nest.dims)
     w = cg.fresh("v")
@@ -235,6 +236,13 @@ def _running_extreme(cg, nest, monoid, dt, v, acc, depth):
     nest.pre[depth].append(f"{acc} = {_identity(monoid, dt)}")
     step = f"{helper(cg.helpers, 'v' + monoid + '_f', dt)}({acc}, {v})"
     nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {step}", defines=(name_of(acc),))
+
+
+def _written_out(nest, count) -> bool:
+    """Whether the innermost loop of `nest`, a row of `count` elements, is written out
+    (`_unrolled_row`; it is from then on)."""
+    return count is not None and 2 <= count <= SHORT_ROW and len(nest.dims) >= 2 and \
+        nest.unroll(count)
 
 
 def _pairwise_expr(values, dt) -> str:

@@ -796,6 +796,56 @@ def _triangular_{P}(a, b, out, lower, trans, unit, left, product):
     _blas_restore(saved)
 """
 
+# Batched products o[k] = a[k] @ b[k] on strided 3-d views (a matrix of `a` or `b` is a
+# slice of a larger array: each has one unit stride, the other its leading dimension), by
+# BLAS's gemm on the slices as they are, no copy. Read by BLAS's column-major convention, the
+# C-ordered o[k] is o[k].T = b[k].T @ a[k].T; a matrix whose rows are consecutive is, for
+# BLAS, its transpose with the row stride as leading dimension.
+_GEMM = """
+@njit(cache=True, **_OPTS)
+def _gemm_{P}(a, b, o):
+    nb, m, n = o.shape
+    kk = a.shape[2]
+    if nb == 0 or m == 0 or n == 0:
+        return
+    if kk == 0:
+        o[...] = 0
+        return
+    s = a.itemsize
+    if not (a.strides[2] == s or a.strides[1] == s) or not (b.strides[2] == s or
+                                                            b.strides[1] == s):
+        for k in range(nb):  # (a view with no unit stride: gemm cannot read it)
+            np.dot(np.ascontiguousarray(a[k]), np.ascontiguousarray(b[k]), o[k])
+        return
+    flags = np.empty(2, np.uint8)
+    sizes = np.empty(6, np.int32)
+    sizes[0] = n
+    sizes[1] = m
+    sizes[2] = kk
+    sizes[5] = n
+    if b.strides[2] == s:  # b[k]'s rows consecutive: b[k].T for BLAS
+        flags[0] = 78
+        sizes[3] = max(b.strides[1] // s, n, 1)
+    else:
+        flags[0] = 84
+        sizes[3] = max(b.strides[2] // s, kk, 1)
+    if a.strides[2] == s:
+        flags[1] = 78
+        sizes[4] = max(a.strides[1] // s, kk, 1)
+    else:
+        flags[1] = 84
+        sizes[4] = max(a.strides[2] // s, m, 1)
+    alpha = np.ones(1, np.{N})
+    beta = np.zeros(1, np.{N})
+    saved = _blas_one(nb * m * n * kk)
+    for k in range(nb):
+        _blas_{P}gemm(flags[0:].ctypes, flags[1:].ctypes, sizes[0:].ctypes, sizes[1:].ctypes,
+                      sizes[2:].ctypes, alpha.ctypes, b[k].ctypes, sizes[3:].ctypes,
+                      a[k].ctypes, sizes[4:].ctypes, beta.ctypes, o[k].ctypes,
+                      sizes[5:].ctypes)
+    _blas_restore(saved)
+"""
+
 # The BLAS thread policy (tracegrad.backends.blas_threads): a product of fewer than
 # SMALL_PRODUCT multiply-adds runs on one BLAS thread. `_blas_one(work)` lowers the
 # library's count to 1 for such a product and returns the count to restore (0: none).
@@ -877,7 +927,7 @@ def _cython_fortran(module, name, nargs):
     return types.ExternalFunction(symbol, types.void(*[types.voidptr] * nargs))
 
 
-_BLAS_ARGS = {"trsm": 11, "trmm": 11}
+_BLAS_ARGS = {"trsm": 11, "trmm": 11, "gemm": 13}
 _LAPACK_ARGS = {"syevd": 11, "heevd": 13}
 
 
@@ -1269,6 +1319,7 @@ def _module_source() -> str:
                       for dt in dts]
     parts += [_PIVOTS, _EIG]
     parts += [_TRSM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
+    parts += [_GEMM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 

@@ -210,6 +210,9 @@ class Nest:
         self.block_end: list = []
         # the innermost loop written out this many times (`unroll`)
         self.unrolled: int | None = None
+        # arrays read while it is set come from copies laid out for the innermost loop
+        # (`contiguous`): set while a short contraction's operand is evaluated
+        self.contiguous_reads = False
         # statements run at the start of each block (a parallel nest's per-block scratch and
         # views of its arrays from the block's first element: `block_view`)
         self.block_start: list = []
@@ -274,6 +277,56 @@ class Nest:
             return False
         self.unrolled = count
         return True
+
+    @property
+    def loop_inner(self) -> int | None:
+        """The innermost loop the nest runs (over a dim of size > 1): the one around the
+        innermost dim when that one is written out (`unroll`); None when there is none."""
+        last = len(self.dims) - (self.unrolled is not None)
+        sized = [k for k in range(last) if self.dims[k] != "1"]
+        return sized[-1] if sized else None
+
+    def strided(self, dims, index, first=()) -> tuple[list, bool] | None:
+        """How the innermost loop reads an array of `dims` at `index` (`(expr, deps)` per
+        axis; `first`: axes not counted): `(walked axes, read again by an outer loop)`
+        when it reads with a stride (it walks axes but not the last one), else None."""
+        inner = self.loop_inner
+        if inner is None or self.views is not None or len(dims) < 2:
+            return None
+        walked = [a for a in range(len(dims)) if a not in first and dims[a] != "1"
+                  and inner in index[a][1]]
+        if not walked or len(dims) - 1 in walked:
+            return None
+        used = frozenset().union(*(index[a][1] for a in range(len(dims)) if a not in first))
+        return walked, not all(k in used for k in range(inner + 1) if self.dims[k] != "1")
+
+    def contiguous(self, name: str, dims, index, first=()):
+        """`read(index) -> (expr, deps)` reading array `name` (dims `dims`) from a copy made
+        before the loops whose last axes are those the innermost loop walks at `index`
+        (`first`: axes put first, a written-out contraction's), so that the innermost
+        loop reads consecutive elements and vectorizes; None when the array is read that
+        way already or is not read again by an outer loop (a copy would be one more pass
+        over it)."""
+        strided = self.strided(dims, index, first)
+        if strided is None or not strided[1]:
+            return None
+        walked = strided[0]
+        perm = [*first, *(a for a in range(len(dims)) if a not in first and a not in walked),
+                *walked]
+        key = ("contiguous", name, tuple(perm))
+        copy = self.memo.get(key)
+        if copy is None:
+            copy = self.memo[key] = self.cg.fresh("ct")
+            axes = ", ".join(map(str, perm))
+            # it defines `copy`: an outlined nest makes it a local, not a parameter
+            self.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({name}, "
+                                      f"({axes},)))", (name_of(copy),)))
+
+        def read(idx):
+            parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
+            deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
+            return f"{copy}[{', '.join(parts)}]", deps
+        return read
 
     def copies(self, var: str) -> list[str]:
         """The names of `var` (a slot defined in the innermost loop) in an unrolled loop's

@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import partial
 
 from tracegrad.backends import threads
+from tracegrad.backends.numba import rows
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
@@ -107,7 +108,7 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
-    return split_entry(_generate(graph, parallel)[1].generate(), ENTRY)
+    return _source(*_generate(graph, parallel))[0]
 
 
 def _generate(graph: FuncGraph, parallel: bool):
@@ -118,6 +119,17 @@ def _generate(graph: FuncGraph, parallel: bool):
     if plan.static:
         cg.keep_temporaries()
     return plan, cg
+
+
+def _source(plan: Plan, cg: CodeGen):
+    """`(source, cg)` of the kernel `cg` generates: for a parallel kernel of a graph of
+    independent rows, the row-split kernel (rows.py) and its own code generator."""
+    if cg.parallel:
+        d = rows.row_class(plan)
+        found = rows.generate(plan, d) if d is not None else None
+        if found is not None:
+            return found
+    return split_entry(cg.generate(), ENTRY), cg
 
 
 def compile_graph(graph: FuncGraph, parallel: bool = False):
@@ -134,12 +146,16 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
 
 def _compile_kernel(graph: FuncGraph, parallel: bool):
     graph = _lower(graph)
-    if parallel and threads.num_threads > 1 and _always_large(graph):
+    # a row-split kernel's bits can differ from the serial kernel's (rows.py): its graph's
+    # large calls run it at every thread count
+    split = parallel and rows.row_class(Plan(graph)) is not None
+    if parallel and (threads.num_threads > 1 or split) and _always_large(graph):
         # every call is large: the parallel kernel alone (the same bits on one thread)
         return _executor(graph, True, threaded=True)
     # with `parallel`, large calls run a second kernel, compiled when one first comes
     # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
-    return _executor(graph, False, partial(_executor, graph, True) if parallel else None)
+    return _executor(graph, False, partial(_executor, graph, True) if parallel else None,
+                     any_count=split)
 
 
 def _always_large(graph: FuncGraph) -> bool:
@@ -147,17 +163,18 @@ def _always_large(graph: FuncGraph) -> bool:
     return plan.static and is_large(plan.static_shapes().values())
 
 
-def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False):
+def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,
+              any_count=False):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    plan, cg = _generate(graph, parallel)
-    source = split_entry(cg.generate(), ENTRY)
+    source, cg = _source(*_generate(graph, parallel))
     if parallel:
         passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
-    return Executor(plan, with_threads(entry) if threaded else entry, source, cg.const_arrays,
-                    cg.uses_I, cg.uses_F, cg.raises, cg.kept, parallel=compile_parallel)
+    return Executor(cg.plan, with_threads(entry) if threaded else entry, source,
+                    cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises, cg.kept,
+                    parallel=compile_parallel, parallel_any_count=any_count)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

@@ -57,6 +57,7 @@ class Executor:
         "_parallel",
         "_parallel_ex",
         "_parallel_runs",
+        "_parallel_any_count",
         "_pool",
         "_shape_cache",
         "entry",
@@ -77,7 +78,7 @@ class Executor:
     )
 
     def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises,
-                 kept=(), parallel=None):
+                 kept=(), parallel=None, parallel_any_count=False):
         graph = plan.graph
         self.plan = plan
         self.entry = entry
@@ -99,6 +100,8 @@ class Executor:
         self._pool: list = []
         # compiles the graph's parallel executor (parallel.py), or None: always serial
         self._parallel = parallel
+        # large calls run the parallel kernel at one thread too (its bits differ: rows.py)
+        self._parallel_any_count = parallel_any_count
         self._parallel_ex = None  # the parallel executor, once compiled
         self._parallel_runs: dict = {}
         if self.static:
@@ -142,7 +145,7 @@ class Executor:
             donated, "arrays, donated" if donated else "arrays"))
         if self._parallel is not None and self.static and parallel.is_large(
                 self.plan.static_shapes().values()):
-            lines += ["    if T.num_threads > 1:", par]
+            lines += [par[4:]] if self._parallel_any_count else ["    if T.num_threads > 1:", par]
         first_donated = m - donated
 
         def alloc(i: int, shape: str) -> str:
@@ -177,7 +180,8 @@ class Executor:
         else:
             lines.append(f"    shapes, tail, large = ex._dynamic([{', '.join(ins)}])")
             if self._parallel is not None:
-                lines += ["    if large and T.num_threads > 1:", par]
+                more = "" if self._parallel_any_count else " and T.num_threads > 1"
+                lines += [f"    if large{more}:", par]
             for i, dt in enumerate(self.out_dtypes):
                 env[f"od{i}"] = dt
                 lines.append(alloc(i, f"shapes[{i}]"))

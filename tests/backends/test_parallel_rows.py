@@ -119,3 +119,35 @@ def test_row_split_kernels_give_the_same_bits_for_every_thread_count():
     out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
                          text=True, timeout=900)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def _ran_rows(f, *args) -> bool:
+    ex = f.get_concrete_function(*args).executor
+    f(*args)
+    run = ex._parallel_ex
+    return run is not None and "rows_part(" in run.source or "rows_part(" in ex.source
+
+
+def test_row_split_kernels_are_the_default(monkeypatch):
+    """`tg.config.parallel` None (the default): a graph that splits into rows runs its
+    large calls (by elements, or by its products' multiply-adds) on the row-split kernel;
+    other graphs and `parallel=False` never run a parallel kernel."""
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    monkeypatch.setattr(threads, "num_threads", 2)
+    assert tg.config.parallel is None or os.environ.get("TRACEGRAD_PARALLEL")
+    monkeypatch.setattr(tg.config, "parallel", None)
+    rng = np.random.default_rng(5)
+    w1, w2 = rng.standard_normal((32, 16)) / 4, rng.standard_normal((16, 32)) / 6
+    for batch, large in ((512, True), (256, False)):
+        # 512 examples: 262144 elements (fewer than PARALLEL_MIN_ELEMENTS), 4.7 million
+        # multiply-adds (more than PARALLEL_MIN_MADDS); 256: half of each
+        x = rng.standard_normal((batch, 16))
+        assert _ran_rows(tg.function(w5), w1, w2, x) == large
+        assert not _ran_rows(tg.function(w5, parallel=False), w1, w2, x)
+        np.testing.assert_allclose(np.asarray(tg.function(w5)(w1, w2, x)),
+                                   _w5_numpy(w1, w2, x), rtol=1e-12, atol=1e-15)
+    big = rng.standard_normal(parallel.PARALLEL_MIN_ELEMENTS)
+    f = tg.function(lambda v: tnp.sum(tnp.sin(v)))
+    assert not _ran_rows(f, big)
+    ex = f.get_concrete_function(big).executor
+    assert ex._parallel is None and "prange(" not in ex.source

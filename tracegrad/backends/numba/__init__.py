@@ -2,7 +2,8 @@
 function of fused native loops, cached in memory and on disk (see docs/numba.md).
 
 - `compile_graph(graph, parallel=False)` -> executor; `executor(list of arrays)` feeds
-  `graph.all_inputs` in order and returns fresh arrays in `graph.outputs` order.
+  `graph.all_inputs` in order and returns fresh arrays in `graph.outputs` order (`parallel`
+  None: only graphs that split into rows run large calls on several threads).
 - `generate_source(graph)` -> the generated module's source (what `--stage compiled` prints).
 - `cache_info()`, `clear_memory_cache()`, `cache_dir()`: the kernel cache.
 
@@ -20,7 +21,9 @@ from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
-from tracegrad.backends.numba.parallel import is_large, passive_omp, with_threads
+from tracegrad.backends.numba.parallel import (
+    is_large, multiply_adds, passive_omp, with_threads,
+)
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -132,9 +135,11 @@ def _source(plan: Plan, cg: CodeGen):
     return split_entry(cg.generate(), ENTRY), cg
 
 
-def compile_graph(graph: FuncGraph, parallel: bool = False):
+def compile_graph(graph: FuncGraph, parallel: bool | None = False):
     """The executor of `graph`: `run(list of arrays) -> list of arrays` (fresh arrays).
-    Graphs with control flow are compiled between their control-flow ops (segments.py)."""
+    Graphs with control flow are compiled between their control-flow ops (segments.py).
+    `parallel`: large calls run loops on `threads.num_threads` threads (parallel.py); None:
+    only a graph that splits into rows does (rows.py)."""
     graph = _lower(graph)
     if has_control_flow(graph):
         try:  # branches and loops inside the kernel (control.py)
@@ -148,8 +153,10 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
     graph = _lower(graph)
     # a row-split kernel's bits can differ from the serial kernel's (rows.py): its graph's
     # large calls run it at every thread count
-    split = parallel and rows.row_class(Plan(graph)) is not None
-    if parallel and (threads.num_threads > 1 or split) and _always_large(graph):
+    plan = Plan(graph) if parallel is not False else None
+    split = plan is not None and rows.row_class(plan) is not None
+    parallel = split or bool(parallel)  # None: row-split kernels only
+    if parallel and (threads.num_threads > 1 or split) and _always_large(plan, split):
         # every call is large: the parallel kernel alone (the same bits on one thread)
         return _executor(graph, True, threaded=True)
     # with `parallel`, large calls run a second kernel, compiled when one first comes
@@ -158,9 +165,11 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
                      any_count=split)
 
 
-def _always_large(graph: FuncGraph) -> bool:
-    plan = Plan(graph)
-    return plan.static and is_large(plan.static_shapes().values())
+def _always_large(plan: Plan, split: bool) -> bool:
+    if not plan.static:
+        return False
+    shapes = plan.static_shapes()
+    return is_large(shapes.values(), multiply_adds(plan.graph, shapes) if split else 0)
 
 
 def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,

@@ -143,8 +143,8 @@ class Executor:
         # a large call with more than one thread runs the parallel kernel (parallel.py)
         par = ("        return ex._parallel_run({})({})".format(
             donated, "arrays, donated" if donated else "arrays"))
-        if self._parallel is not None and self.static and parallel.is_large(
-                self.plan.static_shapes().values()):
+        if self._parallel is not None and self.static and self._large(
+                self.plan.static_shapes()):
             lines += [par[4:]] if self._parallel_any_count else ["    if T.num_threads > 1:", par]
         first_donated = m - donated
 
@@ -218,6 +218,12 @@ class Executor:
         size = sum(math.prod(shape) * dtype.itemsize for shape, dtype in self._kept)
         return size <= _KEEP_LIMIT_BYTES
 
+    def _large(self, shapes: dict) -> bool:
+        """Whether a call of `shapes` (tensor id -> shape) runs the parallel kernel."""
+        split = self._parallel_any_count  # a row-split kernel: its products count too
+        products = parallel.multiply_adds(self.plan.graph, shapes) if split else 0
+        return parallel.is_large(shapes.values(), products)
+
     def _parallel_run(self, donated: int):
         """The run (of `donated` outputs' buffers) of the parallel kernel."""
         run = self._parallel_runs.get(donated)
@@ -245,7 +251,7 @@ class Executor:
             return found
         shapes = self.plan.shapes(args)
         out_shapes = [tuple(shapes[id(t)]) for t in self.plan.graph.outputs]
-        large = self._parallel is not None and parallel.is_large(shapes.values())
+        large = self._parallel is not None and self._large(shapes)
         result = (out_shapes, self._consts + self._int_vector(shapes) + self._F, large)
         if not self.plan.data_dependent and len(self._shape_cache) < _SHAPE_CACHE_LIMIT:
             self._shape_cache[key] = result

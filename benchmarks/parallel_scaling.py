@@ -19,9 +19,12 @@ Each row compiles its function without `parallel` (the serial kernel) and with i
 threads (large fixed shapes: the parallel kernel alone), and times, taking turns in each of
 7 rounds, the serial kernel, the parallel one at N threads and the parallel one at 1
 thread (what splitting the loops costs a thread): the medians of the wall time and of the
-process's CPU time (all its threads) per call, each of 15 calls after a warm-up. A scaling
+process's CPU time (all its threads) per call, each of 15 calls after a warm-up, and the
+CPU time of the parallel kernel's busiest thread per call (/proc/self/task). A scaling
 near N with a CPU ratio near 1 means the threads split the work without waste; on a
-loaded machine the wall time also holds the waits for a core, which the CPU time does not.
+loaded machine the wall time also holds the waits for a core, which the CPU times do not:
+there the busiest thread's CPU time against the serial kernel's is what N cores of its own
+would give at best.
 Each row prints the load average (`os.getloadavg`). The kernels start from an empty cache
 (a temporary directory), so "first call" is the compile of each kernel. Not a test: it
 asserts only that the parallel kernel gives the same bits at N threads and at 1, and
@@ -68,20 +71,41 @@ def first_call(n: int, fn, args):
     return time.perf_counter() - start, out
 
 
+def thread_ticks() -> dict:
+    """CPU time (user + system, in clock ticks) of each of this process's threads."""
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks[tid] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
 def interleaved(runs, args, rounds: int, calls: int = 15):
     """Per (fn, threads) of `runs`: the median over `rounds` of the wall and the process CPU
-    time (every thread's) per call, the runs taking turns in each round."""
+    time (every thread's) per call, and the CPU time of its busiest thread per call over
+    all rounds (clock ticks of /proc/self/task), the runs taking turns in each round."""
     spans = [[] for _ in runs]
+    busy = [{} for _ in runs]
     for _ in range(rounds):
         for k, (fn, n) in enumerate(runs):
             threads.num_threads = n
             fn(*args)
+            before = thread_ticks()
             wall, cpu_ = time.perf_counter(), time.process_time()
             for _ in range(calls):
                 fn(*args)
             spans[k].append(((time.perf_counter() - wall) / calls,
                              (time.process_time() - cpu_) / calls))
-    return [tuple(float(np.median([s[i] for s in ss])) for i in (0, 1)) for ss in spans]
+            for tid, t in thread_ticks().items():
+                busy[k][tid] = busy[k].get(tid, 0) + t - before.get(tid, 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return [(*(float(np.median([s[i] for s in ss])) for i in (0, 1)),
+             max(b.values(), default=0) / tick / (rounds * calls))
+            for ss, b in zip(spans, busy, strict=True)]
 
 
 def same_bits(a, b) -> bool:
@@ -104,9 +128,11 @@ def row(label: str, fn, args, n: int, rounds: int = 7):
     many = first_call(n, f, args)
     alone = first_call(1, f, args)
     assert same_bits(many[1], alone[1]), label  # every thread count: the same bits
-    (w1, c1), (wn, cn), (wa, ca) = interleaved([(serial, 1), (f, n), (f, 1)], args, rounds)
+    (w1, c1, _), (wn, cn, bn), (wa, ca, _) = interleaved([(serial, 1), (f, n), (f, 1)], args,
+                                                          rounds)
     print(f"{label:40s} serial {us(w1)} (cpu {us(c1)}) | {n} threads {us(wn)} "
-          f"(cpu {us(cn)}) | scaling {w1 / wn:4.2f}x, cpu {cn / c1:4.2f}x | parallel kernel "
+          f"(cpu {us(cn)}, busiest thread {us(bn)}) | scaling {w1 / wn:4.2f}x, "
+          f"cpu {cn / c1:4.2f}x | parallel kernel "
           f"on 1 thread {w1 / wa:4.2f}x (cpu {us(ca)}) | bits = serial's: "
           f"{'yes' if same_bits(one[1], many[1]) else 'no'} | first call {one[0]:.2f} s / "
           f"{many[0]:.2f} s | {load()}", flush=True)

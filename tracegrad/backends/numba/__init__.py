@@ -114,8 +114,8 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
     return _source(*_generate(graph, parallel))[0]
 
 
-def _generate(graph: FuncGraph, parallel: bool):
-    plan = Plan(graph)
+def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
+    plan = plan or Plan(graph)
     if has_control_flow(graph):
         check_outer(plan)
     cg = CodeGen(plan, parallel)
@@ -158,11 +158,11 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
     parallel = split or bool(parallel)  # None: row-split kernels only
     if parallel and (threads.num_threads > 1 or split) and _always_large(plan, split):
         # every call is large: the parallel kernel alone (the same bits on one thread)
-        return _executor(graph, True, threaded=True)
+        return _executor(graph, True, threaded=True, plan=plan)
     # with `parallel`, large calls run a second kernel, compiled when one first comes
     # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
     return _executor(graph, False, partial(_executor, graph, True) if parallel else None,
-                     any_count=split)
+                     any_count=split, plan=plan)
 
 
 def _always_large(plan: Plan, split: bool) -> bool:
@@ -173,11 +173,11 @@ def _always_large(plan: Plan, split: bool) -> bool:
 
 
 def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,
-              any_count=False):
+              any_count=False, plan: Plan | None = None):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    source, cg = _source(*_generate(graph, parallel))
+    source, cg = _source(*_generate(graph, parallel, plan))
     if parallel:
         passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)

@@ -63,9 +63,9 @@ def test_which_graphs_split_into_rows():
                       signature=unknown) is None
 
 
-# In a process whose Numba pool has 3 threads: W5 (three products per example, the last of
-# 2^19 multiply-adds), per-row softmaxes of rows too few to give every part one, and a graph
-# of None dims, at 1, 2, 3 and 1 threads; compiled at 1 thread and at 3.
+# In a process whose Numba pool has 3 threads: W5 with 1000 examples (16 parts of 62-63
+# rows), per-row softmaxes of 7 rows (one part each) and of None dims, at 1, 2, 3 and 1
+# threads; compiled at 1 thread and at 3.
 _SCRIPT = textwrap.dedent("""
     import numpy as np
     import tracegrad as tg

@@ -97,22 +97,28 @@ def two_threads(monkeypatch):
 
 
 def test_kernels_release_the_gil(two_threads):
-    """While a kernel runs (serial or parallel), another Python thread makes progress."""
-    def slow(x):
+    """While a kernel runs (serial, parallel or row-split), another Python thread makes
+    progress."""
+    def chain(x):
         for _ in range(6):
             x = tnp.sin(x) * tnp.cos(x) + tnp.exp(-x * x)
-        return tnp.sum(x)
+        return x
 
     x = np.random.default_rng(0).standard_normal(600_000)
-    for par in (False, True):
-        f = tg.function(slow, parallel=par)
-        f(x)  # compiled
+    m = x.reshape(600, 1000)
+    for par, fn, arg in ((False, lambda x: tnp.sum(chain(x)), x),
+                         (True, lambda x: tnp.sum(chain(x)), x),
+                         (True, lambda m: tnp.sum(chain(m), axis=1), m)):
+        f = tg.function(fn, parallel=par)
+        f(arg)  # compiled
+        ex = f.get_concrete_function(arg).executor
+        assert ("rows_part(" in (ex._parallel_ex or ex).source) == (arg is m)
         spans, ticks = [], []
 
-        def call(f=f, spans=spans):
+        def call(f=f, spans=spans, arg=arg):
             for _ in range(3):
                 start = time.perf_counter()
-                f(x)
+                f(arg)
                 spans.append((start, time.perf_counter()))
 
         worker = threading.Thread(target=call)

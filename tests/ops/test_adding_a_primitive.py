@@ -41,6 +41,7 @@ def softsign():
     del REGISTRY[prim.name]
     lw._RECORDS.pop(prim)
     _families.ELEMENTWISE.discard(prim)
+    _families.ALIGNED.discard(prim)
     _families.UNARY.discard(prim)
 
 

@@ -77,7 +77,9 @@ class Config:
 
     - `backend`: used when a function names none ("numpy" or "numba"; env TRACEGRAD_BACKEND);
     - `parallel`: the numba backend's default for `parallel`: large calls run their loops
-      on `num_threads` threads (default off; env TRACEGRAD_PARALLEL=1; docs/numba.md,
+      on `num_threads` threads (True; env TRACEGRAD_PARALLEL=1), none do (False; env
+      TRACEGRAD_PARALLEL=0), or only those of a graph that splits into independent rows,
+      such as a vmap or per-example Jacobians (None, the default; docs/numba.md,
       "Parallel loops");
     - `verify`: check every traced graph, and every optimized graph the numba backend
       compiles, with `tracegrad.core.verify` (env TRACEGRAD_VERIFY=1);
@@ -107,7 +109,8 @@ class Config:
 
     def __init__(self):
         self.backend = os.environ.get("TRACEGRAD_BACKEND", "numba")
-        self.parallel = os.environ.get("TRACEGRAD_PARALLEL", "") not in ("", "0")
+        self.parallel = {"": None, "0": False}.get(
+            os.environ.get("TRACEGRAD_PARALLEL", "").strip(), True)
         self.verify = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
         self.background_compile = os.environ.get("TRACEGRAD_BACKGROUND_COMPILE", "1") not in (
             "", "0")

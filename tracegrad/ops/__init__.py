@@ -7,6 +7,7 @@ static attributes as keywords; they do no broadcasting or promotion (that is
 
 from tracegrad.core.op import REGISTRY, Primitive, get_primitive
 from tracegrad.ops._families import (
+    ALIGNED,
     BINARY,
     COMMUTATIVE,
     COMPARISONS,
@@ -19,6 +20,6 @@ from tracegrad.ops.api import *  # noqa: F403
 from tracegrad.ops.api import __all__ as _api_all
 
 __all__ = [
-    "REGISTRY", "Primitive", "get_primitive", "BINARY", "COMMUTATIVE", "COMPARISONS",
+    "REGISTRY", "Primitive", "get_primitive", "ALIGNED", "BINARY", "COMMUTATIVE", "COMPARISONS",
     "ELEMENTWISE", "NONDIFFERENTIABLE", "REDUCTIONS", "UNARY", *_api_all,
 ]

@@ -25,6 +25,11 @@ UNARY: set[Primitive] = set()
 BINARY: set[Primitive] = set()
 COMPARISONS: set[Primitive] = set()
 REDUCTIONS: set[Primitive] = set()
+# Result index k along a dim its dims rule pairs with an operand dim reads that operand at
+# index k along it (elementwise ops, reductions, broadcasts, transposes, contractions' free and
+# batch dims; not cumulative ops, sorts, reversals): a run split along such a dim is the op
+# on each part (the numba backend's row-split kernels, docs/numba.md "Parallel loops").
+ALIGNED: set[Primitive] = set()
 COMMUTATIVE: set[Primitive] = set()
 NONDIFFERENTIABLE: set[Primitive] = set()  # results are integer/bool or piecewise constant
 
@@ -60,6 +65,7 @@ def elementwise(prim: Primitive) -> Primitive:
     """Mark `prim` elementwise (result element i reads operand elements i only): a member of
     `ELEMENTWISE`, with the dims rule that every operand has the result's shape."""
     ELEMENTWISE.add(prim)
+    ALIGNED.add(prim)
     prim.def_dims(dims_elementwise)
     return prim
 

@@ -15,7 +15,7 @@ from tracegrad.errors import ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import batch_axes, moveaxis
-from tracegrad.ops._families import check_kind, dims_same, needs, same_dtype
+from tracegrad.ops._families import ALIGNED, check_kind, dims_same, needs, same_dtype
 
 # -- dot_general -----------------------------------------------------------------------------
 
@@ -71,6 +71,8 @@ def _dot_general_dims(op):
             yield rhs, i, t, k
             k += 1
 
+
+ALIGNED.add(dot_general_p)  # its contracted dims are summed over: no row of them is kept
 
 @dot_general_p.def_impl
 def _dot_general_impl(lhs, rhs, *, dimension_numbers):

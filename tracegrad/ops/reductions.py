@@ -15,7 +15,7 @@ from tracegrad.errors import NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import indexing, shape_ops
 from tracegrad.ops._batching import batch_axes
-from tracegrad.ops._families import REDUCTIONS, check_kind, dims_same, nondifferentiable
+from tracegrad.ops._families import ALIGNED, REDUCTIONS, check_kind, dims_same, nondifferentiable
 
 
 def _reduced_shape(op, x, axes, keepdims):
@@ -64,6 +64,7 @@ def reduction(name: str, np_fn, kind: str, identity: bool) -> Primitive:
     batch_axes(prim, ("axes",), reduces=True)
     prim.def_dims(dims_reduction)
     REDUCTIONS.add(prim)
+    ALIGNED.add(prim)
     return prim
 
 

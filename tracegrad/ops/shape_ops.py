@@ -21,7 +21,7 @@ from tracegrad.core.variables import Variable
 from tracegrad.errors import DTypeError, NotDifferentiableError, ShapeError
 from tracegrad.ops import elementwise
 from tracegrad.ops._batching import batch_axes, bdim_at, moveaxis
-from tracegrad.ops._families import dims_same, needs, nondifferentiable, same_dtype
+from tracegrad.ops._families import ALIGNED, dims_same, needs, nondifferentiable, same_dtype
 from tracegrad.ops.reductions import reduce_sum_p
 
 
@@ -143,6 +143,7 @@ def _broadcast_in_dim_dims(op):
 
 # the result's unknown dims are its operands from 1 on
 broadcast_in_dim_p.def_dims(_broadcast_in_dim_dims, size_operands=1)
+ALIGNED.add(broadcast_in_dim_p)
 
 
 reshape_p = Primitive("reshape")
@@ -240,6 +241,9 @@ def _reshape_dims(op):
         yield op.inputs[0], i, op.outputs[0], j
 
 
+ALIGNED.add(reshape_p)
+
+
 transpose_p = Primitive("transpose")
 """Result dim i is operand dim `permutation[i]`."""
 
@@ -276,6 +280,9 @@ def _transpose_batch(ctx, args, dims, *, permutation):
 def _transpose_dims(op):
     for i, p in enumerate(op.attrs["permutation"]):
         yield op.outputs[0], i, op.inputs[0], p
+
+
+ALIGNED.add(transpose_p)
 
 
 slice_p = Primitive("slice")

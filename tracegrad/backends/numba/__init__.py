@@ -2,7 +2,8 @@
 function of fused native loops, cached in memory and on disk (see docs/numba.md).
 
 - `compile_graph(graph, parallel=False)` -> executor; `executor(list of arrays)` feeds
-  `graph.all_inputs` in order and returns fresh arrays in `graph.outputs` order.
+  `graph.all_inputs` in order and returns fresh arrays in `graph.outputs` order (`parallel`
+  None: only graphs that split into rows run large calls on several threads).
 - `generate_source(graph)` -> the generated module's source (what `--stage compiled` prints).
 - `cache_info()`, `clear_memory_cache()`, `cache_dir()`: the kernel cache.
 
@@ -14,12 +15,15 @@ from __future__ import annotations
 from functools import partial
 
 from tracegrad.backends import threads
+from tracegrad.backends.numba import rows
 from tracegrad.backends.numba.cache import cache_dir, cache_info, clear_memory_cache
 from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
-from tracegrad.backends.numba.parallel import is_large, passive_omp, with_threads
+from tracegrad.backends.numba.parallel import (
+    is_large, multiply_adds, passive_omp, with_threads,
+)
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -107,11 +111,11 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
-    return split_entry(_generate(graph, parallel)[1].generate(), ENTRY)
+    return _source(*_generate(graph, parallel))[0]
 
 
-def _generate(graph: FuncGraph, parallel: bool):
-    plan = Plan(graph)
+def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
+    plan = plan or Plan(graph)
     if has_control_flow(graph):
         check_outer(plan)
     cg = CodeGen(plan, parallel)
@@ -120,9 +124,22 @@ def _generate(graph: FuncGraph, parallel: bool):
     return plan, cg
 
 
-def compile_graph(graph: FuncGraph, parallel: bool = False):
+def _source(plan: Plan, cg: CodeGen):
+    """`(source, cg)` of the kernel `cg` generates: for a parallel kernel of a graph of
+    independent rows, the row-split kernel (rows.py) and its own code generator."""
+    if cg.parallel:
+        d = rows.row_class(plan)
+        found = rows.generate(plan, d) if d is not None else None
+        if found is not None:
+            return found
+    return split_entry(cg.generate(), ENTRY), cg
+
+
+def compile_graph(graph: FuncGraph, parallel: bool | None = False):
     """The executor of `graph`: `run(list of arrays) -> list of arrays` (fresh arrays).
-    Graphs with control flow are compiled between their control-flow ops (segments.py)."""
+    Graphs with control flow are compiled between their control-flow ops (segments.py).
+    `parallel`: large calls run loops on `threads.num_threads` threads (parallel.py); None:
+    only a graph that splits into rows does (rows.py)."""
     graph = _lower(graph)
     if has_control_flow(graph):
         try:  # branches and loops inside the kernel (control.py)
@@ -134,30 +151,39 @@ def compile_graph(graph: FuncGraph, parallel: bool = False):
 
 def _compile_kernel(graph: FuncGraph, parallel: bool):
     graph = _lower(graph)
-    if parallel and threads.num_threads > 1 and _always_large(graph):
+    # a row-split kernel's bits can differ from the serial kernel's (rows.py): its graph's
+    # large calls run it at every thread count
+    plan = Plan(graph) if parallel is not False else None
+    split = plan is not None and rows.row_class(plan) is not None
+    parallel = split or bool(parallel)  # None: row-split kernels only
+    if parallel and (threads.num_threads > 1 or split) and _always_large(plan, split):
         # every call is large: the parallel kernel alone (the same bits on one thread)
-        return _executor(graph, True, threaded=True)
+        return _executor(graph, True, threaded=True, plan=plan)
     # with `parallel`, large calls run a second kernel, compiled when one first comes
     # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
-    return _executor(graph, False, partial(_executor, graph, True) if parallel else None)
+    return _executor(graph, False, partial(_executor, graph, True) if parallel else None,
+                     any_count=split, plan=plan)
 
 
-def _always_large(graph: FuncGraph) -> bool:
-    plan = Plan(graph)
-    return plan.static and is_large(plan.static_shapes().values())
+def _always_large(plan: Plan, split: bool) -> bool:
+    if not plan.static:
+        return False
+    shapes = plan.static_shapes()
+    return is_large(shapes.values(), multiply_adds(plan.graph, shapes) if split else 0)
 
 
-def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False):
+def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,
+              any_count=False, plan: Plan | None = None):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    plan, cg = _generate(graph, parallel)
-    source = split_entry(cg.generate(), ENTRY)
+    source, cg = _source(*_generate(graph, parallel, plan))
     if parallel:
         passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
-    return Executor(plan, with_threads(entry) if threaded else entry, source, cg.const_arrays,
-                    cg.uses_I, cg.uses_F, cg.raises, cg.kept, parallel=compile_parallel)
+    return Executor(cg.plan, with_threads(entry) if threaded else entry, source,
+                    cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises, cg.kept,
+                    parallel=compile_parallel, parallel_any_count=any_count)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

@@ -612,6 +612,7 @@ class CodeGen:
         if self.uses_F:
             params.append("F")
         params += [f"out{k}" for k in range(len(graph.outputs))]
+        self.params = list(params)
         if self.workspace:
             ws = [f"ws{k}" for k in range(len(self.workspace))]
             if not self.sub:  # allocated by the executor

@@ -14,22 +14,27 @@ no recompile.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
 from tracegrad.backends import threads
 from tracegrad.core.shapes import size
+from tracegrad.ops.linalg import dot_general_p
 
 
-def _from_environment() -> int:
-    text = os.environ.get("TRACEGRAD_PARALLEL_MIN", "").strip()
-    return int(text) if text.isdigit() else 300_000
+def _from_environment(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isdigit() else default
 
 
 # Calls whose largest tensor has fewer elements run the serial kernel on the calling thread
 # (measured crossover: docs/performance.md, "Parallel loops"); env TRACEGRAD_PARALLEL_MIN.
 # Read when a kernel meets a shape for the first time.
-PARALLEL_MIN_ELEMENTS: int = _from_environment()
+PARALLEL_MIN_ELEMENTS: int = _from_environment("TRACEGRAD_PARALLEL_MIN", 300_000)
+# ... unless the graph splits into rows (rows.py) and its matrix products have at least this
+# many multiply-adds (W5 with 512 examples has 4.7 million); env TRACEGRAD_PARALLEL_MIN_MADDS.
+PARALLEL_MIN_MADDS: int = _from_environment("TRACEGRAD_PARALLEL_MIN_MADDS", 1 << 22)
 
 
 def largest(shapes) -> int:
@@ -38,8 +43,22 @@ def largest(shapes) -> int:
     return max((n for shape in shapes if (n := size(shape)) is not None), default=0)
 
 
-def is_large(shapes) -> bool:
-    return largest(shapes) >= PARALLEL_MIN_ELEMENTS
+def is_large(shapes, products: int = 0) -> bool:
+    """Whether a call of these shapes, whose products have `products` multiply-adds (counted
+    for row-split kernels only), runs the parallel kernel."""
+    return largest(shapes) >= PARALLEL_MIN_ELEMENTS or products >= PARALLEL_MIN_MADDS
+
+
+def multiply_adds(graph, shapes: dict) -> int:
+    """The multiply-adds of `graph`'s matrix products (`dot_general`) for `shapes` (tensor
+    id -> shape)."""
+    total = 0
+    for op in graph.operations:
+        if op.primitive is dot_general_p:
+            (lc, _), _ = op.attrs["dimension_numbers"]
+            lhs = shapes[id(op.inputs[0])]
+            total += (size(shapes[id(op.outputs[0])]) or 0) * math.prod(lhs[i] or 0 for i in lc)
+    return total
 
 
 class ParallelRun:

@@ -307,7 +307,7 @@ def _while_grad(op, *out_grads):
         nexts = [ew.select_p.bind(broadcast_like(in_history, f, ()),
                                   gather_p.bind(hist[i], row, axis=0), f)
                  for i, f in zip([*float_carry, *range(m, m + r)], final, strict=True)]
-        grads = run_inline(vjp_body, cs + carry_at[:m] + ct + nexts)
+        grads = run_inline(vjp_body, cs + carry_at + ct + nexts)
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
         for j, h in zip(joined, ct_hist, strict=True):
             g_carry[j] = ew.add_p.bind(g_carry[j], gather_p.bind(h, step, axis=0))

@@ -14,6 +14,13 @@ by the numba backend) or JAX's under `jax.jit` (engine `jax`) or without it (`ja
 op as autograd runs), `autograd.scipy.special` and
 `autograd.scipy.stats.multivariate_normal` their counterparts; `autograd.numpy.random`
 stays NumPy's and `autograd.misc` stays autograd's (`adam`, `flatten_func`).
+For JAX, `np` is `jax.numpy` whose `prod` of a Python tuple or list (a shape: `jnp.prod`
+takes arrays only) is NumPy's (`_jnp`); no other program calls it.
+`autograd.scipy.signal.convolve` (autograd's own API, not SciPy's: it contracts `dot_axes`
+and convolves over `axes`) becomes `autograd_convolve.make(np, conv)` (this directory):
+the same code for both engines over the engine's n-d convolution primitive, tracegrad's
+`tracegrad.ops.conv` and JAX's `lax.conv_general_dilated` (the example's line
+`convolve = autograd.scipy.signal.convolve` is the one non-import line rewritten).
 
 The work of each program is its `__main__` block's with fewer iterations (so that autograd
 takes about a second) and without plotting:
@@ -25,10 +32,10 @@ takes about a second) and without plotting:
   60 lines of text, 20 states);
 - `lstm`: 5 `adam` steps of the example's LSTM (30 characters x 60 lines, 40 cells);
 - `gmm`: 5 gradient and 5 Hessian-vector-product calls of the example's mixture of 10
-  Gaussians on its pinwheel data (`flatten_func` as the example).
-
-`convnet` is left out: it needs `autograd.scipy.signal.convolve`, which works on NumPy
-strides and has no counterpart in tracegrad.
+  Gaussians on its pinwheel data (`flatten_func` as the example);
+- `convnet`: 4 steps of the example's momentum SGD (batches of 256) on its LeNet-like net
+  (two 5x5 convolutions of 6 and 16 filters, 2x2 max pools, tanh layers of 120 and 84, a
+  softmax of 10), the MNIST download replaced by 1024 random 28x28 images and labels.
 
 Each (program, engine) runs in a fresh process (tracegrad with an empty kernel cache);
 `whole` is the process's wall time from start to exit, `result` the time its work ended
@@ -51,10 +58,11 @@ import tempfile
 import threading
 import time
 
-PROGRAMS = ("fluidsim", "hmm_em", "lstm", "gmm")
+PROGRAMS = ("fluidsim", "hmm_em", "lstm", "gmm", "convnet")
 ENGINES = ("autograd", "tracegrad", "jax", "jax_eager")
 MODULES = {"fluidsim": "fluidsim/fluidsim.py", "hmm_em": "hmm_em.py", "lstm": "lstm.py",
-           "rnn": "rnn.py", "gmm": "gmm.py", "data": "data.py"}
+           "rnn": "rnn.py", "gmm": "gmm.py", "data": "data.py", "convnet": "convnet.py",
+           "data_mnist": "data_mnist.py"}
 
 # Import lines of the examples and what each engine puts in their place.
 _IMPORTS = {
@@ -64,14 +72,18 @@ _IMPORTS = {
         (r"from autograd\.scipy\.special import", "from tracegrad.scipy.special import"),
         (r"import autograd\.scipy\.stats\.multivariate_normal as mvn",
          "from tracegrad.scipy.stats import multivariate_normal as mvn"),
+        (r"import autograd\.scipy\.signal\n", "import _engine\n"),
+        (r"autograd\.scipy\.signal\.convolve", "_engine.convolve"),
         (r"from autograd import ", "from _engine import "),
     ],
     "jax": [
         (r"import autograd\.numpy\.random as npr", "import numpy.random as npr"),
-        (r"import autograd\.numpy as np", "import jax.numpy as np"),
+        (r"import autograd\.numpy as np", "import _jnp as np"),
         (r"from autograd\.scipy\.special import", "from jax.scipy.special import"),
         (r"import autograd\.scipy\.stats\.multivariate_normal as mvn",
          "from jax.scipy.stats import multivariate_normal as mvn"),
+        (r"import autograd\.scipy\.signal\n", "import _engine\n"),
+        (r"autograd\.scipy\.signal\.convolve", "_engine.convolve"),
         (r"from autograd import ", "from _engine import "),
     ],
     "autograd": [],
@@ -80,21 +92,28 @@ _IMPORTS["jax_eager"] = _IMPORTS["jax"]
 
 
 def _engine_module(engine):
-    """The `_engine` module: the engine's grad, value_and_grad, hessian_vector_product."""
+    """The `_engine` module: the engine's grad, value_and_grad, hessian_vector_product and
+    autograd's convolve."""
     import types
+
+    import autograd_convolve
 
     mod = types.ModuleType("_engine")
     if engine == "tracegrad":
         import tracegrad as tg
+        import tracegrad.numpy as tnp
 
         mod.grad, mod.value_and_grad = tg.grad, tg.value_and_grad
+        mod.convolve = autograd_convolve.make(tnp, autograd_convolve.tracegrad_conv)
 
         def hessian_vector_product(fn):
             return tg.function(lambda x, v: tg.hvp(fn, (x,), (v,))[0])
     else:
         import jax
+        import jax.numpy as jnp
 
         jax.config.update("jax_enable_x64", True)
+        mod.convolve = autograd_convolve.make(jnp, autograd_convolve.jax_conv)
         jit = jax.jit if engine == "jax" else (lambda fn: fn)
 
         def grad(fn):
@@ -108,6 +127,23 @@ def _engine_module(engine):
 
         mod.grad, mod.value_and_grad = grad, value_and_grad
     mod.hessian_vector_product = hessian_vector_product
+    return mod
+
+
+def _jax_numpy():
+    """`jax.numpy` with `prod` of a Python sequence (shape arithmetic) done by NumPy."""
+    import types
+
+    import jax.numpy as jnp
+    import numpy as onp
+
+    mod = types.ModuleType("_jnp")
+    mod.__dict__.update({k: v for k, v in vars(jnp).items() if not k.startswith("__")})
+
+    def prod(a, *args, **kwargs):
+        return (onp.prod if isinstance(a, (tuple, list)) else jnp.prod)(a, *args, **kwargs)
+
+    mod.prod = prod
     return mod
 
 
@@ -258,13 +294,37 @@ def _gmm(ex, engine):
     return out
 
 
-WORK = {"fluidsim": _fluidsim, "hmm_em": _hmm_em, "lstm": _lstm, "gmm": _gmm}
+def _convnet(ex, engine):
+    import numpy as onp
+
+    rs = onp.random.RandomState(0)
+    layer_specs = [ex.conv_layer((5, 5), 6), ex.maxpool_layer((2, 2)),
+                   ex.conv_layer((5, 5), 16), ex.maxpool_layer((2, 2)),
+                   ex.tanh_layer(120), ex.tanh_layer(84), ex.softmax_layer(10)]
+    n_weights, _, loss_fun, _ = ex.make_nn_funs((1, 28, 28), layer_specs, 1.0)
+    loss_grad = ex.grad(loss_fun)
+    images = rs.rand(1024, 1, 28, 28)
+    labels = onp.eye(10)[rs.randint(0, 10, 1024)]
+    weights = rs.randn(int(n_weights)) * 0.1
+    direction = onp.zeros(int(n_weights))
+    for idxs in ex.make_batches(len(images), 256):
+        g = onp.asarray(loss_grad(weights, images[idxs], labels[idxs]))
+        direction = 0.9 * direction + 0.1 * g
+        weights = weights - 1e-3 * direction
+    return [float(onp.sum(weights)), float(onp.sum(g))]
+
+
+WORK = {"fluidsim": _fluidsim, "hmm_em": _hmm_em, "lstm": _lstm, "gmm": _gmm,
+        "convnet": _convnet}
 
 
 def child(root, engine, program):
     start = time.perf_counter()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # autograd_convolve
     if engine != "autograd":
         sys.modules["_engine"] = _engine_module(engine)
+    if engine.startswith("jax"):
+        sys.modules["_jnp"] = _jax_numpy()
     sys.meta_path.insert(0, _Examples(root, engine))
     sys.path.insert(0, os.path.join(root, os.path.dirname(MODULES[program])))
     ex = importlib.import_module(program)

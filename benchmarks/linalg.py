@@ -2,6 +2,11 @@
 and PyTorch, in one run.
 
     python benchmarks/linalg.py [--only gp,eigh] [--json FILE]
+    python benchmarks/linalg.py --cpu [--only gp,eigh] [--rounds 15]
+
+`--cpu`: the libraries' calls interleaved in rounds of about 20 ms each, medians of the
+process CPU time per call (and of the wall time), for a shared machine whose load makes
+wall times incomparable between runs.
 
 - gp: the value and gradient of a Gaussian process's negative log marginal likelihood,
   n = 500 points, squared-exponential kernel plus noise, with respect to its three log
@@ -18,6 +23,7 @@ but that every library computes the same values.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -26,6 +32,7 @@ from one_thread import jax, jnp, peer_report, time_peers, torch  # noqa: E402, I
 
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
+from machine import cpu, interleaved  # noqa: E402
 from run import first_call, median_time  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
@@ -158,8 +165,45 @@ def measure(name, rng):
     return times, compile_s
 
 
+def interleaved_report(argv) -> None:
+    """`--cpu`: every library's call of each row interleaved (machine.interleaved), after
+    each one's values are checked against the hand-written NumPy gradient."""
+    parser = argparse.ArgumentParser(description="--cpu: " + __doc__.splitlines()[0])
+    parser.add_argument("--only", default="gp,eigh")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args(argv)
+    print("cpu:", cpu())
+    rng = np.random.default_rng(0)
+    for name in [w for w in args.only.split(",") if w]:
+        problem = _problem(name, rng)
+        numpy_fn = gp_numpy if name == "gp" else eigh_numpy
+        same = _same(numpy_fn(*problem), name)
+        ours = tracegrad_fn(name)
+        calls = {"tracegrad": lambda: ours(*problem),
+                 "numpy (hand)": lambda: numpy_fn(*problem)}
+        if jax is not None:
+            fj, ja = jax_fn(name), [jnp.asarray(a) for a in problem]
+            calls["jax"] = lambda: jax.block_until_ready(fj(*ja))
+        if torch is not None:
+            ft, ta = torch_fn(name), [torch.from_numpy(a) for a in problem]
+            calls["torch"] = lambda: ft(*ta)
+        for fn in calls.values():
+            same(fn())
+        times = interleaved(calls, args.rounds)
+        base = times["tracegrad"][0]
+        print(f"{LABELS[name]}, CPU (wall) ms per call, {args.rounds} rounds, load average "
+              f"{os.getloadavg()[0]:.1f}: " + ", ".join(
+                  f"{k} {c * 1e3:.3f} ({w * 1e3:.3f}; {c / base:.2f}x)"
+                  for k, (c, w) in times.items()), flush=True)
+
+
 def main(argv=None):
-    peer_report(argv, __doc__, "gp,eigh", LABELS, measure)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--cpu" in argv:
+        argv.remove("--cpu")
+        interleaved_report(argv)
+    else:
+        peer_report(argv, __doc__, "gp,eigh", LABELS, measure)
 
 
 if __name__ == "__main__":

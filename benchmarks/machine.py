@@ -40,3 +40,27 @@ def best_and_median(fn, calls: int) -> tuple[float, float]:
         fn()
         spans.append(time.perf_counter() - start)
     return min(spans), float(np.median(spans))
+
+
+def interleaved(calls: dict, rounds: int, seconds: float = 0.02) -> dict:
+    """`{name: (CPU seconds, wall seconds)}` per call of each callable in `calls`: medians
+    over `rounds` rounds in which every callable, in turn, runs about `seconds` of calls.
+    The CPU time is the process's (all its threads), which a loaded machine's other jobs do
+    not inflate as they do wall time."""
+    counts = {}
+    for name, fn in calls.items():
+        fn()
+        start = time.perf_counter()
+        fn()
+        counts[name] = max(1, int(seconds / max(time.perf_counter() - start, 1e-6)))
+    cpu_s: dict = {name: [] for name in calls}
+    wall_s: dict = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            c, w = time.process_time(), time.perf_counter()
+            for _ in range(counts[name]):
+                fn()
+            cpu_s[name].append((time.process_time() - c) / counts[name])
+            wall_s[name].append((time.perf_counter() - w) / counts[name])
+    return {name: (float(np.median(cpu_s[name])), float(np.median(wall_s[name])))
+            for name in calls}

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]
 from one_thread import jax, jnp  # noqa: E402, I001  (before NumPy: one thread each)
 
-import numpy as np  # noqa: E402
 from gradbench_problems import PROBLEMS, kmeans_dir_tracegrad  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
 import tracegrad.numpy as tnp  # noqa: E402
+from machine import interleaved  # noqa: E402
 
 
 def callables(name, size):
@@ -52,25 +51,11 @@ def main(argv=None):
     size = tuple(int(s) for s in size.split(","))
     tg.config.background_compile = False
     fns = callables(name, size)
-    counts = {}
-    for k, fn in fns.items():
-        fn()
-        t = time.perf_counter()
-        fn()
-        counts[k] = max(1, int(0.02 / max(time.perf_counter() - t, 1e-6)))
-    cpu: dict = {k: [] for k in fns}
-    wall: dict = {k: [] for k in fns}
-    for _ in range(int(os.environ.get("ROUNDS", "15"))):
-        for k, fn in fns.items():
-            c, w = time.process_time(), time.perf_counter()
-            for _ in range(counts[k]):
-                fn()
-            cpu[k].append((time.process_time() - c) / counts[k])
-            wall[k].append((time.perf_counter() - w) / counts[k])
+    times = interleaved(fns, int(os.environ.get("ROUNDS", "15")))
     load = os.getloadavg()[0]
     for what in ("value", "value+grad"):
-        tc, jc = (np.median(cpu[f"{lib} {what}"]) * 1e3 for lib in ("tracegrad", "jax"))
-        tw, jw = (np.median(wall[f"{lib} {what}"]) * 1e3 for lib in ("tracegrad", "jax"))
+        (tc, tw), (jc, jw) = ((c * 1e3, w * 1e3) for c, w in
+                              (times[f"{lib} {what}"] for lib in ("tracegrad", "jax")))
         print(f"{name} {size} {what}: CPU tracegrad {tc:.3f} ms, JAX {jc:.3f} ms "
               f"({tc / jc:.2f}x); wall {tw:.3f} / {jw:.3f} ms; load {load:.1f}")
 

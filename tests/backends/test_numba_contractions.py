@@ -1,7 +1,8 @@
 """Short contractions and short rows on the numba backend: a dot_general of at most
 SMALL_CONTRACTION terms whose result only feeds loops is evaluated inside them (never
 stored), and a float row of at most SHORT_ROW elements is reduced with its loop written
-out, a sum in NumPy's pairwise order; values against the numpy backend and NumPy, the
+out, a sum in NumPy's pairwise order, and a longer row's max/min is a running value in vector
+lanes; values against the numpy backend and NumPy, the
 GradBench objectives that need them (kmeans, gmm) against central differences."""
 
 import pathlib
@@ -57,6 +58,37 @@ def test_a_short_contraction_is_evaluated_in_its_consumers_loop():
     both_backends(nearest, p17, c17)
 
 
+def test_rows_reading_a_short_contraction_run_two_at_a_time(monkeypatch):
+    # points x centroids: the innermost loop reads the centroids' column, the point's 16
+    # coordinates are loaded once per row; two rows share each column loaded (`Nest.jam`),
+    # an odd row count leaves one row to the loop after; the terms are fused multiply-adds.
+    # Jamming changes no bit: the same kernel with JAM = 1 gives the same values. A nest
+    # that stores in its innermost loop (a column sum accumulated in memory) is not jammed.
+    rng = np.random.default_rng(6)
+    p, c = rng.random((301, 16)), rng.random((40, 16))
+
+    def row_min(p, c):
+        d = (tnp.sum(p * p, axis=1)[:, None] + tnp.sum(c * c, axis=1) - 2.0 * (p @ c.T))
+        return tnp.min(d, axis=1), tnp.max(d, axis=1)
+
+    def column_sums(p, c):
+        return tnp.sum(tnp.exp(-(p @ c.T)), axis=0)
+
+    source = source_of(row_min, p, c)
+    assert "% 2, 2):" in source and "_fma(" in source
+    both_backends(row_min, p, c)
+    jammed = tg.function(row_min, backend="numba")(p, c)
+    source = source_of(column_sums, p, c)
+    assert "% 2, 2):" not in source and "_fma(" in source
+    both_backends(column_sums, p, c)
+    monkeypatch.setattr(blocks_linalg, "JAM", 1)
+    assert "% 2, 2):" not in source_of(row_min, p, c)
+    for got, want in zip(jammed, tg.function(row_min, backend="numba")(p, c), strict=True):
+        assert_same(np.asarray(got), np.asarray(want))  # bit for bit
+    ref = ((p[:, None, :] - c[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(jammed[0], ref.min(1), rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("dims", [
     ((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))),  # batched
     ((3, 2, 4), (4, 5, 2), (((2,), (0,)), ((1,), (2,)))),  # batch dims anywhere
@@ -100,6 +132,41 @@ def test_short_rows_are_summed_in_numpys_pairwise_order(dtype):
         assert ("_pairwise_" in source) == (n > blocks_reduce.SHORT_ROW), n
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_long_rows_keep_a_running_max_and_min_in_vector_lanes(dtype):
+    # a fused row longer than SHORT_ROW in a nest of two loops: max/min are one running value
+    # each (LLVM's maximum/minimum, a reduction its vectorizer keeps in lanes), with no block
+    # buffer or row helper; NaN propagates, values are NumPy's
+    rng = np.random.default_rng(4)
+    for n in (17, 40, 1024, 1025, 3000):
+        x = (rng.standard_normal((6, n)) * 10.0 ** rng.integers(-8, 8, (6, n))).astype(dtype)
+        x[1, n // 2] = np.nan
+        x[2, 0], x[3, -1] = np.inf, -np.inf
+        x[4, :] = np.nan
+
+        def fn(x):
+            y = x * x - 0.5 * x
+            return tnp.max(y, axis=1), tnp.min(y, axis=1)
+
+        got = tg.function(fn, backend="numba")(x)
+        with np.errstate(invalid="ignore"):
+            y = x * x - np.asarray(0.5, dtype) * x
+        for g, want in zip(got, (y.max(axis=1), y.min(axis=1)), strict=True):
+            assert_same(np.asarray(g), want, what=f"rows of {n}")  # bit for bit
+        source = source_of(fn, x)
+        assert "_vmax_" in source and "_vmin_" in source, n
+        assert "_rowmax_" not in source and "_rowmin_" not in source and "buf" not in source
+
+
+def test_a_running_minimum_with_a_huge_trig_argument_reruns_with_the_full_reduction():
+    x = np.random.default_rng(5).standard_normal((20, 300))
+    x[3, 200] = 1e22  # past the fast reduction: the whole nest runs again with the full one
+    fn = lambda x: tnp.min(tnp.sin(x) * x, axis=1)  # noqa: E731
+    assert "_vmin_" in source_of(fn, x)
+    got = np.asarray(tg.function(fn, backend="numba")(x))
+    assert_same(got, (np.sin(x) * x).min(axis=1), rtol=1e-15)
+
+
 def test_an_unrolled_row_with_a_huge_trig_argument_reruns_with_the_full_reduction():
     x = np.random.default_rng(3).standard_normal((20, 6))
     x[3, 2] = 1e22  # past the fast sin/cos reduction: the nest runs again with the full one
@@ -141,14 +208,14 @@ def test_kmeans_value_and_direction_on_numba():
 
 
 def test_a_computed_operand_is_computed_into_the_layout_blas_reads():
-    # einsum("kij,nkj->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is not
-    # leading in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
-    # (Fusion._compute_into_product_copies) instead of reading a stored (n, k, j) array
+    # einsum("kij,njk->nki", q, x - mu) over 20 coordinates (BLAS's): the batch axis k is
+    # last in x - mu, so the product copies it to (k, j, n); the copy's loop computes it
+    # (Fusion._compute_into_product_copies) instead of reading a stored (n, j, k) array
     rng = np.random.default_rng(4)
     q, mu, x = rng.standard_normal((3, 20, 20)), rng.random((3, 20)), rng.standard_normal((9, 20))
 
     def fn(q, mu, x):
-        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        y = tnp.einsum("kij,njk->nki", q, x[:, :, None] - mu.T[None, :, :])
         return tnp.sum(y * y)
 
     source = source_of(fn, q, mu, x)
@@ -196,3 +263,74 @@ def test_a_fused_contraction_read_from_a_transposed_copy_in_an_outlined_nest(mon
     source = source_of(grad, x, w)
     assert "def nest" in source and "np.ascontiguousarray(np.transpose(" in source
     both_backends(grad, x, w)
+
+
+def test_a_written_out_row_reads_its_operands_along_the_loop_that_remains():
+    # GMM's squared Mahalanobis distances: sum_i (sum_j q[k,i,j] (x[n,j] - mu[k,j]))^2, the
+    # rows over i written out, so the innermost loop walks k: q and mu (re-read for every
+    # point) are read from copies with k last, consecutive in that loop (it vectorizes);
+    # an operand read once per element (a stored (n, k, j) array) is not copied
+    rng = np.random.default_rng(6)
+    q, mu, x = rng.standard_normal((7, 5, 5)), rng.random((7, 5)), rng.standard_normal((40, 5))
+
+    def fn(q, mu, x):
+        y = tnp.einsum("kij,nkj->nki", q, x[:, None, :] - mu[None, :, :])
+        return tnp.sum(tnp.exp(-0.5 * tnp.sum(y * y, axis=2)))
+
+    source = source_of(fn, q, mu, x)
+    assert "np.transpose(a0, (2, 1, 0,))" in source and "np.transpose(a1, (1, 0,))" in source
+    both_backends(fn, q, mu, x)
+    both_backends(tg.grad(fn, argnums=(0, 1, 2)), q, mu, x)
+    # GMM's gradient (d=10, K=20, N=40) stores x - mu for BLAS (its product with the
+    # (n, k, i) cotangent over the points); the forward nest still computes it from x and
+    # mu's copy (CodeGen._recomputed), not reading the stored array with a stride along k
+    problem = PROBLEMS["gmm"]
+    args = problem.data((10, 20, 40))
+    grad = tg.value_and_grad(problem.make(tnp, tg.scan, (10, 20, 40)), argnums=problem.wrt)
+    source = source_of(grad, *args)
+    assert "_gemm_" in source and "np.transpose(a1, (1, 0,))" in source
+    both_backends(grad, *args)
+
+    def stored(q, c):
+        y = tnp.einsum("kij,nkj->nki", q, c)
+        return tnp.sum(tnp.exp(-0.5 * tnp.sum(y * y, axis=2)))
+
+    c = x[:, None, :] - mu[None, :, :]
+    source = source_of(stored, q, c)
+    assert "np.transpose(a0, (2, 1, 0,))" in source and "np.transpose(a1" not in source
+    both_backends(stored, q, c)
+
+
+def test_a_batch_of_products_of_slices_is_gemm_on_the_slices():
+    # GMM's gradient of its precision factors: sum_n g[n, k, i] c[n, k, j], a batch over k
+    # of products of (n, i) and (n, j) slices of (n, k, .) arrays: BLAS's gemm reads each
+    # slice with its leading dimension (no copy to a (k, i, n) layout, no loop over copies)
+    rng = np.random.default_rng(8)
+    g, c = rng.standard_normal((40, 6, 5)), rng.standard_normal((40, 6, 3))
+    for spec, a, b in (("nki,nkj->kij", g, c), ("nki,nkj->kji", g, c),
+                       ("kin,nkj->kij", np.ascontiguousarray(g.transpose(1, 2, 0)), c)):
+        def fn(a, b, spec=spec):
+            return tnp.einsum(spec, a * 0.5, b + 1.0)
+
+        source = source_of(fn, a, b)
+        assert "_gemm_" in source and "perm" not in source and "_bdot_" not in source, spec
+        both_backends(fn, a, b)
+        both_backends(fn, a.astype(np.float32), b.astype(np.float32))
+    # with N = 40 points the gradient's sum over the points is such a product
+    f, args = _grad_vs_central_differences("gmm", (4, 5, 40))
+    source = source_of(tg.value_and_grad(f, argnums=PROBLEMS["gmm"].wrt), *args)
+    assert "_gemm_" in source and "perm" not in source
+    # the helper on slices of every stride pattern, and on a view with no unit stride
+    # (copied for np.dot), against einsum
+    import importlib
+
+    gemm = importlib.import_module(nb.helpers.MODULE)._gemm_d
+    want = np.einsum("kni,knj->kij", g.transpose(1, 0, 2), c.transpose(1, 0, 2))
+    no_unit = np.transpose(np.ascontiguousarray(np.transpose(g, (2, 0, 1))), (1, 2, 0))
+    for a in (np.transpose(g, (1, 2, 0)), np.transpose(no_unit, (1, 2, 0)),
+              np.ascontiguousarray(np.transpose(g, (1, 2, 0)))):
+        for b in (np.transpose(c, (1, 0, 2)), np.ascontiguousarray(np.transpose(c, (1, 0, 2))),
+                  np.transpose(np.ascontiguousarray(np.transpose(c, (1, 2, 0))), (0, 2, 1))):
+            out = np.empty((6, 5, 3))
+            gemm(a, b, out)
+            np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)

@@ -26,7 +26,8 @@ empty arrays), `optable_dtypes.py` (the narrower integers and float16), `optable
 `optable_arrays.py` (shapes, indexing, at[], products, linalg, pad, nn), and the
 compositions over them in `optable_composites.py`, `optable_sequences.py`,
 `optable_datadep.py` and `optable_sets.py`; the special functions in `optable_special.py`;
-the Fourier transforms in `optable_fft.py`; `eig` and `roots` in `optable_eig.py`.
+the Fourier transforms in `optable_fft.py`; `eig` and `roots` in `optable_eig.py`; the
+convolutions (`conv`, `tracegrad.scipy.signal`) in `optable_signal.py`.
 """
 
 from __future__ import annotations
@@ -159,5 +160,6 @@ from tests.ops import (  # noqa: F401
     optable_random,
     optable_sequences,
     optable_sets,
+    optable_signal,
     optable_special,
 )

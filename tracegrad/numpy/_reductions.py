@@ -4,6 +4,8 @@ are float64)."""
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from tracegrad import ops
@@ -62,7 +64,10 @@ def sum(a, axis=None, dtype=None, keepdims=False):
 
 def prod(a, axis=None, dtype=None, keepdims=False):
     """Product of elements over `axis`; bool and narrower integers multiply as int64 (uint64
-    when unsigned)."""
+    when unsigned). A tuple or list of Python ints (a shape, as in `prod(x.shape[1:])`)
+    multiplies to a NumPy integer also while tracing: a size known when tracing."""
+    if type(a) in (tuple, list) and builtins.all(type(d) is int for d in a):
+        return np.prod(a, axis=axis, dtype=dtype, keepdims=keepdims)
     if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
         return ops.reduce_prod(a, axes=axes_arg(axis, a._value.ndim, "prod"),
                                keepdims=bool(keepdims))

@@ -296,7 +296,7 @@ def lstsq(a, b, rcond=None):
     if m is not None and n is not None and m <= n:
         residuals = s[:0]
     else:
-        p = subtract(col, matmul(u, utb))
+        p = subtract(col, matmul(u, where(keep[..., None], utb, 0)))  # the kept directions
         residuals = _sum(abs_squared(p), 0)
         if not isinstance(rank, GraphTensor) and int(np.asarray(rank)) != n:
             residuals = residuals[:0]

@@ -110,6 +110,7 @@ from tracegrad.ops.decompositions import (
     lu_pivots_to_permutation_p,
     expm_p,
 )
+from tracegrad.ops.convolution import conv_p
 from tracegrad.ops.fourier import fft_p
 
 neg = neg_p.bind
@@ -210,6 +211,7 @@ lu = lu_p.bind
 lu_pivots_to_permutation = lu_pivots_to_permutation_p.bind
 expm = expm_p.bind
 fft = fft_p.bind
+conv = conv_p.bind
 
 __all__ = [
     "constant_p",
@@ -409,6 +411,8 @@ __all__ = [
     "expm",
     "fft_p",
     "fft",
+    "conv_p",
+    "conv",
 ]
 
 

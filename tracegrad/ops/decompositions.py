@@ -192,18 +192,21 @@ def _eigh_grad(op, g_w, g_v):
     # tril(G + G^T, -1) + diag(G) (its upper counterpart for the upper triangle).
     # Hermitian a: adjoints for transposes, and the diagonal's real part (eigh ignores its
     # imaginary part).
-    # (A zero g_v, the eigenvalues' gradient alone, drops its term.)
+    # (A zero g_v, the eigenvalues' gradient alone, drops its term: G = V diag(g_w) V^H is
+    # Hermitian, so G + G^H is 2G, without reading G transposed.)
     (w, v) = op.outputs
     lower = op.attrs.get("lower", True)
     left = ew.mul_p.bind(v, _cols(_like(g_w, v), v))
-    if not shape_ops.is_zeros(g_v):
+    values_only = shape_ops.is_zeros(g_v)
+    if not values_only:
         inner = ew.mul_p.bind(_gaps(_like(w, v), v), _matmul(_mH(v), g_v))
         left = ew.add_p.bind(_matmul(v, inner), left)
     g = _matmul(left, _mH(v))
     rows, cols = _rows_cols(g)
     diag = _like(ew.real_p.bind(g), g) if dtypes.is_complex(g.dtype) else g
+    both = ew.add_p.bind(g, g if values_only else _mH(g))
     return [ew.select_p.bind(ew.eq_p.bind(rows, cols), diag,
-                             _triangle(ew.add_p.bind(g, _mH(g)), lower, strict=True))]
+                             _triangle(both, lower, strict=True))]
 
 
 # -- eig -------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """SciPy's APIs over tracegrad: `tracegrad.scipy.linalg` (decompositions and solvers with
 gradients), `tracegrad.scipy.special` (special functions), `tracegrad.scipy.stats`
-(distributions) and
+(distributions),
 `tracegrad.scipy.optimize` (SciPy's minimizers driven by compiled
-derivatives)."""
+derivatives) and `tracegrad.scipy.signal` (convolutions)."""
 
-from tracegrad.scipy import linalg, optimize, special, stats
+from tracegrad.scipy import linalg, optimize, signal, special, stats
 
-__all__ = ["linalg", "optimize", "special", "stats"]
+__all__ = ["linalg", "optimize", "signal", "special", "stats"]

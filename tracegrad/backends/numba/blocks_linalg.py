@@ -1,7 +1,7 @@
 """Numba code for dot_general (BLAS through `np.dot` for floats, trmm for a Cholesky
 factor's products, loops otherwise), the linear-algebra primitives (LAPACK or `np.linalg`
-per matrix, BLAS's trsm for triangular_solve) and the Fourier transforms (rocket-fft),
-each with its lowering record (lowering.py)."""
+per matrix, BLAS's trsm for triangular_solve), the Fourier transforms (rocket-fft) and the
+n-d convolution (a loop nest), each with its lowering record (lowering.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tracegrad.backends.numba.lowering import BLOCK, COSTLY, Lowering, register
 from tracegrad.backends.numba.records import Stmt, name_of
 from tracegrad.backends.numba.scalars import NB_TYPE, literal, typed
 from tracegrad.core import dtypes, shapes
-from tracegrad.ops import decompositions, fourier, linalg
+from tracegrad.ops import convolution, decompositions, fourier, linalg
 
 # -- dot_general --------------------------------------------------------------------------------
 
@@ -29,6 +29,33 @@ def _layout(ndim, batch, free, contract, want):
     return list(batch) + list(first) + list(second), list(batch) + list(second) + list(first)
 
 
+def _operand_dims(op, k: int):
+    """`(operand, batch, free, contract)` axes of operand `k` of dot_general `op`."""
+    x = op.inputs[k]
+    (c, b) = [numbers[k] for numbers in op.attrs["dimension_numbers"]]
+    return x, b, [i for i in range(x.ndim) if i not in c and i not in b], c
+
+
+def _viewed(op, k: int) -> bool:
+    """Whether operand `k` of dot_general `op` is a `(batch, rows, cols)` view for BLAS
+    as it is (or transposed)."""
+    x, b, free, c = _operand_dims(op, k)
+    return list(range(x.ndim)) in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+
+
+def _strided(op) -> bool:
+    """Whether dot_general `op` is a batch of products of one batch, free and contracted
+    axis each whose operands are not both views, and whose matrices (slices along the
+    batch axis) each have a unit stride (the batch axis is not last): BLAS's gemm reads
+    each slice as it is (`_gemm`), with its leading dimension, where a copy to the layout
+    of a view would cost more than the products (a GMM's gradient of its precision
+    factors, 25 products of 10 x 1000 by 1000 x 10 read from two (1000, 25, 10) arrays)."""
+    if not all(x.ndim == 3 for x in op.inputs) or _viewed(op, 0) and _viewed(op, 1):
+        return False
+    return all(len(b) == 1 and b[0] != 2 for _, b, _, _ in (_operand_dims(op, 0),
+                                                            _operand_dims(op, 1)))
+
+
 def copies_operand(op, k: int) -> bool:
     """Whether the BLAS block of dot_general `op` copies operand `k` to another layout
     (`_canonical`): then that operand, when computed, can be computed into the copy."""
@@ -38,9 +65,7 @@ def copies_operand(op, k: int) -> bool:
     (lc, rc), (lb, rb) = op.attrs["dimension_numbers"]
     if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
         return False  # `_matrix_product`: the arrays as they are
-    x, c, b = (lhs, lc, lb) if k == 0 else (rhs, rc, rb)
-    free = [i for i in range(x.ndim) if i not in c and i not in b]
-    return list(range(x.ndim)) not in _layout(x.ndim, b, free, c, "fc" if k == 0 else "cf")
+    return not _strided(op) and not _viewed(op, k)
 
 
 def _canonical(cg, x, batch, free, contract, want):
@@ -84,6 +109,9 @@ def _dot_general(cg, op):
     if not lb and len(lc) == 1 and lhs.ndim <= 2 and rhs.ndim <= 2:
         _matrix_product(cg, lhs, rhs, lc[0], rc[0], t)
         return
+    if _strided(op) and all(cg.refs[id(x)].kind == "arr" for x in op.inputs):
+        _gemm(cg, op)
+        return
     a, at = _canonical(cg, lhs, lb, lf, lc, "fc")
     b, bt = _canonical(cg, rhs, rb, rf, rc, "cf")
     td = cg.dims(t)
@@ -98,11 +126,29 @@ def _dot_general(cg, op):
     cg.emit(f"{fn}({av}, {bv}, {ov})")
 
 
+def _gemm(cg, op):
+    """A `_strided` product: each operand transposed to `(batch, rows, cols)` (a view of
+    the array), gemm on each slice."""
+    views = []
+    for k in (0, 1):
+        x, b, free, c = _operand_dims(op, k)
+        order = [*b, *(free + list(c) if k == 0 else list(c) + free)]
+        views.append(f"np.transpose({cg.array(x)}, ({', '.join(map(str, order))},))")
+    t = op.outputs[0]
+    prefix = BLAS_PREFIX[t.dtype][0]
+    cg.helpers[f"_gemm_{prefix}"] = cg.helpers[f"_blas_{prefix}gemm"] = None
+    cg.emit(f"_gemm_{prefix}({views[0]}, {views[1]}, {cg.alloc(t)})")
+
+
 # A float contraction of at most this many terms (over dims of known size) is evaluated
 # inside its consumers' loops, its terms unrolled, when fusion.py does not store it: a
 # product with a short inner dimension is bound by storing its result (kmeans' 10000 x 1000
 # distances over 16 coordinates: 80 MB written and read back for a row minimum).
 SMALL_CONTRACTION = 16
+# A nest whose innermost loop reads one operand of such a contraction while the other's
+# elements, loaded once per row of the outermost loop, stay in registers runs that many rows
+# at once (`Nest.jam`): each element of the first operand loaded serves them all.
+JAM = 2
 
 
 def contraction_terms(op) -> int | None:
@@ -134,17 +180,34 @@ def _dot_element(cg, op, t, idx, nest):
         ri[j] = idx[len(lb) + len(lf) + k]
     lhs_read = _contiguous_read(cg, lhs, lc, li, nest)
     rhs_read = _contiguous_read(cg, rhs, rc, ri, nest)
-    terms, deps = [], frozenset()
+    terms, deps, inner = [], frozenset(), len(nest.dims) - 1
     for at in itertools.product(*(range(lhs.shape[i]) for i in lc)):
         for i, j, c in zip(lc, rc, at, strict=True):
             li[i] = ri[j] = (str(c), frozenset())
         a, da = _bound(cg, nest, *lhs_read(li))
         b, db = _bound(cg, nest, *rhs_read(ri))
-        terms.append(f"{a} * {b}")
+        terms.append((a, b))
         deps |= da | db
+        if inner > 0 and ((0 in da and inner not in da and inner in db and 0 not in db) or
+                          (0 in db and inner not in db and inner in da and 0 not in da)):
+            nest.jam = JAM
     var = cg.fresh("v")
-    nest.stmt(deps, f"{var} = {' + '.join(terms) or literal(0, t.dtype)}", op, (name_of(var),))
+    nest.stmt(deps, f"{var} = {_terms_sum(cg, terms, t.dtype)}", op, (name_of(var),))
     return var, deps
+
+
+def _terms_sum(cg, terms, dt) -> str:
+    """The sum of products `terms` ((a, b) pairs) in order: float64 products added with one
+    rounding each (`_fma`, one instruction), float32 ones multiplied and added."""
+    if not terms:
+        return literal(0, dt)
+    if dt != dtypes.float64:
+        return " + ".join(f"{a} * {b}" for a, b in terms)
+    cg.helpers["_fma"] = None
+    expr = f"{terms[0][0]} * {terms[0][1]}"
+    for a, b in terms[1:]:
+        expr = f"_fma({a}, {b}, {expr})"
+    return expr
 
 
 def _bound(cg, nest, expr, deps):
@@ -158,32 +221,25 @@ def _bound(cg, nest, expr, deps):
 
 
 def _contiguous_read(cg, x, contract, index, nest):
-    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array whose
-    last axis is contracted while the nest's innermost loop walks another axis is read from
-    a copy with the contracted axes first (made before the nest's loops), so that the
-    innermost loop reads consecutive elements (and vectorizes)."""
+    """How `_dot_element` reads operand `x` (`read(index) -> (expr, deps)`): an array read
+    with a stride by the nest's innermost loop (and again by an outer one) is read from a
+    copy with the contracted axes first and the walked ones last (`Nest.contiguous`), so
+    that the innermost loop reads consecutive elements (and vectorizes); a computed operand
+    reads its arrays that way, and a cheap stored one read once may be recomputed
+    (`CodeGen._recomputed`)."""
     ref = cg.refs.get(id(x))
-    inner = frozenset((len(nest.dims) - 1,))
-    walked = [a for a in range(x.ndim) if a not in contract and index[a][1] & inner]
-    if ref is None or ref.kind != "arr" or x.ndim < 2 or x.ndim - 1 not in contract or \
-            not walked or nest.views is not None:
-        return lambda idx: cg.elem(x, idx, nest)
-    perm = list(contract) + [a for a in range(x.ndim) if a not in contract]
-    key = ("contiguous", id(x), tuple(perm))
-    copy = nest.memo.get(key)
-    if copy is None:
-        copy = nest.memo[key] = cg.fresh("ct")
-        axes = ", ".join(map(str, perm))
-        # it defines `copy`: an outlined nest makes it a local, not a parameter
-        nest.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({ref.name}, "
-                                  f"({axes},)))", (name_of(copy),)))
-    dims = cg.dims(x)
+    if ref is not None and ref.kind == "arr":
+        read = nest.contiguous(ref.name, cg.dims(x), index, contract)
+        if read is not None:
+            return read
 
-    def read(idx):
-        parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
-        deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
-        return f"{copy}[{', '.join(parts)}]", deps
-    return read
+    def computed(idx):
+        was, nest.contiguous_reads = nest.contiguous_reads, True
+        try:
+            return cg.elem(x, idx, nest)
+        finally:
+            nest.contiguous_reads = was
+    return computed
 
 
 register(linalg.dot_general_p, Lowering(BLOCK, cost=COSTLY, emit=_dot_general, needs_array=True,
@@ -381,9 +437,10 @@ register(linalg.slogdet_p, Lowering(BLOCK, emit=partial(_det, log=True),
                                     needs_array=True, linalg=True))
 
 
-def _decomposition(cg, op, kind, flag):
-    """qr, eigh, eig or svd: helper `kind` per matrix, writing each result in place; `flag`
-    the attribute it takes (a function of the attributes; eig takes its raise tag)."""
+def _decomposition(cg, op, kind, flag, whole=False):
+    """qr, eigh, eig, svd, lu or expm: helper `kind` per matrix (`whole`: once, on the
+    batch), writing each result in place; `flag` the attribute it takes (a function of the
+    attributes; eig takes its raise tag)."""
     (a,), outs = op.inputs, op.outputs
     b, av = _batched(cg, a)
     views = [_batched_target(cg, cg.alloc(t), t, mat_dims=t.ndim - a.ndim + 2)[1]
@@ -395,6 +452,9 @@ def _decomposition(cg, op, kind, flag):
         flag = lambda at: tag  # noqa: E731
     else:
         fn = helper(cg.helpers, kind + "_f", a.dtype)
+    if whole:
+        cg.emit(f"{fn}({av}, {', '.join(views)}, {flag(op.attrs)})")
+        return
     k = cg.fresh("k")
     args = ", ".join(f"{v}[{k}]" for v in views)
     cg.emit(f"for {k} in range({b}):\n    {fn}({av}[{k}], {args}, {flag(op.attrs)})")
@@ -404,9 +464,17 @@ register(decompositions.qr_p, Lowering(
     BLOCK, emit=partial(_decomposition, kind="qr",
                         flag=lambda at: at.get("full_matrices", False)),
     needs_array=True, linalg=True))
-register(decompositions.eigh_p, Lowering(
-    BLOCK, emit=partial(_decomposition, kind="eigh", flag=lambda at: at.get("lower", True)),
-    needs_array=True, linalg=True))
+
+
+def _eigh(cg, op):
+    """eigh: one helper call for the batch (it allocates LAPACK's workspace once), with the
+    LAPACK routine it calls imported (helpers.py binds it then)."""
+    cg.helpers["_lapack_zheevd" if dtypes.is_complex(op.inputs[0].dtype) else
+               "_lapack_dsyevd"] = None
+    _decomposition(cg, op, "eigh", lambda at: at.get("lower", True), whole=True)
+
+
+register(decompositions.eigh_p, Lowering(BLOCK, emit=_eigh, needs_array=True, linalg=True))
 
 
 def _eig_error(args, where):
@@ -468,3 +536,76 @@ def _fft(cg, op):
 
 
 register(fourier.fft_p, Lowering(BLOCK, emit=_fft, needs_array=True))
+
+
+# -- conv ---------------------------------------------------------------------------------------
+
+
+# a last kernel dim up to this long is unrolled: each output element of the interior (where
+# every kernel point falls inside the input) takes all its products in one statement
+CONV_UNROLL = 16
+
+
+def _conv(cg, op):
+    # Per (batch, image, out channel): the output block zeroed, then for each in channel and
+    # point of the outer kernel dims, the output row along the last spatial dim gains the
+    # products of the input row with the kernel's last dim: unrolled over that dim in the
+    # interior, an axpy per kernel point at the edges, every range clipped to the padded
+    # input (no test in the innermost loops).
+    (lhs, rhs), t = op.inputs, op.outputs[0]
+    padding = op.attrs["padding"]
+    ns = len(padding)
+    nb = lhs.ndim - 2 - ns
+    ld, rd = cg.dims(lhs), cg.dims(rhs)
+    b, n, ci, co = _prod(list(ld[:nb])), ld[nb], ld[nb + 1], rd[nb]
+    spatial, kernel, out = lhs.shape[nb + 2:], rhs.shape[nb + 2:], t.shape[nb + 2:]
+    lv, rv, yv = cg.fresh("cl"), cg.fresh("cr"), cg.fresh("cy")
+    shape = ", ".join
+    cg.emit(f"{lv} = {cg.array(lhs)}.reshape(({b}, {n}, {ci}, {shape(map(str, spatial))}))")
+    cg.emit(f"{rv} = {cg.array(rhs)}.reshape(({b}, {co}, {ci}, {shape(map(str, kernel))}))")
+    cg.emit(f"{yv} = {cg.alloc(t)}.reshape(({b}, {n}, {co}, {shape(map(str, out))}))")
+    bi, ni, oi, ii, w, yrow, lrow = (cg.fresh(p) for p in ("cb", "cn", "co", "ci", "cw",
+                                                            "cyr", "clr"))
+    xs = [cg.fresh("cx") for _ in range(ns)]
+    ks = [cg.fresh("ck") for _ in range(ns)]
+    js = [cg.fresh("cj") for _ in range(ns - 1)]
+    code = [(0, f"for {bi} in range({b}):"), (1, f"for {ni} in range({n}):"),
+            (2, f"for {oi} in range({co}):"), (3, f"{yv}[{bi}, {ni}, {oi}] = 0"),
+            (3, f"for {ii} in range({ci}):")]
+    level = 4
+    for d in range(ns - 1):
+        lo = padding[d][0]
+        code += [(level, f"for {xs[d]} in range({out[d]}):"),
+                 (level + 1, f"for {ks[d]} in range(max(0, {lo} - {xs[d]}), "
+                             f"min({kernel[d]}, {spatial[d] + lo} - {xs[d]})):"),
+                 (level + 2, f"{js[d]} = {xs[d]} + {ks[d]} - ({lo})")]
+        level += 2
+    row = ", ".join(xs[:-1])
+    code += [(level, f"{yrow} = {yv}[{bi}, {ni}, {oi}{', ' + row if row else ''}]"),
+             (level, f"{lrow} = {lv}[{bi}, {ni}, {ii}{''.join(', ' + j for j in js)}]")]
+    lo, size, width, length = padding[-1][0], spatial[-1], kernel[-1], out[-1]
+    x, k = xs[-1], ks[-1]
+
+    def weight(last):
+        return f"{rv}[{bi}, {oi}, {ii}, {', '.join(ks[:-1] + [last])}]"
+
+    def axpy(first, stop):
+        return [(level + 1, f"for {x} in range(max({first}, {lo} - {k}), "
+                            f"min({stop}, {size + lo} - {k})):"),
+                (level + 2, f"{yrow}[{x}] += {w} * {lrow}[{x} + {k} - ({lo})]")]
+
+    first, stop = max(0, lo), min(length, size + lo - width + 1)
+    edges = [(level, f"for {k} in range({width}):"), (level + 1, f"{w} = {weight(k)}")]
+    if width <= CONV_UNROLL and first < stop:
+        ws = [cg.fresh("cw") for _ in range(width)]
+        terms = " + ".join(f"{ws[j]} * {lrow}[{x} + ({j - lo})]" for j in range(width))
+        code += [(level, f"{ws[j]} = {weight(str(j))}") for j in range(width)]
+        code += [(level, f"for {x} in range({first}, {stop}):"), (level + 1,
+                 f"{yrow}[{x}] += {terms}")]
+        code += edges + axpy(0, first) + axpy(stop, length)
+    else:
+        code += edges + axpy(0, length)
+    cg.emit("\n".join("    " * depth + line for depth, line in code))
+
+
+register(convolution.conv_p, Lowering(BLOCK, emit=_conv, needs_array=True))

@@ -7,7 +7,8 @@ of `helpers.SUM_BLOCK` elements, blocks combined pairwise: docs/numba.md, "Float
 a fused operand is evaluated block by block into a buffer of one block (`_blocked_row`).
 Sums over other axes accumulate in NumPy's memory order (bit-identical). max/min do not
 depend on the order, so a whole-operand max/min keeps one running value per column (a loop
-that vectorizes) and reduces that row at the end."""
+that vectorizes) and reduces that row at the end, and a fused row's max/min in a nest of
+several loops is one running value the innermost loop updates in vector lanes."""
 
 from __future__ import annotations
 
@@ -132,8 +133,10 @@ def _init(cg, nest, target, t, monoid, dt):
 def _row_reduce(cg, op, monoid, d, accumulate):
     """Reduce over axes d.. per row with a row helper; rows loop over the leading axes in
     memory order (combining into the result when some of them are reduced too). A fused
-    operand whose row one loop walks is evaluated in blocks of SUM_BLOCK elements into a
-    small buffer, reduced block by block (`_blocked_row`): no buffer of a row's size."""
+    operand whose row one loop walks is written out when short (`_unrolled_row`), kept in
+    a running max/min in a nest of several loops (`_running_extreme`), else evaluated in
+    blocks of SUM_BLOCK elements into a small buffer, reduced block by block
+    (`_blocked_row`): no buffer of a row's size."""
     (x,), t = op.inputs, op.outputs[0]
     dt = x.dtype
     axes, keep = tuple(op.attrs["axes"]), op.attrs.get("keepdims", False)
@@ -160,11 +163,18 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         one_loop = bool(groups) or d == x.ndim - 1  # one loop walks the row
         nest = cg.loop_nest(xd, x, groups=groups, op=op, parallel=one_loop and not accumulate)
         depth = min(d, 1) if groups else d
+        count = shapes.size(x.shape[d:])
+        if one_loop:  # decided before the operand's code: its reads depend on the loops
+            _written_out(nest, count)
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if one_loop:
-            count = shapes.size(x.shape[d:])
-            if not _unrolled_row(cg, nest, monoid, dt, v, acc, count):
+            if _unrolled_row(cg, nest, monoid, dt, v, acc, count):
+                pass
+            elif monoid != "sum" and len(nest.dims) > 1:
+                _running_extreme(cg, nest, monoid, dt, v, acc, depth)
+                safe = False  # the running value is not per block
+            else:
                 _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
@@ -202,8 +212,7 @@ def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
     registers: no buffer, no helper call, no block loop per row. False when the row is
     not short, the nest already loops in blocks, or the row is the nest's only loop (then
     its loop, which vectorizes, is kept: a recurrent step's cells)."""
-    if count is None or not 2 <= count <= SHORT_ROW or len(nest.dims) < 2 or \
-            not nest.unroll(count):
+    if not _written_out(nest, count):
         return False
     inner = len(nest.dims)
     w = cg.fresh("v")
@@ -216,6 +225,24 @@ def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
     post.append(f"{acc} = {values[0]}")
     post.extend(f"{acc} = {_combine(cg, monoid, dt, acc, x)}" for x in values[1:])
     return True
+
+
+def _running_extreme(cg, nest, monoid, dt, v, acc, depth):
+    """`acc` = the max/min of value `v` over the innermost loop, one running value updated
+    by LLVM's maximum/minimum (`_vmax_f64`...): a reduction the loop vectorizes in its lanes,
+    with no buffer or helper call per block (kmeans' minimum over 1000 distances a point
+    stored each block's distances and read them back). Only in a nest of several loops: a
+    nest of one loop may split its blocks between threads."""
+    nest.pre[depth].append(f"{acc} = {_identity(monoid, dt)}")
+    step = f"{helper(cg.helpers, 'v' + monoid + '_f', dt)}({acc}, {v})"
+    nest.stmt(frozenset(range(len(nest.dims))), f"{acc} = {step}", defines=(name_of(acc),))
+
+
+def _written_out(nest, count) -> bool:
+    """Whether the innermost loop of `nest`, a row of `count` elements, is written out
+    (`_unrolled_row`; it is from then on)."""
+    return count is not None and 2 <= count <= SHORT_ROW and len(nest.dims) >= 2 and \
+        nest.unroll(count)
 
 
 def _pairwise_expr(values, dt) -> str:

@@ -39,7 +39,14 @@ from tracegrad.backends.numba import (
     records,
     remap,
 )
-from tracegrad.backends.numba.lowering import ELEMENTWISE, REDUCTION, lowering
+from tracegrad.backends.numba.lowering import (
+    CHEAP,
+    ELEMENTWISE,
+    REDUCTION,
+    REMAP,
+    VIEW,
+    lowering,
+)
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.backends.numba.records import (
     LOOP_LOCAL,
@@ -144,6 +151,10 @@ class CodeGen:
         if ref.kind == "scal":
             return ref.name, frozenset()
         dims = self.dims(t)
+        if nest is not None and nest.contiguous_reads and id(t) not in nest.roots:
+            read = nest.contiguous(ref.name, dims, idx)
+            if read is not None:
+                return read(idx)
         if nest is not None and nest.views is not None and t.ndim:
             deps = frozenset().union(*(d for _, d in idx))
             if nest.split_blocks:
@@ -168,7 +179,7 @@ class CodeGen:
         if hit is not None:
             return hit
         ref = self.refs.get(id(t))
-        if ref is not None and ref.kind != "virtual":
+        if ref is not None and ref.kind != "virtual" and not self._recomputed(t, ref, idx, nest):
             e, deps = self.read(t, idx, nest)
             if id(t) in nest.roots:  # stored in this nest's innermost loop: read after it
                 deps = frozenset(range(len(nest.dims)))
@@ -176,6 +187,33 @@ class CodeGen:
         result = self._virtual(t, idx, nest)
         nest.memo[key] = result
         return result
+
+    def _recomputed(self, t, ref, idx, nest: Nest) -> bool:
+        """Whether stored array `t`, read by a short contraction's operand
+        (`Nest.contiguous_reads`) once per element with a stride by the innermost loop, is
+        evaluated from its operands instead: one cheap elementwise op of arrays and their
+        views (a GMM's `x - mu`, stored for BLAS, read by the forward nest that vectorizes
+        over the components)."""
+        op = t.op
+        if not nest.contiguous_reads or ref.kind != "arr" or op is None or \
+                id(t) in nest.roots:
+            return False
+        rec = lowering(op.primitive)
+        if rec.kind != ELEMENTWISE or rec.cost != CHEAP or rec.guard is not None or \
+                not all(self._held(x) for x in op.inputs):
+            return False
+        strided = nest.strided(self.dims(t), idx)
+        return strided is not None and not strided[1]
+
+    def _held(self, t) -> bool:
+        """Whether `t` is a stored array, a scalar local or a view of those (a broadcast,
+        a reshape ...: read, not computed)."""
+        ref = self.refs.get(id(t))
+        if ref is not None and ref.kind in ("arr", "scal"):
+            return True
+        op = t.op
+        return op is not None and lowering(op.primitive).kind in (VIEW, REMAP) and \
+            all(self._held(x) for x in op.inputs)
 
     def _virtual(self, t, idx, nest: Nest):
         op = t.op

@@ -113,8 +113,8 @@ class Fusion:
 
     def _compute_into_product_copies(self):
         """A computed operand of a BLAS product that the product copies to another layout
-        (blocks_linalg.copies_operand: a batch axis not leading, as in a GMM's
-        `einsum("kij,nkj->nki")` of x - mu) and that nothing else reads is not stored: the
+        (blocks_linalg.copies_operand: a batch axis last, `einsum("kij,njk->nki")` of
+        x - mu laid out (n, j, k)) and that nothing else reads is not stored: the
         copy's loop computes it (one pass over it instead of a store and a strided copy)."""
         plan = self.plan
         for op in plan.graph.operations:

@@ -102,33 +102,49 @@ def _qr_{S}(a, q, r, full):
 
 @njit(cache=True, error_model="numpy")
 def _eigh_{S}(a, w, v, lower):
-    # the triangle eigh reads, mirrored (conjugated: Hermitian, the diagonal's real part),
-    # given to LAPACK's syevd/heevd (Numba's binding) as it is: read in Fortran order it is
-    # its transpose, the same matrix or its conjugate, whose eigenvectors (rows of `s` after
-    # the call) are the conjugates. Non-finite input or no convergence: NaN.
-    n = a.shape[0]
+    # each matrix of the batch a (b, n, n) by LAPACK's syevd/heevd (_evd_{WS}), its workspace
+    # queried and allocated once: the triangle eigh reads is copied into `s` in Fortran
+    # order, as NumPy gives it to LAPACK (the other triangle is neither read nor written),
+    # the diagonal's real part; the eigenvectors are the columns of `s` in Fortran order.
+    # Non-finite input or no convergence: NaN.
+    b, n = a.shape[0], a.shape[1]
+    if b == 0 or n == 0:
+        return
     s = np.empty((n, n), dtype={W})
-    for i in range(n):
-        for j in range(i):
-            x = a[i, j] if lower else np.conj(a[j, i])
-            s[i, j] = x
-            s[j, i] = np.conj(x)
-        s[i, i] = a[i, i].real
-    if n == 0:
-        return
     ww = np.empty(n, dtype=np.float64)
-    r = -1
-    if np.isfinite(s).all():
-        r = _EVD_{WS}(_EVD_KIND_{WS}, _EVD_V, _EVD_L, n, s.ctypes, n, ww.ctypes)
-        _dummy_liveness_func([s.size, ww.size])
-    if r != 0:
-        w[:] = np.nan
-        v[:, :] = np.nan
-        return
-    w[:] = ww
-    for i in range(n):
-        for j in range(n):
-            v[i, j] = np.conj(s[j, i])
+    flags = np.empty(2, np.uint8)
+    flags[0] = 86  # jobz: V
+    flags[1] = 76 if lower else 85  # uplo: L / U
+    ints = np.full(5, -1, np.int32)  # n, lwork, lrwork, liwork, info
+    ints[0] = n
+    work = np.empty(1, dtype={W})
+    rwork = np.empty(1, dtype=np.float64)
+    iwork = np.empty(1, dtype=np.int32)
+    _evd_{WS}(flags, ints, s, ww, work, rwork, iwork)  # the workspace query
+    ints[1], ints[2], ints[3] = int(work[0].real), int(rwork[0]), iwork[0]
+    work = np.empty(ints[1], dtype={W})
+    rwork = np.empty(max(ints[2], 1), dtype=np.float64)
+    iwork = np.empty(ints[3], dtype=np.int32)
+    for k in range(b):
+        x = a[k]
+        finite = True
+        for i in range(n):
+            lo, hi = (0, i) if lower else (i + 1, n)
+            for j in range(lo, hi):
+                y = x[i, j]
+                s[j, i] = y
+                finite &= np.isfinite(y)
+            s[i, i] = x[i, i].real
+            finite &= np.isfinite(x[i, i].real)
+        r = _evd_{WS}(flags, ints, s, ww, work, rwork, iwork) if finite else -1
+        if r != 0:
+            w[k, :] = np.nan
+            v[k, :, :] = np.nan
+            continue
+        w[k, :] = ww
+        for i in range(n):
+            for j in range(n):
+                v[k, i, j] = s[j, i]
 
 
 _getrf_{S} = _LAPACK_ROUTINES.numba_xxgetrf(from_dtype(np.dtype({T})))
@@ -203,10 +219,26 @@ _EIG = """
 _RGEEV = _LAPACK_ROUTINES.numba_ez_rgeev(from_dtype(np.dtype(np.float64)))
 _CGEEV = _LAPACK_ROUTINES.numba_ez_cgeev(from_dtype(np.dtype(np.complex128)))
 _GEEV_D, _GEEV_Z, _GEEV_N, _GEEV_V = ord("d"), ord("z"), ord("N"), ord("V")
-# eigh: syevd/heevd (the _eigh_ templates)
-_EVD_D = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.float64)))
-_EVD_Z = _LAPACK_ROUTINES.numba_ez_xxxevd(from_dtype(np.dtype(np.complex128)))
-_EVD_KIND_D, _EVD_KIND_Z, _EVD_V, _EVD_L = ord("d"), ord("z"), ord("V"), ord("L")
+
+
+# eigh's LAPACK calls (SciPy's dsyevd and zheevd, `_lapack_` below: the kernel imports
+# them), arguments as in Fortran, by pointer: `ints` holds n, lwork, lrwork, liwork and
+# the returned info; lwork = -1 queries the workspace sizes into work[0], rwork[0] and
+# iwork[0]. `s` is overwritten, `ww` receives the eigenvalues.
+@njit(cache=True, **_OPTS)
+def _evd_D(flags, ints, s, ww, work, rwork, iwork):
+    _lapack_dsyevd(flags[0:].ctypes, flags[1:].ctypes, ints[0:].ctypes, s.ctypes,
+                   ints[0:].ctypes, ww.ctypes, work.ctypes, ints[1:].ctypes, iwork.ctypes,
+                   ints[3:].ctypes, ints[4:].ctypes)
+    return ints[4]
+
+
+@njit(cache=True, **_OPTS)
+def _evd_Z(flags, ints, s, ww, work, rwork, iwork):
+    _lapack_zheevd(flags[0:].ctypes, flags[1:].ctypes, ints[0:].ctypes, s.ctypes,
+                   ints[0:].ctypes, ww.ctypes, work.ctypes, ints[1:].ctypes, rwork.ctypes,
+                   ints[2:].ctypes, iwork.ctypes, ints[3:].ctypes, ints[4:].ctypes)
+    return ints[4]
 
 
 @njit(cache=True, error_model="numpy")
@@ -512,6 +544,26 @@ def _row{K}_{S}(a, lo, n):
 _HELPERS["rowmax"] = _ROW_EXTREME.replace("{K}", "max").replace("{INIT}", "-np.inf")
 _HELPERS["rowmin"] = _ROW_EXTREME.replace("{K}", "min").replace("{INIT}", "np.inf")
 
+# NaN-propagating max / min of two floats as LLVM's llvm.maximum / llvm.minimum: a running
+# value updated in a loop by these is a reduction LLVM's vectorizer recognizes (one running
+# value per vector lane), where `_max_{S}`'s compare-and-select is not.
+_LANE_EXTREME = """
+@_intrinsic
+def _v{K}_{S}(typingctx, a, b):
+    if a != b or not isinstance(a, _nbtypes.Float):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = context.get_value_type(sig.return_type)
+        name = "llvm.{LLK}.f64" if t == _llir.DoubleType() else "llvm.{LLK}.f32"
+        fn = _cgutils.get_or_insert_function(builder.module, _llir.FunctionType(t, [t, t]),
+                                             name)
+        return builder.call(fn, args)
+    return a(a, b), codegen
+"""
+_HELPERS["vmax_f"] = _LANE_EXTREME.replace("{K}", "max").replace("{LLK}", "maximum")
+_HELPERS["vmin_f"] = _LANE_EXTREME.replace("{K}", "min").replace("{LLK}", "minimum")
+
 # Batched BLAS products o[k] = a[k] @ b[k] (`.T`: BLAS's transpose flag). One compiled,
 # disk-cached function per transpose pattern: Numba's np.dot is costly to type and lower,
 # ~0.2-0.4 s per call site when written into each kernel.
@@ -585,6 +637,7 @@ SMALL_DOT = 4096
 _CVIEW = """
 import functools as _functools
 from numba.core import cgutils as _cgutils
+from llvmlite import ir as _llir
 from numba.core.imputils import impl_ret_borrowed as _borrowed
 
 
@@ -743,6 +796,56 @@ def _triangular_{P}(a, b, out, lower, trans, unit, left, product):
     _blas_restore(saved)
 """
 
+# Batched products o[k] = a[k] @ b[k] on strided 3-d views (a matrix of `a` or `b` is a
+# slice of a larger array: each has one unit stride, the other its leading dimension), by
+# BLAS's gemm on the slices as they are, no copy. Read by BLAS's column-major convention, the
+# C-ordered o[k] is o[k].T = b[k].T @ a[k].T; a matrix whose rows are consecutive is, for
+# BLAS, its transpose with the row stride as leading dimension.
+_GEMM = """
+@njit(cache=True, **_OPTS)
+def _gemm_{P}(a, b, o):
+    nb, m, n = o.shape
+    kk = a.shape[2]
+    if nb == 0 or m == 0 or n == 0:
+        return
+    if kk == 0:
+        o[...] = 0
+        return
+    s = a.itemsize
+    if not (a.strides[2] == s or a.strides[1] == s) or not (b.strides[2] == s or
+                                                            b.strides[1] == s):
+        for k in range(nb):  # (a view with no unit stride: gemm cannot read it)
+            np.dot(np.ascontiguousarray(a[k]), np.ascontiguousarray(b[k]), o[k])
+        return
+    flags = np.empty(2, np.uint8)
+    sizes = np.empty(6, np.int32)
+    sizes[0] = n
+    sizes[1] = m
+    sizes[2] = kk
+    sizes[5] = n
+    if b.strides[2] == s:  # b[k]'s rows consecutive: b[k].T for BLAS
+        flags[0] = 78
+        sizes[3] = max(b.strides[1] // s, n, 1)
+    else:
+        flags[0] = 84
+        sizes[3] = max(b.strides[2] // s, kk, 1)
+    if a.strides[2] == s:
+        flags[1] = 78
+        sizes[4] = max(a.strides[1] // s, kk, 1)
+    else:
+        flags[1] = 84
+        sizes[4] = max(a.strides[2] // s, m, 1)
+    alpha = np.ones(1, np.{N})
+    beta = np.zeros(1, np.{N})
+    saved = _blas_one(nb * m * n * kk)
+    for k in range(nb):
+        _blas_{P}gemm(flags[0:].ctypes, flags[1:].ctypes, sizes[0:].ctypes, sizes[1:].ctypes,
+                      sizes[2:].ctypes, alpha.ctypes, b[k].ctypes, sizes[3:].ctypes,
+                      a[k].ctypes, sizes[4:].ctypes, beta.ctypes, o[k].ctypes,
+                      sizes[5:].ctypes)
+    _blas_restore(saved)
+"""
+
 # The BLAS thread policy (tracegrad.backends.blas_threads): a product of fewer than
 # SMALL_PRODUCT multiply-adds runs on one BLAS thread. `_blas_one(work)` lowers the
 # library's count to 1 for such a product and returns the count to restore (0: none).
@@ -790,7 +893,8 @@ def _blas_restore(saved):
 # Numba external functions of doubles: `from <this module> import _cs_gammaln` binds one on
 # first use (SciPy is imported then, not with this module). Cython's fused functions are
 # exported under mangled names; the double one is picked by its C signature. SciPy's BLAS
-# (scipy.linalg.cython_blas) the same way: `_blas_dtrsm` binds dtrsm, pointers in.
+# and LAPACK (scipy.linalg.cython_blas, cython_lapack) the same way: `_blas_dtrsm` binds
+# dtrsm, `_lapack_dsyevd` dsyevd, pointers in.
 _CYTHON_SPECIAL = """
 def _cython_special(name):
     import llvmlite.binding as llvm
@@ -812,25 +916,29 @@ def _cython_special(name):
     return types.ExternalFunction(symbol, types.float64(*[types.float64] * nargs, types.intc))
 
 
-def _cython_blas(name):
+def _cython_fortran(module, name, nargs):
     import llvmlite.binding as llvm
     from numba import types
     from numba.extending import get_cython_function_address
 
-    symbol = "tg_cython_blas_" + name
-    llvm.add_symbol(symbol, get_cython_function_address("scipy.linalg.cython_blas", name))
+    symbol = "tg_cython_" + name
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.linalg." + module, name))
     # Fortran's calling convention: every argument by pointer
-    return types.ExternalFunction(symbol, types.void(*[types.voidptr] * _BLAS_ARGS[name[1:]]))
+    return types.ExternalFunction(symbol, types.void(*[types.voidptr] * nargs))
 
 
-_BLAS_ARGS = {"trsm": 11, "trmm": 11}
+_BLAS_ARGS = {"trsm": 11, "trmm": 11, "gemm": 13}
+_LAPACK_ARGS = {"syevd": 11, "heevd": 13}
 
 
 def __getattr__(attr):
     if attr.startswith("_cs_"):
         fn = globals()[attr] = _cython_special(attr[4:])
     elif attr.startswith("_blas_"):
-        fn = globals()[attr] = _cython_blas(attr[6:])
+        fn = globals()[attr] = _cython_fortran("cython_blas", attr[6:], _BLAS_ARGS[attr[7:]])
+    elif attr.startswith("_lapack_"):
+        fn = globals()[attr] = _cython_fortran("cython_lapack", attr[8:],
+                                               _LAPACK_ARGS[attr[9:]])
     elif attr.startswith("_rf_"):  # rocket-fft's transforms (imported on first use)
         import rocket_fft
 
@@ -1161,6 +1269,7 @@ _INSTANCES = {
     "floordiv_f": _FLOATS, "mod_f": _FLOATS, "pairwise": _FLOATS, "bsum": _FLOATS,
     "rowmax": _FLOATS,
     "rowmin": _FLOATS,
+    "vmax_f": _FLOATS, "vmin_f": _FLOATS,
     "floordiv_i": _INTS, "mod_i": _INTS, "f16": None,
     "gcd_i": _INTS, "ipow": (dtypes.int64,),
     "dot": _INEXACT, "mv": _INEXACT, "vm": _INEXACT,
@@ -1210,6 +1319,7 @@ def _module_source() -> str:
                       for dt in dts]
     parts += [_PIVOTS, _EIG]
     parts += [_TRSM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
+    parts += [_GEMM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]
     return "\n".join(parts)
 

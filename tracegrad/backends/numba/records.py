@@ -210,10 +210,15 @@ class Nest:
         self.block_end: list = []
         # the innermost loop written out this many times (`unroll`)
         self.unrolled: int | None = None
+        # arrays read while it is set come from copies laid out for the innermost loop
+        # (`contiguous`): set while a short contraction's operand is evaluated
+        self.contiguous_reads = False
         # statements run at the start of each block (a parallel nest's per-block scratch and
         # views of its arrays from the block's first element: `block_view`)
         self.block_start: list = []
         self.block_views: dict = {}
+        # the outermost loop's body run for this many consecutive indices at once (`_jammed`)
+        self.jam = 1
         if self.split_blocks:
             self.blocked(0)
 
@@ -272,6 +277,56 @@ class Nest:
             return False
         self.unrolled = count
         return True
+
+    @property
+    def loop_inner(self) -> int | None:
+        """The innermost loop the nest runs (over a dim of size > 1): the one around the
+        innermost dim when that one is written out (`unroll`); None when there is none."""
+        last = len(self.dims) - (self.unrolled is not None)
+        sized = [k for k in range(last) if self.dims[k] != "1"]
+        return sized[-1] if sized else None
+
+    def strided(self, dims, index, first=()) -> tuple[list, bool] | None:
+        """How the innermost loop reads an array of `dims` at `index` (`(expr, deps)` per
+        axis; `first`: axes not counted): `(walked axes, read again by an outer loop)`
+        when it reads with a stride (it walks axes but not the last one), else None."""
+        inner = self.loop_inner
+        if inner is None or self.views is not None or len(dims) < 2:
+            return None
+        walked = [a for a in range(len(dims)) if a not in first and dims[a] != "1"
+                  and inner in index[a][1]]
+        if not walked or len(dims) - 1 in walked:
+            return None
+        used = frozenset().union(*(index[a][1] for a in range(len(dims)) if a not in first))
+        return walked, not all(k in used for k in range(inner + 1) if self.dims[k] != "1")
+
+    def contiguous(self, name: str, dims, index, first=()):
+        """`read(index) -> (expr, deps)` reading array `name` (dims `dims`) from a copy made
+        before the loops whose last axes are those the innermost loop walks at `index`
+        (`first`: axes put first, a written-out contraction's), so that the innermost
+        loop reads consecutive elements and vectorizes; None when the array is read that
+        way already or is not read again by an outer loop (a copy would be one more pass
+        over it)."""
+        strided = self.strided(dims, index, first)
+        if strided is None or not strided[1]:
+            return None
+        walked = strided[0]
+        perm = [*first, *(a for a in range(len(dims)) if a not in first and a not in walked),
+                *walked]
+        key = ("contiguous", name, tuple(perm))
+        copy = self.memo.get(key)
+        if copy is None:
+            copy = self.memo[key] = self.cg.fresh("ct")
+            axes = ", ".join(map(str, perm))
+            # it defines `copy`: an outlined nest makes it a local, not a parameter
+            self.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({name}, "
+                                      f"({axes},)))", (name_of(copy),)))
+
+        def read(idx):
+            parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]
+            deps = frozenset().union(*(idx[a][1] for a in perm if dims[a] != "1"))
+            return f"{copy}[{', '.join(parts)}]", deps
+        return read
 
     def copies(self, var: str) -> list[str]:
         """The names of `var` (a slot defined in the innermost loop) in an unrolled loop's
@@ -397,6 +452,10 @@ class Nest:
                 lines.extend(placed(indent + "    ", r) for r in self.block_end)
             elif d == len(self.dims) - 1 and self.unrolled is not None:
                 lines.extend(self._unrolled(level(d + 1, indent)))
+            elif d == 0 and self._jams():
+                inner = level(1, indent + "    ")
+                if inner:
+                    lines.extend(self._jammed(indent, inner))
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out
@@ -421,6 +480,58 @@ class Nest:
                        for line in copy)
         return out
 
+    def _jams(self) -> bool:
+        """Whether the outermost loop is jammed: asked for (`jam`), a serial nest of
+        several loops with no blocks, written-out loop or trig flag, whose innermost loop
+        stores nothing (every statement there assigns a name: a loop bound by its stores
+        gains nothing, and kmeans' gradient nest, storing a row of 1000 and adding to a
+        column sum, ran 1.5x slower jammed), and no name set before the loop is assigned
+        in it (an accumulator across rows: jammed rows would interleave its updates)."""
+        if self.jam < 2 or len(self.dims) < 2 or self.dims[0] == "1" or self.parallel or \
+                self.block is not None or self.unrolled is not None or \
+                self.trig_flag is not None or any(
+                    isinstance(x, Stmt) and not x.defines for x in self.pre[len(self.dims)]):
+            return False
+        outside = _assigned((*self.prologue, *self.pre[0], *self.post[0]))
+        inside = _assigned(x for d in range(1, len(self.dims) + 1)
+                           for x in (*self.pre[d], *self.post[d]))
+        return not outside & inside
+
+    def _jammed(self, indent: str, body: list[Line]) -> list[Line]:
+        """The outermost loop over `body` (its lines, placed) in steps of `jam` indices,
+        each statement written once per index, those of index `i + c` with the names
+        assigned in the loop suffixed `_c` (the inner loops shared: an operand element
+        loaded in the innermost loop serves every row, as a matrix product's register tile
+        does), then a loop over the remaining indices."""
+        i, n, k = self.vars[0], self.dims[0], self.jam
+        loops = {name_of(v) for v in self.vars[1:]}  # the inner loops' lines assign these
+        stmts_ = [line for line in body if isinstance(line.rec, Stmt)
+                  and not line.rec.defines & loops]
+        # the names that differ between rows: the index, and every name a statement reading
+        # or assigning one assigns (loads of the other operand are shared)
+        own, grown = {name_of(i)}, True
+        while grown:
+            grown = False
+            for line in stmts_:
+                defined = {line.names[x] for x in line.rec.defines}
+                if not defined <= own and own & (set(line.shown) | defined):
+                    own |= defined
+                    grown = True
+        copies = [Names({x: f"{x}_{c}" for x in own}) for c in range(1, k)]
+        out = [Line(indent, Stmt(f"for {i} in range(0, {n} - {n} % {k}, {k}):",
+                                 (name_of(i),)))]
+        out += [Line(indent + "    ", Stmt(f"{slot(name_of(i) + f'_{c}')} = {i} + {c}",
+                                           (f"{name_of(i)}_{c}",))) for c in range(1, k)]
+        for line in body:
+            out.append(line)
+            if line in stmts_ and own & set(line.shown):
+                out += [Line(line.indent, line.rec,
+                             Names({x: copy[line.names[x]] for x in line.rec.names}))
+                        for copy in copies]
+        out.append(Line(indent, Stmt(f"for {i} in range({n} - {n} % {k}, {n}):",
+                                     (name_of(i),))))
+        return out + body
+
     def _redo(self, body: list[Line]) -> Names:
         """The renaming of the innermost loop's `body` run again for one block with the full
         sin/cos/tan reduction: the names it assigns get a suffix (Numba's SSA pass repairs
@@ -440,6 +551,15 @@ class Nest:
         vector-math helpers are called, not inlined (a rare path: LLVM optimizes one copy
         of each)."""
         return full_reduction(names, self.cg.outline, self.cg.helpers)
+
+
+def _assigned(xs) -> set:
+    """The names records, templates or placed lines `xs` assign (as shown)."""
+    out = set()
+    for x in xs:
+        line = placed("", x)
+        out.update(line.names[n] for n in line.rec.defines)
+    return out
 
 
 def _loop(indent: str, var: str, count: str, names: Names = SAME) -> Line:

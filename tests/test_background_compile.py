@@ -178,3 +178,52 @@ def test_the_interim_estimate_scales_with_what_interim_calls_took(monkeypatch):
     assert model > 100 * tg_function.INTERIM_SECONDS_PER_OP
     monkeypatch.setattr(tg_function, "_INTERIM_COST", [3.0, 1.0])  # calls took 3x the model
     assert tg_function.interim_estimate(graph) == pytest.approx(3.0 * model)
+
+
+def _gated_scan(w, xs):
+    def step(c, x):
+        gate = 1.0 / (1.0 + tnp.exp(-(c * w[0] + x)))
+        c = gate * c + (1.0 - gate) * tnp.tanh(c * w[1] + x)
+        return c, tnp.sum(c)
+    c, ys = tg.scan(step, w[2], xs)
+    return tnp.sum(ys) + tnp.sum(c * c)
+
+
+def test_a_loops_interim_runs_the_optimized_graph_a_straight_ones_the_traced(gated,
+                                                                               monkeypatch):
+    """The interim of a loop of many steps runs `tg.optimize(graph)` (its gradient's
+    forward loop once, not again as the replay that stores the step's values); that of a
+    graph whose ops run once runs the traced graph (optimizing costs more than it saves)."""
+    gate, _ = gated
+    ran = []
+    held = tg_function.compile_graph
+
+    def recorded(graph, backend=None, parallel=None):
+        if backend == "numpy":
+            ran.append(graph)
+        return held(graph, backend, parallel)
+
+    monkeypatch.setattr(tg_function, "compile_graph", recorded)
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    rng = np.random.default_rng(1)
+    w, xs = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((300, 4))
+    vg = tg.value_and_grad(_gated_scan)
+    f = tg.function(vg, backend="numba")
+    concrete = f.get_concrete_function(w, xs)
+    assert isinstance(concrete.executor, tg_function._Interim) and not concrete.executor.waits
+
+    def loops(graph):
+        return sum(op.name == "while" for op in graph.operations)
+
+    assert loops(concrete.graph) == 3  # the forward loop, the replay, the backward loop
+    assert len(ran) == 1 and loops(ran[0]) == 2
+    got, want = f(w, xs), tg.function(vg, backend="numpy")(w, xs)
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-13)
+
+    x = rng.standard_normal((10, 6))
+    straight = tg.function(loss, backend="numba").get_concrete_function(w[:, :3].T @ w[:, :3],
+                                                                       x[:, :3])
+    assert isinstance(straight.executor, tg_function._Interim)
+    assert len(ran) == 3 and ran[-1] is straight.graph  # the reference of `want`, then this
+    gate.set()

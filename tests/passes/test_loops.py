@@ -434,7 +434,9 @@ def test_a_scans_gradient_keeps_no_history_of_its_outputs():
     out = passes.optimize(g)
     assert len(whiles(out)) == 2  # the replay and the backward loop: no forward scan left
     replay = whiles(out)[0]
-    assert carries(replay) == [I64, TensorType.parse("f64[]")]  # the index and c, no y
+    # the index, c and sin(x) (stored for the backward loop, which reads no sin), no y
+    assert carries(replay) == [I64, TensorType.parse("f64[]"), TensorType.parse("f64[]")]
+    assert "sin" not in names(whiles(out)[1].attrs["body_graph"])
     check(g, out)
 
 
@@ -442,7 +444,8 @@ def test_a_dynamic_trip_count_loops_gradient():
     g = tg.trace(tg.grad(newton_sqrt))(tg.TensorSpec([]))
     out = passes.optimize(g)
     replay = whiles(out)[0]
-    assert carries(replay) == [TensorType.parse("f64[]")]  # the iteration count k is gone
+    # the iteration count k is gone; x and a / x (stored for the backward loop)
+    assert carries(replay) == [TensorType.parse("f64[]")] * 2
     # x * x - a compared with 1e-10 * a, computed once before the loop
     assert names(replay.attrs["cond_graph"]) == ["mul", "sub", "abs", "gt"]
     for a in (2.0, 9.0, 1e6):
@@ -594,3 +597,116 @@ def test_a_loop_and_its_gradients_replay_run_once():
     two = tg.trace(lambda x: (euler(x), tg.grad(lambda y: tnp.sum(euler(y)))(x * 2.0)))(
         tg.TensorSpec([3]))
     assert whiles(passes.optimize(two)) == [False, True, False]
+
+
+def rows_scan(w, x):
+    """A recurrence reading slices of the const `w` (rows 0, 1 and a 2x2 block)."""
+    def step(c, xi):
+        c = tnp.tanh(c * w[0] + xi * w[1]) + tnp.sum(w[2:, :2]) * c
+        return c, tnp.sum(c * c)
+    _, ys = tg.scan(step, w[0] * 0.5, x)
+    return tnp.sum(ys)
+
+
+def test_an_accumulator_of_padded_blocks_sums_the_blocks_unpadded():
+    """The gradient of a loop reading slices of a const accumulates one carry per slice,
+    padded into the whole gradient once after the loop (not a zero-filled [4,3] array per
+    slice per step)."""
+    w, x = RNG.normal(size=(4, 3)) * 0.5, RNG.normal(size=(6, 3))
+    g = tg.trace(tg.grad(rows_scan))(tg.TensorSpec([4, 3]), tg.TensorSpec([6, 3]))
+    out = passes.optimize(g)
+    back = whiles(out)[-1]
+    assert "pad" not in names(back.attrs["body_graph"])
+    accs = [t.type for t in back.outputs[1:]]
+    for shape in ("f64[3]", "f64[2,2]"):
+        assert TensorType.parse(shape) in accs
+    assert TensorType.parse("f64[4,3]") not in accs
+    verify(out)
+    (want,), (got,) = evaluate(g, w, x), evaluate(out, w, x)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+    def loss(w):
+        c, total = w[0] * 0.5, 0.0
+        for xi in x:
+            c = np.tanh(c * w[0] + xi * w[1]) + np.sum(w[2:, :2]) * c
+            total += np.sum(c * c)
+        return total
+
+    fd = np.array([(loss(w + d) - loss(w - d)) / 2e-6 for d in np.eye(12).reshape(12, 4, 3)
+                   * 1e-6]).reshape(4, 3)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+    compiled = tg.function(tg.grad(rows_scan))(w, x)
+    np.testing.assert_allclose(compiled, want, rtol=1e-13)
+
+
+def test_an_accumulator_read_in_the_loop_is_not_split():
+    """A carry the body reads besides its own update is not an accumulator."""
+    def f(w):
+        return tg.fori_loop(0, 3, lambda i, a: a + tnp.pad(w[:2] * a[:2], (0, 2)), w)
+
+    g = tg.trace(f)(tg.TensorSpec([4]))
+    out = passes.optimize(g)
+    assert carries(whiles(out)[0])[1:] == [TensorType.parse("f64[4]")]
+    w = RNG.normal(size=4)
+    same(g, out, w)
+
+
+def gated(w, xs):
+    """An LSTM-like step: sigmoid and tanh gates of the carry and the row."""
+    def step(c, x):
+        gate = 1.0 / (1.0 + tnp.exp(-(c * w[0] + x)))
+        c = gate * c + (1.0 - gate) * tnp.tanh(c * w[1] + x)
+        return c, tnp.sum(c * x)
+    c, ys = tg.scan(step, w[2], xs)
+    return tnp.sum(ys) + tnp.sum(c * c)
+
+
+def gated_np(w, xs):
+    c, total = w[2].copy(), 0.0
+    for x in xs:
+        gate = 1.0 / (1.0 + np.exp(-(c * w[0] + x)))
+        c = gate * c + (1.0 - gate) * np.tanh(c * w[1] + x)
+        total += np.sum(c * x)
+    return total + np.sum(c * c)
+
+
+def test_a_loops_gradient_reads_the_costly_values_its_forward_loop_stored():
+    """value_and_grad of a scan runs the forward step once: the loop stores the results of
+    its exp, division and tanh as more carries, and the backward loop reads their history
+    instead of computing them again (it has no transcendental; its divisions are the
+    gradient's own)."""
+    w, xs = RNG.normal(size=(3, 4)) * 0.5, RNG.normal(size=(7, 4))
+    vg = tg.value_and_grad(gated)
+    g = tg.trace(vg)(tg.TensorSpec([3, 4]), tg.TensorSpec([7, 4]))
+    out = passes.optimize(g)
+    forward, back = whiles(out)
+    assert sorted(names(forward.attrs["body_graph"])).count("tanh") == 1
+    assert not {"exp", "tanh"} & set(names(back.attrs["body_graph"]))
+    assert len(carries(forward)) > 3  # the index, c, the last y, and the stored values
+    verify(out)
+    want, got = evaluate(g, w, xs), evaluate(out, w, xs)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=1e-15)
+    v, grad = want
+    assert np.isclose(v, gated_np(w, xs), rtol=1e-14)
+    steps = np.eye(12).reshape(12, 3, 4) * 1e-6
+    fd = [(gated_np(w + d, xs) - gated_np(w - d, xs)) / 2e-6 for d in steps]
+    np.testing.assert_allclose(grad, np.reshape(fd, (3, 4)), rtol=1e-6, atol=1e-8)
+    numba_v, numba_g = tg.function(vg)(w, xs)
+    assert np.isclose(numba_v, v, rtol=1e-13)
+    np.testing.assert_allclose(numba_g, grad, rtol=1e-12, atol=1e-14)
+    # second order through the stored values: the hessian against differences of the grad
+    spec = tg.TensorSpec([12])
+    hess = tg.trace(tg.hessian(lambda u: gated(u.reshape(3, 4), xs)))(spec)
+    grad_at = tg.trace(tg.grad(lambda u: gated(u.reshape(3, 4), xs)))(spec)
+    (h,) = evaluate(passes.optimize(hess), w.ravel())
+    fd2 = [evaluate(grad_at, w.ravel() + d)[0] - evaluate(grad_at, w.ravel() - d)[0]
+           for d in np.eye(12) * 1e-6]
+    np.testing.assert_allclose(h, np.array(fd2) / 2e-6, rtol=1e-5, atol=1e-7)
+    # per-example gradients of the same scan
+    batch = RNG.normal(size=(2, 3, 4)) * 0.5
+    per_example = tg.trace(tg.vmap(tg.grad(gated), in_axes=(0, None)))(
+        tg.TensorSpec([2, 3, 4]), tg.TensorSpec([7, 4]))
+    (per,) = evaluate(passes.optimize(per_example), batch, xs)
+    for b, p in zip(batch, per, strict=True):
+        np.testing.assert_allclose(p, evaluate(g, b, xs)[1], rtol=1e-12)

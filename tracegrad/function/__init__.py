@@ -161,16 +161,22 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
         return compile_numpy(graph)
     if backend == "numba":
         from tracegrad.backends.numba import compile_graph as compile_numba
-        from tracegrad.passes import optimize
 
-        optimized = optimize(graph)
-        if config.verify:
-            from tracegrad.core.verify import verify
-
-            verify(optimized)
-        return compile_numba(optimized, parallel=config.parallel if parallel is None
+        return compile_numba(_optimized(graph), parallel=config.parallel if parallel is None
                              else parallel)
     raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+def _optimized(graph: FuncGraph) -> FuncGraph:
+    """`tg.optimize(graph)`, verified when `config.verify` asks for it."""
+    from tracegrad.passes import optimize
+
+    optimized = optimize(graph)
+    if config.verify:
+        from tracegrad.core.verify import verify
+
+        verify(optimized)
+    return optimized
 
 
 # The compile cost per graph op assumed before this process has timed a compile of its own
@@ -199,6 +205,10 @@ def _op_count(graph: FuncGraph) -> int:
 # op, its gradient's 5.6 us; NumPy's elementwise loops write about 1 ns per float64).
 INTERIM_SECONDS_PER_OP = 5e-6
 INTERIM_SECONDS_PER_ELEMENT = 1e-9
+# `tg.optimize`'s time per op (measured: the LSTM l=4 gradient's 1140 ops, 0.19 ms each):
+# the interim runs the optimized graph when its run is expected to take longer than that
+# (a loop's body runs once per step; optimizing drops what a loop's gradient would run twice)
+OPTIMIZE_SECONDS_PER_OP = 2e-4
 _INTERIM_COST = [0.0, 0.0]  # CPU seconds spent and seconds modelled, over interim calls
 
 
@@ -269,16 +279,21 @@ class _Interim:
     call ends (Numba's compile holds the GIL for much of its time: started with the call, it
     slowed the interim's Python loop down). A graph whose numpy run is expected to take
     longer than its compile (`interim_estimate`: a loop of many steps) has its calls wait
-    for the kernel instead (`waits`)."""
+    for the kernel instead (`waits`). A graph whose numpy run is expected to take longer
+    than optimizing it (`OPTIMIZE_SECONDS_PER_OP`) runs optimized."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
-        self._reference = compile_graph(concrete.graph, "numpy")
+        graph = concrete.graph
+        self._model = _interim_model(graph)
+        if self._model > _op_count(graph) * OPTIMIZE_SECONDS_PER_OP:
+            graph = _optimized(graph)
+            self._model = _interim_model(graph)
+        self._reference = compile_graph(graph, "numpy")
         self._args = (concrete.graph, backend, parallel)
         self._kernel = None
         self._spent = 0.0
         self._estimate = compile_estimate(concrete.graph)
-        self._model = _interim_model(concrete.graph)
         self.waits = _waits_for_kernel(self._model * _interim_scale(), self._estimate)
         if self.waits:
             self._start()

@@ -37,6 +37,7 @@ _run = Hook("the reference interpreter of control-flow sub-graphs",
 _vjp_graph = Hook("the vjp of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _inline = Hook("the inliner of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _build_graph = Hook("the tracer of control-flow sub-graphs", "tracegrad.transforms.control_flow")
+_extended = Hook("the extender of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 
 
 def set_run_graph(run) -> None:
@@ -45,10 +46,17 @@ def set_run_graph(run) -> None:
 
 
 def set_vjp_graph(vjp_graph) -> None:
-    """Install `vjp_graph(graph, outputs_known=False) -> graph` (inputs: the graph's, then one
-    cotangent per float output; outputs: one gradient per float input, zeros where
-    unconnected)."""
+    """Install `vjp_graph(graph, outputs_known=False, residuals_from=None) -> graph` (inputs:
+    the graph's, then one cotangent per float output; outputs: one gradient per float input,
+    zeros where unconnected; with `residuals_from`, also the tensors of `graph` it reads
+    from inputs)."""
     _vjp_graph.install(vjp_graph)
+
+
+def set_extended_graph(extended) -> None:
+    """Install `extended(graph, extra_input_types, extra_outputs) -> graph`: a copy of
+    `graph` with unread inputs and more outputs (its tensors) appended."""
+    _extended.install(extended)
 
 
 def set_inline_graph(inline) -> None:
@@ -253,23 +261,31 @@ def _while_grad(op, *out_grads):
     float_carry = [i for i, c in enumerate(init) if dtypes.is_differentiable(c.dtype)]
     if not float_carry:
         return [None] * len(op.inputs)
-    if attrs.get("keep_history"):  # the loop kept its history already
+    # the body's gradient reads the carry after the step from the history (the next row,
+    # the final carry after the last step) instead of computing it again, and the costly
+    # values of the step (`stored`) from the histories of more carries the replay keeps
+    vjp_body, stored = _vjp_graph(attrs["body_graph"], outputs_known=True,
+                                  residuals_from=range(k, k + m))
+    r = len(stored)
+    if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs
-    else:
-        replay = while_p.bind(*consts, *init, cond_graph=attrs["cond_graph"],
-                              body_graph=attrs["body_graph"], num_consts=k,
+    else:  # with the residuals: cse runs this loop in place of the forward one
+        cond, body, types = attrs["cond_graph"], attrs["body_graph"], [t.type for t in stored]
+        if r:
+            cond, body = _extended(cond, types, []), _extended(body, types, stored)
+        replay = while_p.bind(*consts, *init, *[zeros_like(t) for t in stored],
+                              cond_graph=cond, body_graph=body, num_consts=k,
                               maximum_iterations=attrs.get("maximum_iterations"),
                               keep_history=True)
-    count, history = replay[m], list(replay[m + 1:])
-    # the body's gradient reads the carry after the step from the history (the next row,
-    # the final carry after the last step) instead of computing it again
-    vjp_body = _vjp_graph(attrs["body_graph"], outputs_known=True)
+    count, history = replay[m + r], list(replay[m + r + 1:m + r + 1 + m])
+    res_finals, res_history = list(replay[m:m + r]), list(replay[m + r + 1 + m:])
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 
     joined = [j for j, i in enumerate(float_carry) if i in ct_history]  # carry cts that join
     ct_history = [ct_history[float_carry[j]] for j in joined]
-    finals = [replay[i] for i in float_carry]
+    finals = [replay[i] for i in float_carry] + res_finals
+    history += res_history
     fixed = [*consts, *history, *ct_history, *finals, count]  # the backward loop's consts
 
     def back_cond(*v):
@@ -284,13 +300,13 @@ def _while_grad(op, *out_grads):
         step, rest = v[len(fixed)], list(v[len(fixed) + 1:])
         ct, acc = rest[:len(cts)], rest[len(cts):]
         step = ew.sub_p.bind(step, scalar_like(step, 1))
-        carry_at = [gather_p.bind(h, step, axis=0) for h in hist]
+        carry_at = [gather_p.bind(h, step, axis=0) for h in hist[:m]]
         after = ew.add_p.bind(step, scalar_like(step, 1))
         row = ew.min_p.bind(after, ew.sub_p.bind(n, scalar_like(n, 1)))
         in_history = ew.lt_p.bind(after, n)
         nexts = [ew.select_p.bind(broadcast_like(in_history, f, ()),
                                   gather_p.bind(hist[i], row, axis=0), f)
-                 for i, f in zip(float_carry, final, strict=True)]
+                 for i, f in zip([*float_carry, *range(m, m + r)], final, strict=True)]
         grads = run_inline(vjp_body, cs + carry_at + ct + nexts)
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
         for j, h in zip(joined, ct_hist, strict=True):

@@ -8,15 +8,21 @@ sub-graphs (branches, loop bodies) by their text.
 
 A `while` that another `while` on the same operands repeats with `keep_history=True` (the
 replay a loop's gradient runs) keeps the history itself, and the replay reads its
-results: the loop runs once (`tg.value_and_grad` of a loop ran it twice).
+results: the loop runs once (`tg.value_and_grad` of a loop ran it twice). So does a loop
+that such a replay extends with more carries (the values a loop's gradient stores, each
+starting at zeros and read by neither the condition nor the body): the replay runs in its
+place.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import COMMUTATIVE
 from tracegrad.ops.control_flow import while_p
-from tracegrad.passes._rewrite import run_pass
+from tracegrad.ops.shape_ops import broadcast_in_dim_p, is_zeros
+from tracegrad.passes._rewrite import Rewriter, run_pass, sweep
 
 
 def cse(graph: FuncGraph) -> FuncGraph:
@@ -59,9 +65,13 @@ def _make_rule(rw):
     seen: dict = {}
     texts: dict = {}
     replays = None  # keys of the source's loops that keep their history
+    extensions = None  # id(loop) -> the later loop that extends it
+    merged: dict = {}  # id(extending loop) -> its results
 
     def rule(rw, op, ins):
-        nonlocal replays
+        nonlocal replays, extensions
+        if id(op) in merged:
+            return merged[id(op)]
         operands = [id(t) for t in ins]
         if op.primitive in COMMUTATIVE:
             operands.sort()
@@ -72,6 +82,14 @@ def _make_rule(rw):
             return None
         if found is not None:
             return list(found)
+        if op.primitive is while_p:
+            if extensions is None:
+                extensions = _extensions(rw.source, texts)
+            longer = extensions.get(id(op))
+            if longer is not None:
+                outs = _run_extension(rw, op, ins, longer)
+                merged[id(longer)] = outs
+                return _results_of(op, longer, outs)
         if op.primitive is while_p and not op.attrs.get("keep_history"):
             if replays is None:
                 replays = _replays(rw.source, texts)
@@ -96,3 +114,59 @@ def _replays(graph: FuncGraph, texts) -> set:
             except TypeError:
                 pass
     return keys
+
+
+def _extensions(graph: FuncGraph, texts) -> dict:
+    """`{id(loop): longer loop}` for each loop of `graph` that a later `keep_history` loop
+    extends: the same operands then more carries starting at zeros, the same bounds, and
+    a condition and body that, without those carries' inputs (unread) and outputs, are the
+    loop's own."""
+    loops = [op for op in graph.operations if op.primitive is while_p]
+    found = {}
+    for i, a in enumerate(loops):
+        n, k = len(a.inputs), a.attrs["num_consts"]
+        for b in loops[i + 1:]:
+            r = len(b.inputs) - n
+            if r <= 0 or not b.attrs.get("keep_history") or b.attrs["num_consts"] != k or \
+                    b.attrs.get("maximum_iterations") != a.attrs.get("maximum_iterations") or \
+                    any(x is not y for x, y in zip(a.inputs, b.inputs)) or \
+                    not all(is_zeros(t) for t in b.inputs[n:]):
+                continue
+            if all(_attr_key(a.attrs[name], texts) == _attr_key(_without(
+                    b.attrs[name], r, name == "body_graph")) for name in ("cond_graph",
+                                                                        "body_graph")):
+                found[id(a)] = b
+                break
+    return found
+
+
+def _without(graph: FuncGraph, r: int, outputs: bool):
+    """`graph` without its last `r` inputs (and outputs), or None if it reads them."""
+    g = FuncGraph(graph.name, outer=graph.outer)
+    env = {id(t): g.add_input(t.type, t.name) for t in graph.inputs[:-r]}
+    try:
+        outs = Rewriter(graph, target=g, env=env).run()
+    except KeyError:  # an op reads a dropped input
+        return None
+    g.outputs = outs[:-r] if outputs else outs
+    sweep(g)
+    return g
+
+
+def _run_extension(rw, op, ins, longer) -> list:
+    """The results of `longer` (extending `op`) run on `op`'s operands `ins` and zeros."""
+    zeros = []
+    for t in longer.inputs[len(op.inputs):]:
+        zero = rw.constant(np.zeros((), t.dtype), weak=t.type.weak, source=op.source)
+        zeros.append(rw.emit(broadcast_in_dim_p, [zero], {
+            "shape": tuple(t.shape), "broadcast_dimensions": ()}, op.source)[0])
+    return list(rw.emit(while_p, [*ins, *zeros], dict(longer.attrs), op.source))
+
+
+def _results_of(op, longer, outs) -> list:
+    """`op`'s results among those of `longer`, the loop extending it."""
+    m = len(op.inputs) - op.attrs["num_consts"]
+    r = len(longer.inputs) - len(op.inputs)
+    if not op.attrs.get("keep_history"):
+        return outs[:m]
+    return outs[:m] + outs[m + r:m + r + 1 + m]

@@ -16,7 +16,11 @@ invariant work once, and a `cond` on a constant predicate becomes the chosen bra
   when every operand and result shape is known (with an unknown dim they can meet a
   mismatch at run time); gathers, scatters, linear algebra, nested control flow and
   integer `pow` (negative exponents raise) stay. NaN and inf are values, not errors;
-- consts neither sub-graph reads are removed; a value passed as two consts is passed once.
+- consts neither sub-graph reads are removed; a value passed as two consts is passed once;
+- an accumulator (a carry only its own update reads, `acc + t1 + t2 + ...`) whose terms
+  include zero-padded blocks (the gradient of a slice of a const) gets one carry per
+  padded region, of the block's size: the blocks are summed unpadded in the loop and
+  padded into the accumulator once after it (not a zero-filled array per term per step).
 
 `cond(pred, *args)`: a constant predicate inlines the chosen branch; an unused result, or
 one both branches pass through from the same argument, is removed from the branches; an
@@ -37,7 +41,8 @@ from tracegrad.core.op import constant_p
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops.control_flow import cond_p, while_p
-from tracegrad.passes._rewrite import Rewriter, captured_tensors, run_pass
+from tracegrad.ops.shape_ops import is_zeros
+from tracegrad.passes._rewrite import Rewriter, captured_tensors, run_pass, sweep
 
 # Ops a loop may compute before it runs (they cannot raise): whatever the shapes ...
 HOIST_ALWAYS = frozenset(UNARY | {
@@ -261,6 +266,9 @@ def _while(rw, op, ins, live):
     used = [id(t) in live for t in op.outputs]
     if not any(used) or not _closed(cond, body):
         return None  # a dead loop is swept
+    split = _split_accumulators(rw, op, ins, used)
+    if split is not None:
+        return split
     final_used = used[:m]
     hist_used = used[m + 1:] if history else [False] * m
     # carries the body passes through become consts (their final value is the initial one)
@@ -335,6 +343,108 @@ def _hoist_invariants(rw, graphs, roots, ins, sources):
         for other in range(len(graphs)):
             stand_ins[other] += frontier if other == g else [None] * len(frontier)
     return values, stand_ins, cuts
+
+
+def _split_accumulators(rw, op, ins, used):
+    """`op` with each padded block of its accumulators' updates summed in a carry of its
+    own (see the module's docstring), or None when no accumulator has such a block."""
+    attrs = op.attrs
+    k, history = attrs["num_consts"], bool(attrs.get("keep_history"))
+    cond, body = attrs["cond_graph"], attrs["body_graph"]
+    m = len(ins) - k
+    uses = _use_counts(body)
+    cond_reads = _reads(cond, cond.outputs)[0]
+    plans = {}  # carry -> (other terms, {region: padded terms})
+    for j in range(m):
+        x, y = body.inputs[k + j], body.outputs[j]
+        if (history and used[m + 1 + j]) or id(cond.inputs[k + j]) in cond_reads or \
+                uses.get(id(x)) != 1 or y.type != x.type:
+            continue
+        terms = _sum_terms(y, uses, True)
+        if sum(t is x for t in terms) != 1:
+            continue
+        rest, regions = [], {}
+        for t in terms:
+            if t is x:
+                continue
+            cfg = _padded_block(t)
+            if cfg is None:
+                rest.append(t)
+            else:
+                regions.setdefault((cfg, t.op.inputs[0].type), []).append(t.op.inputs[0])
+        if regions:
+            plans[j] = (rest, regions)
+    if not plans:
+        return None
+    blocks = [(j, cfg, type_, parts) for j, (_, regions) in plans.items()
+              for (cfg, type_), parts in regions.items()]
+    new_body = FuncGraph(body.name, outer=rw.target)
+    ins_b = [new_body.add_input(t.type, t.name) for t in body.inputs]
+    accs = [new_body.add_input(type_, f"acc{j}") for j, _, type_, _ in blocks]
+    env = {id(t): x for t, x in zip(body.inputs, ins_b, strict=True)}
+    with new_body.as_default():
+        outs = Rewriter(body, target=new_body, env=env).run()
+        for j, (rest, _) in plans.items():
+            outs[j] = _summed([ins_b[k + j]] + [env[id(t)] for t in rest])
+        outs += [_summed([acc] + [env[id(t)] for t in parts])
+                 for acc, (_, _, _, parts) in zip(accs, blocks, strict=True)]
+    new_body.outputs = outs
+    sweep(new_body)
+    new_cond = FuncGraph(cond.name, outer=rw.target)
+    env = {id(t): new_cond.add_input(t.type, t.name) for t in cond.inputs}
+    for _, _, type_, _ in blocks:
+        new_cond.add_input(type_)
+    new_cond.outputs = Rewriter(cond, target=new_cond, env=env).run()
+    zeros = [_placeholder(rw, type_, op.source) for _, _, type_, _ in blocks]
+    new_attrs = dict(attrs, cond_graph=rw.subgraph(new_cond), body_graph=rw.subgraph(new_body))
+    outs = rw.emit(while_p, [*ins, *zeros], new_attrs, op.source)
+    b = len(blocks)  # outs: the carries, the blocks' sums, then count and histories
+    results = list(outs[:m]) + ([outs[m + b]] + list(outs[m + b + 1:2 * m + b + 1])
+                                if history else [])
+    for old, t in zip(op.outputs, results, strict=True):
+        t.name = old.name
+    for i, (j, cfg, type_, _) in enumerate(blocks):
+        zero = rw.constant(np.zeros((), type_.dtype), weak=type_.weak, source=op.source)
+        block = rw.emit(shape_ops.pad_p, [outs[m + i], zero], {"padding_config": cfg},
+                        op.source)[0]
+        results[j] = rw.emit(ew.add_p, [results[j], block], {}, op.source)[0]
+    return results
+
+
+def _use_counts(graph: FuncGraph) -> dict:
+    """How many times each tensor of closed `graph` is read (by its ops and outputs)."""
+    counts: dict = {}
+    for t in [*(t for op in graph.operations for t in op.inputs), *graph.outputs]:
+        counts[id(t)] = counts.get(id(t), 0) + 1
+    return counts
+
+
+def _sum_terms(t, uses, root=False) -> list:
+    """The terms of the tree of `add`s computing `t` (an inner sum read elsewhere, or of
+    another type, is a term)."""
+    op = t.op
+    if op is None or op.primitive is not ew.add_p or not (root or uses.get(id(t)) == 1) or \
+            any(i.type != t.type for i in op.inputs):
+        return [t]
+    return [u for i in op.inputs for u in _sum_terms(i, uses)]
+
+
+def _padded_block(t):
+    """The padding config when `t` is a block padded with zeros (no interior padding,
+    known shapes), else None."""
+    op = t.op
+    if op is None or op.primitive is not shape_ops.pad_p or None in t.shape or \
+            None in op.inputs[0].shape or not is_zeros(op.inputs[1]):
+        return None
+    cfg = op.attrs["padding_config"]
+    return cfg if all(interior == 0 for _, _, interior in cfg) else None
+
+
+def _summed(terms):
+    total = terms[0]
+    for t in terms[1:]:
+        total = ew.add_p.bind(total, t)
+    return total
 
 
 # -- cond -----------------------------------------------------------------------------------------

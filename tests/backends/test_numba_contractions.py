@@ -334,3 +334,20 @@ def test_a_batch_of_products_of_slices_is_gemm_on_the_slices():
             out = np.empty((6, 5, 3))
             gemm(a, b, out)
             np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)
+
+
+def test_a_nest_storing_a_row_into_a_buffer_is_not_jammed():
+    """A whole-array sum of a fused short contraction writes each row into a buffer whose
+    position runs across the loop: jamming two rows would share the position (it left the
+    second row's position undefined: Numba's NameError)."""
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(5, 3)), rng.normal(size=(3, 2))
+
+    def fn(x, w):
+        return tnp.sum(tnp.tanh(x @ w) * tnp.exp(-x[:, :1]))
+
+    both_backends(fn, x, w)
+    got = tg.function(fn, backend="numba")(x, w)
+    np.testing.assert_allclose(got, np.sum(np.tanh(x @ w) * np.exp(-x[:, :1])), rtol=1e-13)
+    g = tg.function(tg.grad(fn, argnums=(0, 1)), backend="numba")(x, w)
+    np.testing.assert_allclose(g[1], central_difference(lambda b: fn(x, b), w), rtol=1e-7)

@@ -129,7 +129,7 @@ def _source(plan: Plan, cg: CodeGen):
     independent rows, the row-split kernel (rows.py) and its own code generator."""
     if cg.parallel:
         d = rows.row_class(plan)
-        found = rows.generate(plan, d) if d is not None else None
+        found = rows.generate(plan, d, CodeGen) if d is not None else None
         if found is not None:
             return found
     return split_entry(cg.generate(), ENTRY), cg

@@ -49,6 +49,8 @@ from tracegrad.backends.numba.lowering import (
 )
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.backends.numba.records import (
+    DECORATOR,
+    ENTRY,
     LOOP_LOCAL,
     Comment,
     Nest,
@@ -69,12 +71,9 @@ from tracegrad.ops import shape_ops
 LOWERING_MODULES = (blocks, blocks_linalg, blocks_reduce, control, remap)
 
 
-ENTRY = "kernel"
 # The least size of a temporary the executor keeps between calls (smaller ones come from
 # malloc's free lists; larger ones, freed, are returned to the system and faulted in again)
 KEEP_MIN_BYTES = 1 << 16
-# Every generated function's decorator, before its options (cache.py rewrites `cache=True`)
-DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
 
 
 class CodeGen:

@@ -19,6 +19,10 @@ import string
 from tracegrad.backends.numba import helpers
 
 _FORMAT = string.Formatter()
+# The generated module's entry function, and every generated function's decorator before
+# its options (cache.py rewrites `cache=True`)
+ENTRY = "kernel"
+DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
 
 # Loop nests' own names (values, gather indices, loop and block variables): the prefixes
 # of `CodeGen.fresh` whose names nothing after their nest reads (renamed in a nest's re-run)

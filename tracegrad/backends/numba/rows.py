@@ -11,9 +11,9 @@ how many rows its call has: OpenBLAS's does).
 
 from __future__ import annotations
 
-from tracegrad.backends.numba.codegen import DECORATOR, ENTRY, CodeGen
 from tracegrad.backends.numba.parallel import largest
 from tracegrad.backends.numba.plan import Plan
+from tracegrad.backends.numba.records import DECORATOR, ENTRY
 from tracegrad.backends.numba.split import split_entry
 from tracegrad.backends.numba.segments import has_control_flow
 from tracegrad.ops import ALIGNED
@@ -73,12 +73,13 @@ def row_class(plan: Plan) -> int | None:
     return d if any(has(t) for t in graph.all_inputs) else None
 
 
-def generate(plan: Plan, d: int):
+def generate(plan: Plan, d: int, codegen):
     """`(source, cg)`: the module of `plan`'s row-split kernel along dim class `d` (`cg`,
-    the code generator of its serial part, holds what the executor needs), or None when
-    the serial kernel can raise (not from a parallel loop)."""
+    the code generator of its serial part made by `codegen(plan, parallel, entry=...)`,
+    holds what the executor needs), or None when the serial kernel can raise (not from a
+    parallel loop)."""
     parts = plan.int_slot(_Parts(d))
-    cg = CodeGen(plan, False, entry=BODY)
+    cg = codegen(plan, False, entry=BODY)
     cg.helpers["_blas_one"] = cg.helpers["_blas_restore"] = None
     body = split_entry(cg.generate(), BODY)
     if cg.raises:

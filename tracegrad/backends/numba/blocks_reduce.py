@@ -178,6 +178,7 @@ def _row_reduce(cg, op, monoid, d, accumulate):
                 _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
+            nest.jam = 1  # the rows share the buffer and its running position
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             size = None if None in x.type.shape else math.prod(x.type.shape[d:])
             nest.prologue.append(cg.scratch(buf, m, size, dt))

@@ -12,8 +12,6 @@ IR comments, which are `Comment` records and never formatted.
 
 from __future__ import annotations
 
-import re
-
 import string
 
 from tracegrad.backends.numba import helpers
@@ -489,15 +487,14 @@ class Nest:
     def _jams(self) -> bool:
         """Whether the outermost loop is jammed: asked for (`jam`), a serial nest of
         several loops with no blocks, written-out loop or trig flag, whose innermost loop
-        stores nothing (no statement there writes an element: a loop bound by its stores
+        stores nothing (every statement there assigns a name: a loop bound by its stores
         gains nothing, and kmeans' gradient nest, storing a row of 1000 and adding to a
         column sum, ran 1.5x slower jammed), and no name set before the loop is assigned
         in it (an accumulator across rows: jammed rows would interleave its updates)."""
         if self.jam < 2 or len(self.dims) < 2 or self.dims[0] == "1" or self.parallel or \
                 self.block is not None or self.unrolled is not None or \
                 self.trig_flag is not None or any(
-                    isinstance(x, Stmt) and (not x.defines or _STORE.search(x.template))
-                    for x in self.pre[len(self.dims)]):
+                    isinstance(x, Stmt) and not x.defines for x in self.pre[len(self.dims)]):
             return False
         outside = _assigned((*self.prologue, *self.pre[0], *self.post[0]))
         inside = _assigned(x for d in range(1, len(self.dims) + 1)
@@ -558,9 +555,6 @@ class Nest:
         vector-math helpers are called, not inlined (a rare path: LLVM optimizes one copy
         of each)."""
         return full_reduction(names, self.cg.outline, self.cg.helpers)
-
-
-_STORE = re.compile(r"^\s*[^\s=\[]+\[[^=\n]*\]\s*[-+*/]?=(?!=)", re.MULTILINE)  # an element write
 
 
 def _assigned(xs) -> set:

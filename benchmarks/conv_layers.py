@@ -10,12 +10,13 @@ tracegrad's `conv` on the numba and numpy backends, JAX (`lax.conv_general_dilat
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from one_thread import jax, jnp, torch  # noqa: E402  (limits every library to one thread)
+from machine import cpu, interleaved  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -68,17 +69,13 @@ def main():
         got = [np.asarray(g) for g in fn(x, w1, w2)]
         for g, e in zip(got, want, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-9, err_msg=name)
-    times = {name: [] for name in fns}
-    for _ in range(args.rounds):
-        for name, fn in fns.items():
-            start = time.process_time()
-            fn(x, w1, w2)
-            times[name].append(time.process_time() - start)
-    print(f"load average {os.getloadavg()[0]:.1f}; TRACEGRAD_BENCH_ISA="
+    times = interleaved({name: functools.partial(fn, x, w1, w2) for name, fn in fns.items()},
+                        args.rounds)
+    print(f"cpu: {cpu()}; load average {os.getloadavg()[0]:.1f}; TRACEGRAD_BENCH_ISA="
           f"{os.environ.get('TRACEGRAD_BENCH_ISA', '')!r}")
-    for name, t in times.items():
-        print(f"{name:16s} {1e3 * np.median(t):8.1f} ms CPU (median of {args.rounds})")
-
+    for name, (c, w) in times.items():
+        print(f"{name:16s} {1e3 * c:8.1f} ms CPU, {1e3 * w:8.1f} ms wall "
+              f"(medians of {args.rounds} rounds)")
 
 if __name__ == "__main__":
     main()

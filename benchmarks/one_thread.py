@@ -25,7 +25,9 @@ os.environ.setdefault("XLA_FLAGS", "")
 # TRACEGRAD_BENCH_ISA=avx2: every library generates AVX2 code, no AVX-512, on any x86-64
 # that has AVX2 (the figures of an AVX2-only machine, as near as one that has AVX-512 gets):
 # Numba from a CPU name *and* a feature list (a name alone keeps the host's features, so
-# 512-bit vectors), XLA's max ISA, PyTorch's kernels and torch.compile's vector length.
+# 512-bit vectors), XLA's max ISA, PyTorch's kernels and torch.compile's vector length, and
+# OpenBLAS's Haswell kernels (its BLAS and LAPACK, which NumPy, SciPy and tracegrad call) unless
+# OPENBLAS_CORETYPE is already set.
 ISA = os.environ.get("TRACEGRAD_BENCH_ISA", "").lower()
 AVX2_FEATURES = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,"
                  "+lzcnt,+mmx,+movbe,+pclmul,+popcnt,+rdrnd,+sahf,+sse,+sse2,+sse3,+sse4.1,"
@@ -35,6 +37,7 @@ if ISA == "avx2":
     os.environ["NUMBA_CPU_FEATURES"] = AVX2_FEATURES
     os.environ["XLA_FLAGS"] += " --xla_cpu_max_isa=AVX2"
     os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 elif ISA:
     raise SystemExit(f"TRACEGRAD_BENCH_ISA={ISA!r}: only 'avx2' (or unset: the host's)")
 

@@ -84,7 +84,7 @@ def thread_ticks() -> dict:
     return ticks
 
 
-def interleaved(runs, args, rounds: int, calls: int = 15):
+def thread_turns(runs, args, rounds: int, calls: int = 15):
     """Per (fn, threads) of `runs`: the median over `rounds` of the wall and the process CPU
     time (every thread's) per call, and the CPU time of its busiest thread per call over
     all rounds (clock ticks of /proc/self/task), the runs taking turns in each round."""
@@ -128,8 +128,8 @@ def row(label: str, fn, args, n: int, rounds: int = 7):
     many = first_call(n, f, args)
     alone = first_call(1, f, args)
     assert same_bits(many[1], alone[1]), label  # every thread count: the same bits
-    (w1, c1, _), (wn, cn, bn), (wa, ca, _) = interleaved([(serial, 1), (f, n), (f, 1)], args,
-                                                          rounds)
+    (w1, c1, _), (wn, cn, bn), (wa, ca, _) = thread_turns([(serial, 1), (f, n), (f, 1)], args,
+                                                           rounds)
     print(f"{label:40s} serial {us(w1)} (cpu {us(c1)}) | {n} threads {us(wn)} "
           f"(cpu {us(cn)}, busiest thread {us(bn)}) | scaling {w1 / wn:4.2f}x, "
           f"cpu {cn / c1:4.2f}x | parallel kernel "

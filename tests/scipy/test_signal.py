@@ -172,3 +172,21 @@ def test_vmapped_convolution_is_one_conv_op():
     batched = tg.vmap(lambda a, b: ts.convolve(a, b, "same"))
     graph = tg.trace(batched)(tg.TensorSpec([4, 9, 7]), tg.TensorSpec([4, 3, 2]))
     assert [op.primitive.name for op in graph.operations].count("conv") == 1
+
+
+@pytest.mark.parametrize("batched", ["images", "kernels"])
+def test_vmap_with_a_shared_operand_does_not_copy_it(batched):
+    # one batched operand merges its batch into the image or out-channel dim: one conv
+    # product, no broadcast of the shared operand per example
+    x, w = R.normal(size=(6, 2, 3, 8, 7)), R.normal(size=(6, 4, 3, 3, 2))
+    pad = ((1, 1), (0, 1))
+    if batched == "images":
+        f, arg, loop = (lambda x: ops.conv(x, w[0], padding=pad)), x, [
+            ops.conv(x[i], w[0], padding=pad) for i in range(6)]
+    else:
+        f, arg, loop = (lambda w: ops.conv(x[0], w, padding=pad)), w, [
+            ops.conv(x[0], w[i], padding=pad) for i in range(6)]
+    graph = tg.trace(tg.vmap(f))(tg.TensorSpec(arg.shape))
+    names = [op.primitive.name for op in graph.operations]
+    assert names.count("conv") == 1 and "broadcast_in_dim" not in names, names
+    np.testing.assert_allclose(tg.vmap(f)(arg), np.stack(loop), rtol=1e-12, atol=1e-12)

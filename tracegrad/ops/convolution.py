@@ -86,10 +86,12 @@ def _conv_impl(lhs, rhs, *, padding):
     nb = lhs.ndim - 2 - ns
     batch, (n, ci), ks = lhs.shape[:nb], lhs.shape[nb:nb + 2], rhs.shape[nb + 2:]
     co = rhs.shape[nb]
+    out = _out_sizes(lhs.shape[nb + 2:], ks, padding)
+    if 0 in out:  # no window fits (the padded operand may be shorter than the kernel)
+        return np.zeros(batch + (n, co) + out, lhs.dtype)
     padded = _pad_or_crop(lhs, padding)
     windows = np.lib.stride_tricks.sliding_window_view(padded, ks, axis=tuple(
         range(nb + 2, lhs.ndim)))  # (*b, n, ci, *out, *k)
-    out = windows.shape[nb + 2:nb + 2 + ns]
     nbatch, npts, nk = math.prod(batch), math.prod(out), ci * math.prod(ks)
     points, kernel = (nb,) + tuple(range(nb + 2, nb + 2 + ns)), (nb + 1,) + tuple(
         range(nb + 2 + ns, windows.ndim))

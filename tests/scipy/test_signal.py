@@ -190,3 +190,26 @@ def test_vmap_with_a_shared_operand_does_not_copy_it(batched):
     names = [op.primitive.name for op in graph.operations]
     assert names.count("conv") == 1 and "broadcast_in_dim" not in names, names
     np.testing.assert_allclose(tg.vmap(f)(arg), np.stack(loop), rtol=1e-12, atol=1e-12)
+
+
+def test_numba_row_split_kernel_of_convolutions(monkeypatch):
+    # conv is aligned (ops.ALIGNED) along its images: a batch of images, or a vmap of 1-D
+    # signals, runs as the numba backend's row-split kernel, with the numpy backend's values
+    from tracegrad.backends import threads
+    from tracegrad.backends.numba import parallel
+
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    monkeypatch.setattr(tg.config, "parallel", None)
+    monkeypatch.setattr(threads, "num_threads", 2)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 1000)
+    w, k = R.normal(size=(4, 3, 3, 3)), R.normal(size=(7,))
+    for f, x in ((lambda x: tnp.tanh(ops.conv(x, w, padding=((1, 1), (1, 1)))),
+                  R.normal(size=(40, 3, 8, 8))),
+                 (tg.vmap(lambda a: ts.correlate(a, k, "same", method="direct")),
+                  R.normal(size=(50, 30)))):
+        fn = tg.function(f, backend="numba")
+        got = fn(x)
+        ex = fn.get_concrete_function(x).executor
+        assert "rows_part(" in (ex._parallel_ex or ex).source
+        np.testing.assert_allclose(got, tg.function(f, backend="numpy")(x), rtol=1e-12,
+                                   atol=1e-12)

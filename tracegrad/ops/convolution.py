@@ -16,7 +16,7 @@ from tracegrad.errors import ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
 from tracegrad.ops._batching import all_at, moveaxis
-from tracegrad.ops._families import needs, same_dtype
+from tracegrad.ops._families import ALIGNED, needs, same_dtype
 
 conv_p = Primitive("conv")
 """`out[*b, n, o, x] = sum_{i, k} lhs_padded[*b, n, i, x + k] * rhs[*b, o, i, k]`: `lhs` is
@@ -148,6 +148,9 @@ def _conv_dims(op):
     yield lhs, nb, t, nb
     yield rhs, nb, t, nb + 1
     yield lhs, nb + 1, rhs, nb + 1
+
+
+ALIGNED.add(conv_p)  # its kernel and input-channel dims are summed over: no row of them is kept
 
 
 def _swap(x, i):

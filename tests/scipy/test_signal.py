@@ -213,3 +213,13 @@ def test_numba_row_split_kernel_of_convolutions(monkeypatch):
         assert "rows_part(" in (ex._parallel_ex or ex).source
         np.testing.assert_allclose(got, tg.function(f, backend="numpy")(x), rtol=1e-12,
                                    atol=1e-12)
+
+
+def test_numpy_convolve_is_one_conv_op():
+    # tnp.convolve/correlate are the correlation scipy.signal's direct method is: one conv
+    for mode in ("full", "same", "valid"):
+        for f in (tnp.convolve, tnp.correlate):
+            graph = tg.trace(lambda a, v, f=f, m=mode: f(a, v, m))(
+                tg.TensorSpec([9]), tg.TensorSpec([4]))
+            names = [op.primitive.name for op in graph.operations]
+            assert names.count("conv") == 1 and "dot_general" not in names, names

@@ -119,6 +119,20 @@ def test_prod_of_a_shape_is_static_while_tracing():
     assert flatten(np.ones((2, 3, 4))).shape == (2, 12)
 
 
+def test_sum_and_prod_of_python_ints_are_numpy_values_while_tracing():
+    seen = []
+
+    @tg.function
+    def f(x):
+        seen.extend([tnp.prod(x.shape), tnp.prod(()), tnp.sum(x.shape), tnp.sum([])])
+        return x
+
+    f(np.ones((2, 3)))
+    want = [np.prod((2, 3)), np.prod(()), np.sum((2, 3)), np.sum([])]
+    assert [type(v) for v in seen] == [type(v) for v in want]  # static NumPy values
+    assert seen == want
+
+
 def _line(offset=1):
     return f"{__file__}:{sys._getframe(1).f_lineno + offset}"
 

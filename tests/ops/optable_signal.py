@@ -57,6 +57,11 @@ for _name, (_sa, _sb, _pad) in _CONVS.items():
                 ulps(ref, a, b, n=16) if _dt == F64 else
                 {"rtol": 1e-12} if _dt == C128 else {}))
 
+# no window fits (the padded operand shorter than the kernel): an empty result, as XLA's
+case("conv[1d,empty,float64]", lambda a, b: ops.conv(a, b, padding=((0, 0),)),
+     lambda a, b: np.zeros((1, 2, 0)), rand((1, 1, 3), seed=1), rand((2, 1, 4), seed=2),
+     grad_argnums=(0, 1), primitive="conv")
+
 # -- scipy.signal over it: every mode, both methods, odd/even kernels, kernel larger ---------
 
 _PAIRS = [((7,), (3,)), ((6,), (4,)), ((3,), (5,)), ((5, 6), (3, 2)), ((3, 4), (4, 5)),

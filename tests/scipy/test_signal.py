@@ -119,6 +119,20 @@ def test_prod_of_a_shape_is_static_while_tracing():
     assert flatten(np.ones((2, 3, 4))).shape == (2, 12)
 
 
+def test_sum_and_prod_of_python_ints_are_numpy_values_while_tracing():
+    seen = []
+
+    @tg.function
+    def f(x):
+        seen.extend([tnp.prod(x.shape), tnp.prod(()), tnp.sum(x.shape), tnp.sum([])])
+        return x
+
+    f(np.ones((2, 3)))
+    want = [np.prod((2, 3)), np.prod(()), np.sum((2, 3)), np.sum([])]
+    assert [type(v) for v in seen] == [type(v) for v in want]  # static NumPy values
+    assert seen == want
+
+
 def _line(offset=1):
     return f"{__file__}:{sys._getframe(1).f_lineno + offset}"
 
@@ -172,3 +186,54 @@ def test_vmapped_convolution_is_one_conv_op():
     batched = tg.vmap(lambda a, b: ts.convolve(a, b, "same"))
     graph = tg.trace(batched)(tg.TensorSpec([4, 9, 7]), tg.TensorSpec([4, 3, 2]))
     assert [op.primitive.name for op in graph.operations].count("conv") == 1
+
+
+@pytest.mark.parametrize("batched", ["images", "kernels"])
+def test_vmap_with_a_shared_operand_does_not_copy_it(batched):
+    # one batched operand merges its batch into the image or out-channel dim: one conv
+    # product, no broadcast of the shared operand per example
+    x, w = R.normal(size=(6, 2, 3, 8, 7)), R.normal(size=(6, 4, 3, 3, 2))
+    pad = ((1, 1), (0, 1))
+    if batched == "images":
+        f, arg, loop = (lambda x: ops.conv(x, w[0], padding=pad)), x, [
+            ops.conv(x[i], w[0], padding=pad) for i in range(6)]
+    else:
+        f, arg, loop = (lambda w: ops.conv(x[0], w, padding=pad)), w, [
+            ops.conv(x[0], w[i], padding=pad) for i in range(6)]
+    graph = tg.trace(tg.vmap(f))(tg.TensorSpec(arg.shape))
+    names = [op.primitive.name for op in graph.operations]
+    assert names.count("conv") == 1 and "broadcast_in_dim" not in names, names
+    np.testing.assert_allclose(tg.vmap(f)(arg), np.stack(loop), rtol=1e-12, atol=1e-12)
+
+
+def test_numba_row_split_kernel_of_convolutions(monkeypatch):
+    # conv is aligned (ops.ALIGNED) along its images: a batch of images, or a vmap of 1-D
+    # signals, runs as the numba backend's row-split kernel, with the numpy backend's values
+    from tracegrad.backends import threads
+    from tracegrad.backends.numba import parallel
+
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    monkeypatch.setattr(tg.config, "parallel", None)
+    monkeypatch.setattr(threads, "num_threads", 2)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 1000)
+    w, k = R.normal(size=(4, 3, 3, 3)), R.normal(size=(7,))
+    for f, x in ((lambda x: tnp.tanh(ops.conv(x, w, padding=((1, 1), (1, 1)))),
+                  R.normal(size=(40, 3, 8, 8))),
+                 (tg.vmap(lambda a: ts.correlate(a, k, "same", method="direct")),
+                  R.normal(size=(50, 30)))):
+        fn = tg.function(f, backend="numba")
+        got = fn(x)
+        ex = fn.get_concrete_function(x).executor
+        assert "rows_part(" in (ex._parallel_ex or ex).source
+        np.testing.assert_allclose(got, tg.function(f, backend="numpy")(x), rtol=1e-12,
+                                   atol=1e-12)
+
+
+def test_numpy_convolve_is_one_conv_op():
+    # tnp.convolve/correlate are the correlation scipy.signal's direct method is: one conv
+    for mode in ("full", "same", "valid"):
+        for f in (tnp.convolve, tnp.correlate):
+            graph = tg.trace(lambda a, v, f=f, m=mode: f(a, v, m))(
+                tg.TensorSpec([9]), tg.TensorSpec([4]))
+            names = [op.primitive.name for op in graph.operations]
+            assert names.count("conv") == 1 and "dot_general" not in names, names

@@ -46,12 +46,21 @@ def _as(a, dtype):
     return cast(a, dtype, dtype_of(a)[1] and dtype == dtype_of(a)[0])
 
 
+def _python_ints(a) -> bool:
+    """Whether `a` is a tuple or list of Python ints (a shape): NumPy's sum or product of it
+    is known while tracing, and stays a NumPy value."""
+    return type(a) in (tuple, list) and builtins.all(type(d) is int for d in a)
+
+
 def sum(a, axis=None, dtype=None, keepdims=False):
     """Sum of elements over `axis` (None: all). bool and integers narrower than 64 bits sum
-    as int64 (uint64 when unsigned), as NumPy.
+    as int64 (uint64 when unsigned), as NumPy. A tuple or list of Python ints sums to
+    NumPy's value also while tracing (an int64; 0.0 for an empty one, as NumPy).
 
     >>> tnp.sum(x, axis=(0, -1), keepdims=True)
     """
+    if _python_ints(a):
+        return np.sum(a, axis=axis, dtype=dtype, keepdims=keepdims)
     if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
         # An eager tensor summed in its own dtype: nothing to read or convert.
         return ops.reduce_sum(a, axes=axes_arg(axis, a._value.ndim, "sum"),
@@ -65,8 +74,9 @@ def sum(a, axis=None, dtype=None, keepdims=False):
 def prod(a, axis=None, dtype=None, keepdims=False):
     """Product of elements over `axis`; bool and narrower integers multiply as int64 (uint64
     when unsigned). A tuple or list of Python ints (a shape, as in `prod(x.shape[1:])`)
-    multiplies to a NumPy integer also while tracing: a size known when tracing."""
-    if type(a) in (tuple, list) and builtins.all(type(d) is int for d in a):
+    multiplies to NumPy's value also while tracing, a size known when tracing: an int64,
+    1.0 for an empty one (NumPy's float64 product of an empty float array)."""
+    if _python_ints(a):
         return np.prod(a, axis=axis, dtype=dtype, keepdims=keepdims)
     if type(a) is EagerTensor and dtype is None and a._value.dtype not in _SMALL_INTS:
         return ops.reduce_prod(a, axes=axes_arg(axis, a._value.ndim, "prod"),

@@ -2,8 +2,7 @@
 the polynomial arithmetic (polyval polyadd polysub polymul polyder polyint), vander,
 trapezoid, gradient, unwrap, searchsorted, digitize, interp.
 
-`convolve`/`correlate` gather the sliding windows of the zero-padded longer sequence with
-a static index array and contract them with the other one (a `take` and a `matmul`).
+`convolve`/`correlate` are one `conv` (the n-d correlation `tracegrad.scipy.signal` uses).
 `searchsorted` (and so `digitize`, `interp`) counts comparisons: O(len(a) * v.size) work
 instead of NumPy's binary search, but no data-dependent control flow, so it traces,
 differentiates and batches like any elementwise function.
@@ -11,6 +10,7 @@ differentiates and batches like any elementwise function.
 
 from __future__ import annotations
 
+import numbers
 import operator
 
 import numpy as np
@@ -25,6 +25,7 @@ from tracegrad.numpy._core import (
     has_float_dtype,
     is_tensor,
     ndim_of,
+    promote,
     read,
     shape_of,
     static_dim,
@@ -32,7 +33,6 @@ from tracegrad.numpy._core import (
 from tracegrad.numpy._creation import asarray, astype, full_like, zeros
 from tracegrad.numpy._indexing import take
 from tracegrad.numpy._pad import pad
-from tracegrad.numpy._products import matmul
 from tracegrad.numpy._reductions import cumprod, cumsum
 from tracegrad.numpy._reductions import sum as _sum
 from tracegrad.numpy._shape import (
@@ -68,38 +68,54 @@ from tracegrad.numpy._ufuncs import (
 
 # -- convolution ----------------------------------------------------------------------------
 
-_MODES = ("full", "same", "valid")
+MODES = ("full", "same", "valid")
+
+
+def mode_windows(s1, s2, mode):
+    """(start, size) per dim of `mode`'s range of the full correlation of sizes s1 and s2:
+    all of it ("full"), the size of s1 centered ("same"), where one covers the other
+    ("valid"; as SciPy's)."""
+    if mode == "full":
+        return [(0, a + b - 1) for a, b in zip(s1, s2)]
+    if mode == "same":
+        return [((b - 1) // 2, a) for a, b in zip(s1, s2)]
+    return [(min(a, b) - 1, abs(a - b) + 1) for a, b in zip(s1, s2)]
+
+
+def correlate_direct(in1, kernel, s1, s2, windows, boundary="constant", fillvalue=0):
+    """The correlation `sum_k in1[x + k - (len(kernel) - 1) + start] * kernel[k]` over the
+    `windows` (`mode_windows`) of `in1` and `kernel` (one dtype, static shapes s1 and s2),
+    `in1` extended beyond its ends by `boundary` (NumPy's pad mode): one `conv`."""
+    if not s1:
+        return multiply(in1, kernel)
+    padding = tuple((b - 1 - start, start + size - a) for a, b, (start, size) in
+                    zip(s1, s2, windows))
+    if boundary != "constant" or not (isinstance(fillvalue, numbers.Number) and fillvalue == 0):
+        grow = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+        extra = {"constant_values": fillvalue} if boundary == "constant" else {}
+        in1 = pad(in1, grow, mode=boundary, **extra)
+        s1 = shape_of(in1)
+        padding = tuple((min(lo, 0), min(hi, 0)) for lo, hi in padding)
+    out = ops.conv(reshape(in1, (1, 1) + s1), reshape(kernel, (1, 1) + s2), padding=padding)
+    return reshape(out, tuple(size for _, size in windows))
 
 
 def _vector(x, op, name):
-    x = read(x)
     if ndim_of(x) != 1:
         raise ShapeError(f"{op}: {name} must be 1-D, got {ndim_of(x)} dims")
     n = static_dim(x, 0, op, "convolve sequences of static length")
     if n == 0:
         raise ShapeError(f"{op}: {name} cannot be empty")
-    return x, n
-
-
-def _full_correlation(a, v, n, m):
-    """`c[k] = sum_j a[k + j - (m - 1)] * v[j]` for k in 0 .. n+m-2 (a zero-padded)."""
-    padded = pad(a, [(m - 1, m - 1)]) if m > 1 else a
-    windows = take(padded, np.arange(n + m - 1)[:, None] + np.arange(m)[None, :])
-    return matmul(windows, v)
+    return n
 
 
 def _correlate(a, v, mode, op):
-    if mode not in _MODES:
-        raise InvalidArgumentError(f"{op}: mode must be one of {_MODES}, got {mode!r}")
-    a, n = _vector(a, op, "a")
-    v, m = _vector(v, op, "v")
-    full = _full_correlation(a, v, n, m)
-    if mode == "full":
-        return full
-    big, small = max(n, m), min(n, m)
-    start = (small - 1) // 2 if mode == "same" else small - 1
-    size = big if mode == "same" else big - small + 1
-    return _slice_axis(full, 0, start, start + size)
+    if mode not in MODES:
+        raise InvalidArgumentError(f"{op}: mode must be one of {MODES}, got {mode!r}")
+    (a, v), _ = promote(read(a), read(v))
+    n, m = _vector(a, op, "a"), _vector(v, op, "v")
+    # NumPy's "same" is the longer sequence's length
+    return correlate_direct(a, v, (n,), (m,), mode_windows((max(n, m),), (min(n, m),), mode))
 
 
 def convolve(a, v, mode="full"):

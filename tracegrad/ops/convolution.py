@@ -15,8 +15,8 @@ from tracegrad.core.types import TensorType
 from tracegrad.errors import ShapeError
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import shape_ops
-from tracegrad.ops._batching import batch_axes
-from tracegrad.ops._families import needs, same_dtype
+from tracegrad.ops._batching import all_at, moveaxis
+from tracegrad.ops._families import ALIGNED, needs, same_dtype
 
 conv_p = Primitive("conv")
 """`out[*b, n, o, x] = sum_{i, k} lhs_padded[*b, n, i, x + k] * rhs[*b, o, i, k]`: `lhs` is
@@ -25,6 +25,11 @@ conv_p = Primitive("conv")
 (zeros added to `lhs`; a negative count crops), so `out = spatial + low + high - kernel + 1`.
 The leading batch dims (the same number on both) pair one image set with one kernel set.
 No conjugation: a correlation of complex signals conjugates its kernel first."""
+
+
+def _out_sizes(spatial, kernel, padding):
+    """The result's spatial sizes: `spatial + low + high - kernel + 1` per dim."""
+    return tuple(s + lo + hi - k + 1 for s, k, (lo, hi) in zip(spatial, kernel, padding))
 
 
 def _split(t, padding):
@@ -52,7 +57,7 @@ def _conv_abstract_eval(lhs, rhs, *, padding):
     if any(a is not None and b is not None and a != b for a, b in pairs):
         raise ShapeError(f"conv: batch and input-channel dims of {shape_str(lhs.shape)} and "
                          f"{shape_str(rhs.shape)} differ")
-    out = tuple(s + lo + hi - k + 1 for s, k, (lo, hi) in zip(ls, ks, padding))
+    out = _out_sizes(ls, ks, padding)
     if any(o < 0 for o in out) or any(s + lo < 0 or s + hi < 0 for s, (lo, hi) in
                                       zip(ls, padding)):
         raise ShapeError(f"conv: kernel {shape_str(rhs.shape)} does not fit operand "
@@ -81,10 +86,12 @@ def _conv_impl(lhs, rhs, *, padding):
     nb = lhs.ndim - 2 - ns
     batch, (n, ci), ks = lhs.shape[:nb], lhs.shape[nb:nb + 2], rhs.shape[nb + 2:]
     co = rhs.shape[nb]
+    out = _out_sizes(lhs.shape[nb + 2:], ks, padding)
+    if 0 in out:  # no window fits (the padded operand may be shorter than the kernel)
+        return np.zeros(batch + (n, co) + out, lhs.dtype)
     padded = _pad_or_crop(lhs, padding)
     windows = np.lib.stride_tricks.sliding_window_view(padded, ks, axis=tuple(
         range(nb + 2, lhs.ndim)))  # (*b, n, ci, *out, *k)
-    out = windows.shape[nb + 2:nb + 2 + ns]
     nbatch, npts, nk = math.prod(batch), math.prod(out), ci * math.prod(ks)
     points, kernel = (nb,) + tuple(range(nb + 2, nb + 2 + ns)), (nb + 1,) + tuple(
         range(nb + 2 + ns, windows.ndim))
@@ -100,7 +107,35 @@ def _conv_impl(lhs, rhs, *, padding):
     return np.ascontiguousarray(result.reshape(batch + (n, co) + out), dtype=lhs.dtype)
 
 
-batch_axes(conv_p, front=True)
+def _new_sizes(sizes):
+    """`sizes` as reshape's `new_sizes` (an unknown one -1), or None when two are unknown."""
+    return tuple(-1 if s is None else s for s in sizes) if list(sizes).count(None) < 2 else None
+
+
+@conv_p.def_batch
+def _conv_batch(ctx, args, dims, *, padding):
+    # One operand batched: its batch merges into that operand's image (lhs) or out-channel
+    # (rhs) dim, so the other one is not copied per example; both: one more leading batch
+    # dim (also when unknown sizes leave the merge no reshape).
+    (lhs, rhs), (ld, rd) = args, dims
+    if (ld is None) != (rd is None):
+        nb = lhs.ndim - 2 - len(padding) - (ld is not None)
+        x = moveaxis(lhs, ld, nb) if rd is None else moveaxis(rhs, rd, nb)
+        lhs, rhs = (x, rhs) if rd is None else (lhs, x)
+        pair = x.shape[nb:nb + 2]
+        merged = None if None in pair else pair[0] * pair[1]
+        batch = tuple(a if a is not None else b for a, b in zip(lhs.shape[:nb], rhs.shape[:nb]))
+        out = _out_sizes(lhs.shape[-len(padding):], rhs.shape[-len(padding):], padding)
+        inner = pair + (rhs.shape[nb],) if rd is None else (lhs.shape[nb],) + pair
+        to = _new_sizes(x.shape[:nb] + (merged,) + x.shape[nb + 2:])
+        back = _new_sizes(batch + inner + out)
+        if to is not None and back is not None:
+            x = shape_ops.reshape_p.bind(x, new_sizes=to)
+            y = conv_p.bind(x, rhs, padding=padding) if rd is None else conv_p.bind(
+                lhs, x, padding=padding)
+            return shape_ops.reshape_p.bind(y, new_sizes=back), nb + (rd is not None)
+        args, dims = (lhs, rhs), (nb, None) if rd is None else (None, nb)
+    return conv_p.bind(*all_at(args, dims, 0), padding=padding), 0
 
 
 @conv_p.def_dims
@@ -113,6 +148,9 @@ def _conv_dims(op):
     yield lhs, nb, t, nb
     yield rhs, nb, t, nb + 1
     yield lhs, nb + 1, rhs, nb + 1
+
+
+ALIGNED.add(conv_p)  # its kernel and input-channel dims are summed over: no row of them is kept
 
 
 def _swap(x, i):

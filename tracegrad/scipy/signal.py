@@ -6,29 +6,25 @@ n-d correlation whose gradients are correlations again); the FFT method is
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from tracegrad import ops
 from tracegrad.core import dtypes
 from tracegrad.core.shapes import shape_str
 from tracegrad.errors import InvalidArgumentError, ShapeError, UnsupportedOpError
 from tracegrad.numpy import fft as _fft
 from tracegrad.numpy._complex import conjugate
 from tracegrad.numpy._core import ndim_of, promote, read, shape_of, static_dim
-from tracegrad.numpy._core import reshape as _reshape
 from tracegrad.numpy._creation import astype, zeros
-from tracegrad.numpy._pad import pad
 from tracegrad.numpy._reductions import mean
 from tracegrad.numpy._reductions import sum as sum_
+from tracegrad.numpy._sequences import MODES, correlate_direct, mode_windows
 from tracegrad.numpy._shape import flip
 from tracegrad.numpy._ufuncs import around, multiply, subtract
 
 __all__ = ["convolve", "correlate", "fftconvolve", "convolve2d", "correlate2d", "detrend",
            "choose_conv_method"]
 
-_MODES = ("full", "same", "valid")
 _METHODS = ("auto", "direct", "fft")
 _BOUNDARIES = {"fill": "constant", "pad": "constant", "wrap": "wrap", "circular": "wrap",
                "symm": "symmetric", "symmetric": "symmetric"}
@@ -44,15 +40,15 @@ def _check(value, allowed, what, op):
 
 
 def _operands(in1, in2, op, ndim=None):
-    """`in1`, `in2` promoted to their common dtype, and their static shapes."""
-    (in1, in2), _ = promote(read(in1), read(in2))
+    """`in1`, `in2` promoted to their common dtype, their static shapes, and that dtype."""
+    (in1, in2), dtype = promote(read(in1), read(in2))
     if ndim_of(in1) != ndim_of(in2) or (ndim is not None and ndim_of(in1) != ndim):
         want = f"both {ndim}-D arrays" if ndim is not None else "the same dimensionality"
         raise ShapeError(f"{op}: in1 and in2 should have {want}, got "
                          f"{shape_str(shape_of(in1))} and {shape_str(shape_of(in2))}")
     s1 = tuple(static_dim(in1, a, op, "static shapes") for a in range(ndim_of(in1)))
     s2 = tuple(static_dim(in2, a, op, "static shapes") for a in range(ndim_of(in2)))
-    return in1, in2, s1, s2
+    return in1, in2, s1, s2, dtype
 
 
 def _valid_swap(mode, s1, s2, op):
@@ -68,60 +64,29 @@ def _valid_swap(mode, s1, s2, op):
     return not ok1
 
 
-def _windows(s1, s2, mode):
-    """(start, size) per dim of the result within the full correlation of sizes s1, s2."""
-    if mode == "full":
-        return [(0, a + b - 1) for a, b in zip(s1, s2)]
-    if mode == "same":
-        return [((b - 1) // 2, a) for a, b in zip(s1, s2)]
-    return [(min(a, b) - 1, abs(a - b) + 1) for a, b in zip(s1, s2)]
-
-
-def _empty(in1, in2):
-    return zeros((0,), promote(in1, in2)[1])
-
-
-def _correlate_direct(in1, kernel, s1, s2, windows, boundary="constant", fillvalue=0):
-    """The correlation `sum_k in1[x + k - (len(kernel) - 1) + start] * kernel[k]` over the
-    `windows`, `in1` extended beyond its ends by `boundary` (NumPy's pad mode)."""
-    if not s1:
-        return multiply(in1, kernel)
-    padding = tuple((b - 1 - start, start + size - a) for a, b, (start, size) in
-                    zip(s1, s2, windows))
-    if boundary != "constant" or not (isinstance(fillvalue, numbers.Number) and fillvalue == 0):
-        grow = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
-        extra = {"constant_values": fillvalue} if boundary == "constant" else {}
-        in1 = pad(in1, grow, mode=boundary, **extra)
-        s1 = shape_of(in1)
-        padding = tuple((min(lo, 0), min(hi, 0)) for lo, hi in padding)
-    out = ops.conv(_reshape(in1, (1, 1) + s1), _reshape(kernel, (1, 1) + s2), padding=padding)
-    return _reshape(out, tuple(size for _, size in windows))
-
-
-def _fft_convolve(in1, in2, axes, s1, s2, mode, op):
-    """The convolution of `in1` and `in2` along `axes` by FFTs (the other dims broadcast)."""
+def _fft_convolve(in1, in2, axes, s1, s2, dtype, mode, op):
+    """The convolution of `in1` and `in2` (of `dtype`) along `axes` by FFTs (the other dims
+    broadcast)."""
     swap = _valid_swap(mode, [s1[a] for a in axes], [s2[a] for a in axes], op)
     if swap:
         in1, in2, s1, s2 = in2, in1, s2, s1
     full = [s1[a] + s2[a] - 1 for a in axes]
-    dtype = promote(in1, in2)[1]
     if dtypes.is_complex(dtype):
         out = _fft.ifftn(multiply(_fft.fftn(in1, full, axes), _fft.fftn(in2, full, axes)),
                          full, axes)
     else:
         out = _fft.irfftn(multiply(_fft.rfftn(in1, full, axes), _fft.rfftn(in2, full, axes)),
                           full, axes)
-    windows = _windows([s1[a] for a in axes], [s2[a] for a in axes], mode)
+    windows = mode_windows([s1[a] for a in axes], [s2[a] for a in axes], mode)
     index = [slice(None)] * len(s1)
     for a, (start, size) in zip(axes, windows):
         index[a] = slice(start, start + size)
     return out[tuple(index)]
 
 
-def _as_input_dtype(out, in1, in2):
-    """An FFT result back in the inputs' dtype, rounded when that is an integer one (as
+def _as_input_dtype(out, dtype):
+    """An FFT result back in the inputs' `dtype`, rounded when that is an integer one (as
     SciPy's convolve and correlate)."""
-    dtype = promote(in1, in2)[1]
     if dtypes.is_inexact(dtype):
         return out
     return astype(around(out), dtype)
@@ -132,32 +97,35 @@ def choose_conv_method(in1, in2, mode="full", measure=False):
     FFT when both operands are inexact and have more than `FFT_ABOVE` points."""
     if measure:
         raise UnsupportedOpError("choose_conv_method: measure=True is not supported")
-    _check(mode, _MODES, "mode", "choose_conv_method")
-    in1, in2, s1, s2 = _operands(in1, in2, "choose_conv_method")
-    dtype = promote(in1, in2)[1]
+    _check(mode, MODES, "mode", "choose_conv_method")
+    _, _, s1, s2, dtype = _operands(in1, in2, "choose_conv_method")
+    return _auto_method(s1, s2, dtype)
+
+
+def _auto_method(s1, s2, dtype):
     if dtypes.is_inexact(dtype) and min(math.prod(s1), math.prod(s2)) > FFT_ABOVE:
         return "fft"
     return "direct"
 
 
 def _conv_nd(in1, in2, mode, method, op, reverse):
-    _check(mode, _MODES, "mode", op)
+    _check(mode, MODES, "mode", op)
     _check(method, _METHODS, "method", op)
-    in1, in2, s1, s2 = _operands(in1, in2, op)
+    in1, in2, s1, s2, dtype = _operands(in1, in2, op)
     if not all(s1) or not all(s2):
-        return _empty(in1, in2)
+        return zeros((0,), dtype)
     if method == "auto":
-        method = choose_conv_method(in1, in2, mode)
+        method = _auto_method(s1, s2, dtype)
     kernel = in2
-    if dtypes.is_complex(promote(in1, in2)[1]) and not reverse:
+    if dtypes.is_complex(dtype) and not reverse:
         kernel = conjugate(kernel)
     if method == "fft" and s1:
         flipped = kernel if reverse else flip(kernel)
-        out = _fft_convolve(in1, flipped, tuple(range(len(s1))), s1, s2, mode, op)
-        return _as_input_dtype(out, in1, in2)
+        out = _fft_convolve(in1, flipped, tuple(range(len(s1))), s1, s2, dtype, mode, op)
+        return _as_input_dtype(out, dtype)
     _valid_swap(mode, s1, s2, op)
     kernel = flip(kernel) if reverse and s1 else kernel
-    return _correlate_direct(in1, kernel, s1, s2, _windows(s1, s2, mode))
+    return correlate_direct(in1, kernel, s1, s2, mode_windows(s1, s2, mode))
 
 
 def convolve(in1, in2, mode="full", method="auto"):
@@ -176,12 +144,12 @@ def correlate(in1, in2, mode="full", method="auto"):
 def fftconvolve(in1, in2, mode="full", axes=None):
     """The convolution of `in1` and `in2` by FFTs over `axes` (all by default; the other
     dims must be equal or 1, and broadcast), over SciPy's `mode` ranges."""
-    _check(mode, _MODES, "mode", "fftconvolve")
-    in1, in2, s1, s2 = _operands(in1, in2, "fftconvolve")
+    _check(mode, MODES, "mode", "fftconvolve")
+    in1, in2, s1, s2, dtype = _operands(in1, in2, "fftconvolve")
     if not s1:
         return multiply(in1, in2)
     if not all(s1) or not all(s2):
-        return _empty(in1, in2)
+        return zeros((0,), dtype)
     n = len(s1)
     axes = tuple(range(n)) if axes is None else tuple(
         sorted({a % n for a in np.atleast_1d(axes).tolist()}))
@@ -189,28 +157,28 @@ def fftconvolve(in1, in2, mode="full", axes=None):
         if a not in axes and s1[a] != s2[a] and 1 not in (s1[a], s2[a]):
             raise ShapeError(f"fftconvolve: incompatible shapes for in1 and in2: "
                              f"{shape_str(s1)} and {shape_str(s2)}")
-    return _fft_convolve(in1, in2, axes, s1, s2, mode, "fftconvolve")
+    return _fft_convolve(in1, in2, axes, s1, s2, dtype, mode, "fftconvolve")
 
 
 def _conv_2d(in1, in2, mode, boundary, fillvalue, op, reverse):
-    _check(mode, _MODES, "mode", op)
+    _check(mode, MODES, "mode", op)
     _check(boundary, tuple(_BOUNDARIES), "boundary", op)
     if np.ndim(fillvalue) != 0 and np.size(fillvalue) != 1:
         raise InvalidArgumentError(f"{op}: fillvalue must be scalar or an array with one "
                                    "element")
     fillvalue = np.asarray(fillvalue).reshape(()).item()
-    in1, in2, s1, s2 = _operands(in1, in2, op, ndim=2)
+    in1, in2, s1, s2, dtype = _operands(in1, in2, op, ndim=2)
     if not all(s1) or not all(s2):
-        return _empty(in1, in2)
+        return zeros((0,), dtype)
     swap = _valid_swap(mode, s1, s2, op)
     if swap:
         in1, in2, s1, s2 = in2, in1, s2, s1
-    complex_ = dtypes.is_complex(promote(in1, in2)[1])
+    complex_ = dtypes.is_complex(dtype)
     kernel = flip(in2) if reverse else (conjugate(in2) if complex_ else in2)
-    windows = _windows(s1, s2, mode)
+    windows = mode_windows(s1, s2, mode)
     if mode == "same" and not reverse:  # SciPy centers it as the convolution it computes
         windows = [(b // 2, a) for a, b in zip(s1, s2)]
-    out = _correlate_direct(in1, kernel, s1, s2, windows, _BOUNDARIES[boundary], fillvalue)
+    out = correlate_direct(in1, kernel, s1, s2, windows, _BOUNDARIES[boundary], fillvalue)
     if swap and not reverse:
         out = flip(out)  # (SciPy's: the swapped correlation reversed, not conjugated)
     return out

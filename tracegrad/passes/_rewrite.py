@@ -39,6 +39,7 @@ class Rewriter:
         self.env: dict[int, GraphTensor] = {} if env is None else env
         self.rule_changed = False
         self._copied = None
+        self._uses = None
         if target is None:
             outer = parent.target if parent is not None else source.outer
             target = FuncGraph(source.name, outer=outer)
@@ -88,6 +89,12 @@ class Rewriter:
 
     def read(self, t: GraphTensor) -> GraphTensor:
         return self.env[id(t)]
+
+    def readers(self, t: GraphTensor) -> int:
+        """How many times tensor `t` of the source graph is read there (`use_counts`)."""
+        if self._uses is None:
+            self._uses = use_counts(self.source)
+        return self._uses.get(id(t), 0)
 
     def run(self) -> list[GraphTensor]:
         """Rewrite every op of the source; returns the mapped outputs."""
@@ -169,6 +176,18 @@ def captured_tensors(op: Operation):
                     yield external
             for inner in g.operations:
                 yield from captured_tensors(inner)
+
+
+def use_counts(graph: FuncGraph) -> dict:
+    """How many times each tensor of `graph` is read: as an operand of its ops, an output,
+    or a capture by a sub-graph (`id(tensor) -> count`)."""
+    counts: dict = {}
+    for op in graph.operations:
+        for t in [*op.inputs, *captured_tensors(op)]:
+            counts[id(t)] = counts.get(id(t), 0) + 1
+    for t in graph.outputs:
+        counts[id(t)] = counts.get(id(t), 0) + 1
+    return counts
 
 
 def sweep(graph: FuncGraph) -> None:

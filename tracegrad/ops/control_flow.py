@@ -35,6 +35,8 @@ from tracegrad.ops.shape_ops import broadcast_like, is_zeros, scalar_like, zeros
 _run = Hook("the reference interpreter of control-flow sub-graphs",
             "tracegrad.transforms.evaluate")
 _vjp_graph = Hook("the vjp of control-flow sub-graphs", "tracegrad.transforms.control_flow")
+_vjp_residuals = Hook("the vjp of loop bodies with residuals",
+                      "tracegrad.transforms.control_flow")
 _inline = Hook("the inliner of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _build_graph = Hook("the tracer of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _extended = Hook("the extender of control-flow sub-graphs", "tracegrad.transforms.control_flow")
@@ -46,11 +48,17 @@ def set_run_graph(run) -> None:
 
 
 def set_vjp_graph(vjp_graph) -> None:
-    """Install `vjp_graph(graph, outputs_known=False, residuals_from=None) -> graph` (inputs:
-    the graph's, then one cotangent per float output; outputs: one gradient per float input,
-    zeros where unconnected; with `residuals_from`, also the tensors of `graph` it reads
-    from inputs)."""
+    """Install `vjp_graph(graph, outputs_known=False) -> graph` (inputs: the graph's, then one
+    cotangent per float output; outputs: one gradient per float input, zeros where
+    unconnected; `outputs_known`: then the outputs' values as inputs)."""
     _vjp_graph.install(vjp_graph)
+
+
+def set_vjp_graph_with_residuals(vjp) -> None:
+    """Install `vjp(graph, residuals_from) -> (graph, stored)`: `vjp_graph(graph,
+    outputs_known=True)` that also reads `stored`, tensors of `graph` depending on the
+    inputs `residuals_from`, from inputs after the others."""
+    _vjp_residuals.install(vjp)
 
 
 def set_extended_graph(extended) -> None:
@@ -264,8 +272,7 @@ def _while_grad(op, *out_grads):
     # the body's gradient reads the carry after the step from the history (the next row,
     # the final carry after the last step) instead of computing it again, and the costly
     # values of the step (`stored`) from the histories of more carries the replay keeps
-    vjp_body, stored = _vjp_graph(attrs["body_graph"], outputs_known=True,
-                                  residuals_from=range(k, k + m))
+    vjp_body, stored = _vjp_residuals(attrs["body_graph"], range(k, k + m))
     r = len(stored)
     if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs

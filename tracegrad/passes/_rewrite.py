@@ -210,10 +210,12 @@ def run_pass(graph: FuncGraph, make_rule=None) -> tuple[FuncGraph, bool]:
     return rw.finish(), rw.changed
 
 
-def inline_graph(graph: FuncGraph, target: FuncGraph, inputs) -> list[GraphTensor]:
+def inline_graph(graph: FuncGraph, target: FuncGraph, inputs, *, with_env: bool = False):
     """Copy the ops of `graph` into `target`, `inputs` (tensors of `target`) feeding its
-    inputs and its captured values read into `target`; returns the copied outputs."""
+    inputs and its captured values read into `target`; returns the copied outputs (and,
+    `with_env`, the map `id(tensor of graph) -> its copy`)."""
     env = {id(t): x for t, x in zip(graph.inputs, inputs, strict=True)}
     for external, p in graph.captures:
         env[id(p)] = target.to_tensor(external)
-    return Rewriter(graph, target=target, env=env).run()
+    outs = Rewriter(graph, target=target, env=env).run()
+    return (outs, env) if with_env else outs

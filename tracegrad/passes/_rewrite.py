@@ -19,6 +19,7 @@ import numpy as np
 from tracegrad.core.ir import FuncGraph, GraphTensor, Literal, Operation
 from tracegrad.core.op import constant_p
 from tracegrad.errors import TracegradError
+from tracegrad.ops.shape_ops import broadcast_in_dim_p
 
 # A rule: `rule(rewriter, op, mapped_inputs) -> replacement results | None`; a pass gives
 # `make_rule(rewriter) -> rule`, called once per graph (sub-graphs get their own).
@@ -65,6 +66,16 @@ class Rewriter:
         value.flags.writeable = False
         attrs = {"value": Literal(value), "weak": True} if weak else {"value": Literal(value)}
         return self.emit(constant_p, [], attrs, source)[0]
+
+    def zeros(self, type_, source: str | None = None) -> GraphTensor:
+        """Zeros of `type_` (an unknown dim has size 0: then only a stand-in for a result
+        nothing reads, which the sweep removes)."""
+        zero = self.constant(np.zeros((), type_.dtype), weak=type_.weak, source=source)
+        if not type_.shape:
+            return zero
+        dims = [self.constant(np.int64(0), source=source) for d in type_.shape if d is None]
+        return self.emit(broadcast_in_dim_p, [zero, *dims],
+                         {"shape": tuple(type_.shape), "broadcast_dimensions": ()}, source)[0]
 
     def copy(self, op: Operation, inputs) -> Operation:
         """`op` applied to `inputs` in the target graph (sub-graph attributes rewritten)."""
@@ -219,3 +230,16 @@ def inline_graph(graph: FuncGraph, target: FuncGraph, inputs, *, with_env: bool 
         env[id(p)] = target.to_tensor(external)
     outs = Rewriter(graph, target=target, env=env).run()
     return (outs, env) if with_env else outs
+
+
+def extended_graph(graph: FuncGraph, extra_types: list, extra_outputs: list,
+                   outer: FuncGraph | None) -> FuncGraph:
+    """A copy of closed `graph` (nested in `outer`) with inputs of the types `extra_types`
+    after its own, which it does not read, and the copies of its tensors `extra_outputs`
+    after its outputs."""
+    g = FuncGraph(graph.name, outer=outer)
+    env = {id(t): g.add_input(t.type, t.name) for t in graph.inputs}
+    for t in extra_types:
+        g.add_input(t)
+    g.outputs = Rewriter(graph, target=g, env=env).run() + [env[id(t)] for t in extra_outputs]
+    return g

@@ -21,7 +21,7 @@ import numpy as np
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import COMMUTATIVE
 from tracegrad.ops.control_flow import while_p
-from tracegrad.ops.shape_ops import broadcast_in_dim_p, is_zeros
+from tracegrad.ops.shape_ops import is_zeros
 from tracegrad.passes._rewrite import Rewriter, run_pass, sweep
 
 
@@ -155,11 +155,7 @@ def _without(graph: FuncGraph, r: int, outputs: bool):
 
 def _run_extension(rw, op, ins, longer) -> list:
     """The results of `longer` (extending `op`) run on `op`'s operands `ins` and zeros."""
-    zeros = []
-    for t in longer.inputs[len(op.inputs):]:
-        zero = rw.constant(np.zeros((), t.dtype), weak=t.type.weak, source=op.source)
-        zeros.append(rw.emit(broadcast_in_dim_p, [zero], {
-            "shape": tuple(t.shape), "broadcast_dimensions": ()}, op.source)[0])
+    zeros = [rw.zeros(t.type, op.source) for t in longer.inputs[len(op.inputs):]]
     return list(rw.emit(while_p, [*ins, *zeros], dict(longer.attrs), op.source))
 
 

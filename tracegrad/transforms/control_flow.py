@@ -27,7 +27,8 @@ from tracegrad.ops import control_flow, indexing, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import dim_operands
 from tracegrad.ops.control_flow import cond_p, while_p
-from tracegrad.passes import Rewriter, inline_graph, run_pass
+from tracegrad.passes import inline_graph, run_pass
+from tracegrad.passes._rewrite import extended_graph
 from tracegrad.transforms.backprop import backprop
 
 __all__ = ["cond", "while_loop", "fori_loop", "scan"]
@@ -205,19 +206,6 @@ def _residuals(g: FuncGraph, forward: list, backward: list, varying: list,
     return chosen[::-1]
 
 
-def extended_graph(graph: FuncGraph, extra_inputs: list, extra_outputs: list) -> FuncGraph:
-    """A copy of closed `graph` (nested in the current graph) with inputs of the types
-    `extra_inputs` after its own, which it does not read, and the copies of its tensors
-    `extra_outputs` after its outputs."""
-    g = FuncGraph(graph.name, outer=state.graph)
-    env = {id(t): g.add_input(t.type, t.name) for t in graph.inputs}
-    for t in extra_inputs:
-        g.add_input(t)
-    rw = Rewriter(graph, target=g, env=env)
-    g.outputs = rw.run() + [env[id(t)] for t in extra_outputs]
-    return g
-
-
 def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
     """`fn(*inputs)` (a tensor or a list of them) traced into a new graph with inputs of
     `types`, nested in the current one."""
@@ -230,7 +218,8 @@ def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
 
 control_flow.set_vjp_graph(vjp_graph)
 control_flow.set_vjp_graph_with_residuals(vjp_graph_with_residuals)
-control_flow.set_extended_graph(extended_graph)
+control_flow.set_extended_graph(
+    lambda graph, types, outputs: extended_graph(graph, types, outputs, state.graph))
 control_flow.set_build_graph(build_graph)
 control_flow.set_inline_graph(lambda graph, values: inline_graph(graph, state.graph, values))
 

@@ -243,6 +243,16 @@ def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=No
     return (*carry, np.asarray(i, np.int64), *stack_history(history, carry))
 
 
+def while_results(outs, m: int, r: int = 0) -> tuple:
+    """The results `outs` of a `while` whose carry is `m` carries then `r` more, as
+    `(carries, more carries, count, histories, more histories)` (lists; the count None and
+    the histories empty when the loop keeps no history)."""
+    outs, n = list(outs), m + r
+    if len(outs) == n:
+        return outs[:m], outs[m:], None, [], []
+    return outs[:m], outs[m:n], outs[n], outs[n + 1:n + 1 + m], outs[n + 1 + m:]
+
+
 def stack_history(history: list, carry: list) -> list:
     """The carries recorded at each iteration, one `[n, ...]` array per carry."""
     if not history:
@@ -284,8 +294,7 @@ def _while_grad(op, *out_grads):
                               cond_graph=cond, body_graph=body, num_consts=k,
                               maximum_iterations=attrs.get("maximum_iterations"),
                               keep_history=True)
-    count, history = replay[m + r], list(replay[m + r + 1:m + r + 1 + m])
-    res_finals, res_history = list(replay[m:m + r]), list(replay[m + r + 1 + m:])
+    _, res_finals, count, history, res_history = while_results(replay, m, r)
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import COMMUTATIVE
-from tracegrad.ops.control_flow import while_p
+from tracegrad.ops.control_flow import while_p, while_results
 from tracegrad.ops.shape_ops import is_zeros
 from tracegrad.passes._rewrite import Rewriter, run_pass, sweep
 
@@ -161,8 +161,6 @@ def _run_extension(rw, op, ins, longer) -> list:
 
 def _results_of(op, longer, outs) -> list:
     """`op`'s results among those of `longer`, the loop extending it."""
-    m = len(op.inputs) - op.attrs["num_consts"]
-    r = len(longer.inputs) - len(op.inputs)
-    if not op.attrs.get("keep_history"):
-        return outs[:m]
-    return outs[:m] + outs[m + r:m + r + 1 + m]
+    carries, _, count, histories, _ = while_results(
+        outs, len(op.inputs) - op.attrs["num_consts"], len(longer.inputs) - len(op.inputs))
+    return carries + [count] + histories if op.attrs.get("keep_history") else carries

@@ -40,7 +40,7 @@ from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.ops.control_flow import cond_p, while_p
+from tracegrad.ops.control_flow import cond_p, while_p, while_results
 from tracegrad.ops.shape_ops import is_zeros
 from tracegrad.passes._rewrite import (Rewriter, captured_tensors, extended_graph, run_pass,
                                        sweep, use_counts)
@@ -388,14 +388,13 @@ def _split_accumulators(rw, op, ins, used):
     zeros = [rw.zeros(type_, op.source) for type_ in types]
     new_attrs = dict(attrs, cond_graph=rw.subgraph(new_cond), body_graph=rw.subgraph(new_body))
     outs = rw.emit(while_p, [*ins, *zeros], new_attrs, op.source)
-    b = len(blocks)  # outs: the carries, the blocks' sums, then count and histories
-    results = list(outs[:m]) + ([outs[m + b]] + list(outs[m + b + 1:2 * m + b + 1])
-                                if history else [])
+    results, sums, count, histories, _ = while_results(outs, m, len(blocks))
+    results += [count] + histories if history else []
     for old, t in zip(op.outputs, results, strict=True):
         t.name = old.name
     for i, (j, cfg, type_, _) in enumerate(blocks):
         zero = rw.constant(np.zeros((), type_.dtype), weak=type_.weak, source=op.source)
-        block = rw.emit(shape_ops.pad_p, [outs[m + i], zero], {"padding_config": cfg},
+        block = rw.emit(shape_ops.pad_p, [sums[i], zero], {"padding_config": cfg},
                         op.source)[0]
         results[j] = rw.emit(ew.add_p, [results[j], block], {}, op.source)[0]
     return results

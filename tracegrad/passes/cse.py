@@ -118,26 +118,41 @@ def _replays(graph: FuncGraph, texts) -> set:
 
 def _extensions(graph: FuncGraph, texts) -> dict:
     """`{id(loop): longer loop}` for each loop of `graph` that a later `keep_history` loop
-    extends: the same operands then more carries starting at zeros, the same bounds, and
-    a condition and body that, without those carries' inputs (unread) and outputs, are the
-    loop's own."""
-    loops = [op for op in graph.operations if op.primitive is while_p]
+    extends: the same operands then more carries starting at zeros, and, without those
+    carries' inputs (unread) and outputs in its condition and body, the same attributes
+    (`_key`, `keep_history` aside)."""
+    earlier: dict = {}  # key of a loop, keep_history aside -> the loops of that key
     found = {}
-    for i, a in enumerate(loops):
-        n, k = len(a.inputs), a.attrs["num_consts"]
-        for b in loops[i + 1:]:
-            r = len(b.inputs) - n
-            if r <= 0 or not b.attrs.get("keep_history") or b.attrs["num_consts"] != k or \
-                    b.attrs.get("maximum_iterations") != a.attrs.get("maximum_iterations") or \
-                    any(x is not y for x, y in zip(a.inputs, b.inputs)) or \
-                    not all(is_zeros(t) for t in b.inputs[n:]):
-                continue
-            if all(_attr_key(a.attrs[name], texts) == _attr_key(_without(
-                    b.attrs[name], r, name == "body_graph")) for name in ("cond_graph",
-                                                                        "body_graph")):
-                found[id(a)] = b
-                break
+    for b in (op for op in graph.operations if op.primitive is while_p):
+        if b.attrs.get("keep_history"):
+            k = b.attrs["num_consts"]
+            for n in sorted({n for n, _ in earlier}, reverse=True):
+                r = len(b.inputs) - n
+                if r <= 0 or n < k or not all(is_zeros(t) for t in b.inputs[n:]):
+                    continue
+                cond = _without(b.attrs["cond_graph"], r, False)
+                body = _without(b.attrs["body_graph"], r, True)
+                if cond is None or body is None:
+                    continue
+                try:
+                    shorter = earlier.get((n, _loop_key(b, b.inputs[:n], None,
+                                                        cond_graph=cond, body_graph=body)), ())
+                except TypeError:  # an unhashable attribute: never merged
+                    shorter = ()
+                for a in shorter:
+                    found.setdefault(id(a), b)
+        try:
+            earlier.setdefault((len(b.inputs), _loop_key(b, b.inputs, texts)), []).append(b)
+        except TypeError:
+            pass
     return found
+
+
+def _loop_key(op, operands, texts, **attrs):
+    """The `_key` of `while` op `op` on `operands` with `attrs` replaced, `keep_history`
+    aside."""
+    attrs = {k: v for k, v in {**op.attrs, **attrs}.items() if k != "keep_history"}
+    return _key(op, [id(t) for t in operands], texts, attrs)
 
 
 def _without(graph: FuncGraph, r: int, outputs: bool):

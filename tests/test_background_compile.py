@@ -24,11 +24,11 @@ def gated(monkeypatch):
     gate, compiled = threading.Event(), []
     real = tg_function.compile_graph
 
-    def held(graph, backend=None, parallel=None):
+    def held(graph, backend=None, parallel=None, **kw):
         if backend == "numba":
             assert gate.wait(60), "the test never released the compile"
             compiled.append(backend)
-        return real(graph, backend, parallel)
+        return real(graph, backend, parallel, **kw)
 
     monkeypatch.setattr(tg_function, "compile_graph", held)
     yield gate, compiled
@@ -89,10 +89,10 @@ def test_a_kernel_that_fails_to_compile_keeps_the_reference_with_a_warning(monke
     monkeypatch.setattr(tg.config, "background_compile", True)
     real = tg_function.compile_graph
 
-    def broken(graph, backend=None, parallel=None):
+    def broken(graph, backend=None, parallel=None, **kw):
         if backend == "numba":
             raise RuntimeError("no kernel today")
-        return real(graph, backend, parallel)
+        return real(graph, backend, parallel, **kw)
 
     monkeypatch.setattr(tg_function, "compile_graph", broken)
     f = tg.function(lambda x: tnp.exp(x) + 1.0, backend="numba")
@@ -189,6 +189,15 @@ def _gated_scan(w, xs):
     return tnp.sum(ys) + tnp.sum(c * c)
 
 
+def _gated_scan_case(seed):
+    """Arguments of `_gated_scan` (300 steps), the numba function of its value and gradient,
+    and that function on the numpy backend."""
+    rng = np.random.default_rng(seed)
+    w, xs = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((300, 4))
+    vg = tg.value_and_grad(_gated_scan)
+    return (w, xs), tg.function(vg, backend="numba"), tg.function(vg, backend="numpy")
+
+
 def test_a_loops_interim_runs_the_optimized_graph_a_straight_ones_the_traced(gated,
                                                                                monkeypatch):
     """The interim of a loop of many steps runs `tg.optimize(graph)` (its gradient's
@@ -198,17 +207,14 @@ def test_a_loops_interim_runs_the_optimized_graph_a_straight_ones_the_traced(gat
     ran = []
     held = tg_function.compile_graph
 
-    def recorded(graph, backend=None, parallel=None):
+    def recorded(graph, backend=None, parallel=None, **kw):
         if backend == "numpy":
             ran.append(graph)
-        return held(graph, backend, parallel)
+        return held(graph, backend, parallel, **kw)
 
     monkeypatch.setattr(tg_function, "compile_graph", recorded)
     monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
-    rng = np.random.default_rng(1)
-    w, xs = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((300, 4))
-    vg = tg.value_and_grad(_gated_scan)
-    f = tg.function(vg, backend="numba")
+    (w, xs), f, reference = _gated_scan_case(1)
     concrete = f.get_concrete_function(w, xs)
     assert isinstance(concrete.executor, tg_function._Interim) and not concrete.executor.waits
 
@@ -217,13 +223,86 @@ def test_a_loops_interim_runs_the_optimized_graph_a_straight_ones_the_traced(gat
 
     assert loops(concrete.graph) == 3  # the forward loop, the replay, the backward loop
     assert len(ran) == 1 and loops(ran[0]) == 2
-    got, want = f(w, xs), tg.function(vg, backend="numpy")(w, xs)
+    got, want = f(w, xs), reference(w, xs)
     for g, r in zip(got, want, strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-13)
 
-    x = rng.standard_normal((10, 6))
+    x = np.random.default_rng(1).standard_normal((10, 6))
     straight = tg.function(loss, backend="numba").get_concrete_function(w[:, :3].T @ w[:, :3],
                                                                        x[:, :3])
     assert isinstance(straight.executor, tg_function._Interim)
     assert len(ran) == 3 and ran[-1] is straight.graph  # the reference of `want`, then this
     gate.set()
+
+
+@pytest.fixture
+def optimizes(monkeypatch):
+    """The graphs `tg.optimize` is run on for a compile or an interim, in order."""
+    seen, real = [], tg_function._optimized
+
+    def counted(graph):
+        seen.append(graph)
+        return real(graph)
+
+    monkeypatch.setattr(tg_function, "_optimized", counted)
+    return seen
+
+
+def test_a_loops_graph_is_optimized_once_for_its_interim_and_its_kernel(gated, optimizes,
+                                                                        monkeypatch):
+    gate, compiled = gated
+    gate.set()
+    if tg_function._COMPILER:  # the earlier tests' compiles end before the costs are reset
+        tg_function._COMPILER[0].submit(int).result()
+    gate.clear()
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    monkeypatch.setattr(tg_function, "_COMPILE_COST", [0.0, 0])
+    (w, xs), f, reference = _gated_scan_case(2)
+    concrete = f.get_concrete_function(w, xs)
+    interim = concrete.executor
+    assert not interim.waits and optimizes == [concrete.graph]
+    want = reference(w, xs)
+    gate.set()
+    for g, r in zip(interim.wait()([w, xs]),
+                    want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-13)
+    assert compiled == ["numba"] and optimizes == [concrete.graph]  # not again for the kernel
+    # the compile's cost is per op of the traced graph, as `compile_estimate` counts them
+    assert tg_function._COMPILE_COST[1] == tg_function._op_count(concrete.graph) >= 100
+
+
+def test_a_call_that_waits_for_its_kernel_optimizes_only_for_the_kernel(gated, optimizes,
+                                                                        monkeypatch):
+    gate, _ = gated
+    monkeypatch.setattr(tg_function, "_COMPILE_COST", [0.0, 0])
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    long = np.linspace(0.0, 1.0, 200_000)
+    concrete = tg.function(_decay_sum, backend="numba").get_concrete_function(long)
+    assert concrete.executor.waits and optimizes == []  # the interim never runs
+    gate.set()
+    np.testing.assert_allclose(concrete.executor.wait()([long])[0],
+                               tg.function(_decay_sum, backend="numpy")(long), rtol=1e-12)
+    assert optimizes == [concrete.graph]
+
+
+def test_a_pass_that_fails_leaves_the_interim_the_traced_graph_and_the_compile_reports_it(
+        gated, monkeypatch):
+    gate, _ = gated
+    monkeypatch.setattr(tg_function, "_INTERIM_COST", [0.0, 0.0])
+    monkeypatch.setattr(tg_function, "_COMPILE_COST", [0.0, 0])  # the interim runs
+
+    def broken(graph):
+        raise RuntimeError("no pass today")
+
+    monkeypatch.setattr(tg_function, "_optimized", broken)
+    (w, xs), f, reference = _gated_scan_case(3)
+    want = reference(w, xs)
+    for g, r in zip(f(w, xs), want, strict=True):  # the interim, on the traced graph
+        np.testing.assert_array_equal(g, r)
+    interim = f.get_concrete_function(w, xs)._executor
+    assert isinstance(interim, tg_function._Interim)
+    gate.set()
+    with pytest.warns(RuntimeWarning, match="no pass today"):
+        interim.wait()
+    for g, r in zip(f(w, xs), want, strict=True):
+        np.testing.assert_array_equal(g, r)

@@ -1,4 +1,4 @@
-"""Sums of products (passes/sums.py): a sum over a product's free dims is taken before the
+"""Sums of products (passes/sums.py, a simplify rule): a sum over a product's free dims is taken before the
 product; values within rounding of the graph as traced, and the near misses left alone."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad import ops
+from tracegrad.passes import Rewriter
+from tracegrad.passes.simplify import _make_rule as simplify_rule
 from tracegrad.transforms.evaluate import evaluate
 
 RNG = np.random.default_rng(7)
@@ -75,3 +77,44 @@ def test_sums_over_batch_dims_and_integer_products_are_left_alone():
     ia, ib = RNG.integers(-9, 9, (6, 4)), RNG.integers(-9, 9, (4, 5))
     (dot,) = _dots(_optimized(lambda a, b: tnp.sum(a @ b, axis=0), ia, ib))
     assert _terms(dot) == 6 * 5 * 4
+
+
+def _reductions_of(graph):
+    return [op for op in graph.operations if op.primitive is ops.reduce_sum_p]
+
+
+def test_a_product_read_elsewhere_is_not_summed_again():
+    # p is a result too: summing the 60 x 40 operand would add work to a product made anyway
+    a, b = RNG.normal(size=(60, 40)), RNG.normal(size=(40, 2))
+    links = (lambda p: p, lambda p: -p, lambda p: ops.transpose(p, permutation=(1, 0)))
+    for link, axis in zip(links, (0, 0, 1), strict=True):
+        def f(a, b, link=link, axis=axis):
+            q = link(a @ b)
+            return tnp.sum(q, axis=axis), q
+
+        graph = _optimized(f, a, b)
+        (dot,) = _dots(graph)
+        assert _terms(dot) == 60 * 2 * 40
+        (total,) = _reductions_of(graph)
+        assert total.inputs[0].shape in ((60, 2), (2, 60))
+
+
+def test_a_sum_of_a_product_read_once_through_a_shared_link_is_left_alone():
+    a, b = RNG.normal(size=(6, 4)), RNG.normal(size=(4, 5))
+
+    def f(a, b):
+        n = -(a @ b)
+        return tnp.sum(n, axis=0), n * 2.0
+
+    (dot,) = _dots(_optimized(f, a, b))
+    assert _terms(dot) == 6 * 5 * 4
+
+
+def test_a_sum_the_rule_refuses_emits_nothing():
+    # an unknown dim without keepdims: refused before any op is emitted
+    graph = tg.trace(lambda a, b: tnp.sum(a @ b, axis=1))(
+        tg.TensorSpec([None, 4]), tg.TensorSpec([4, None]))
+    rw = Rewriter(graph, simplify_rule)
+    rw.run()
+    assert [op.primitive for op in rw.target.operations] == \
+        [op.primitive for op in graph.operations]

@@ -467,3 +467,22 @@ def test_a_scan_step_traced_otherwise_the_second_time_still_stacks_its_ys(backen
         want.append(h)
     np.testing.assert_allclose(ys, want, rtol=1e-15)
     assert c == want[-1]
+
+
+def test_the_residuals_of_a_step_are_its_own_tensors_when_inlining_adds_an_op():
+    # a captured eager value is embedded as a constant op ahead of the step's copied ops:
+    # the stored tensors are still the step's exp and log, not the ops before them
+    from tracegrad.core.ir import EagerTensor, FuncGraph
+    from tracegrad.core.types import TensorType
+    from tracegrad.transforms.control_flow import vjp_graph_with_residuals
+
+    step = FuncGraph("step")
+    with step.as_default():
+        (x,) = [step.add_input(TensorType((3,), np.dtype("float64")), "x")]
+        c = step.capture(EagerTensor(np.array([0.5, 1.0, 2.0])), x.type)
+        e = tnp.exp(x * c)
+        lg = tnp.log(e + x * x)
+        step.outputs = [e * lg]
+    grad, stored = vjp_graph_with_residuals(step, [0])
+    assert stored == [e, lg]
+    assert [t.type for t in grad.inputs[-2:]] == [e.type, lg.type]

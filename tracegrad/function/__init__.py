@@ -148,11 +148,12 @@ class Config:
 config = Config()
 
 
-def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool | None = None):
+def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool | None = None,
+                  *, optimized: bool = False):
     """The executor `run(list of arrays) -> list of arrays` for `graph` on `backend`.
 
     The numpy backend (the reference) runs the graph as traced; the numba backend
-    compiles `tg.optimize(graph)`.
+    compiles `tg.optimize(graph)`, or `graph` itself when it is `optimized` already.
     """
     backend = backend or config.backend
     if backend == "numpy":
@@ -162,8 +163,8 @@ def compile_graph(graph: FuncGraph, backend: str | None = None, parallel: bool |
     if backend == "numba":
         from tracegrad.backends.numba import compile_graph as compile_numba
 
-        return compile_numba(_optimized(graph), parallel=config.parallel if parallel is None
-                             else parallel)
+        return compile_numba(graph if optimized else _optimized(graph),
+                             parallel=config.parallel if parallel is None else parallel)
     raise InvalidArgumentError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
 
 
@@ -177,6 +178,14 @@ def _optimized(graph: FuncGraph) -> FuncGraph:
 
         verify(optimized)
     return optimized
+
+
+def _optimized_or_none(graph: FuncGraph) -> FuncGraph | None:
+    """`_optimized(graph)`, or None when a pass fails on it."""
+    try:
+        return _optimized(graph)
+    except Exception:  # noqa: BLE001 - a tracegrad bug: the compile reports it
+        return None
 
 
 # The compile cost per graph op assumed before this process has timed a compile of its own
@@ -257,9 +266,14 @@ def _compile_due(expected: float, spent: float) -> bool:
     return limit is None or expected <= limit or spent >= expected
 
 
-def _timed_compile(graph, backend, parallel):
+def _timed_compile(graph, backend, parallel, optimized=None):
+    """`compile_graph(graph, ...)` (of `optimized`, `graph` already optimized, when given),
+    its CPU time added to the cost per op of `graph` that `compile_estimate` reads."""
     start = time.thread_time()
-    run = compile_graph(graph, backend, parallel)
+    if optimized is None:
+        run = compile_graph(graph, backend, parallel)
+    else:
+        run = compile_graph(optimized, backend, parallel, optimized=True)
     n = _op_count(graph)
     if n >= 100:
         _COMPILE_COST[0] += time.thread_time() - start
@@ -279,22 +293,24 @@ class _Interim:
     call ends (Numba's compile holds the GIL for much of its time: started with the call, it
     slowed the interim's Python loop down). A graph whose numpy run is expected to take
     longer than its compile (`interim_estimate`: a loop of many steps) has its calls wait
-    for the kernel instead (`waits`). A graph whose numpy run is expected to take longer
-    than optimizing it (`OPTIMIZE_SECONDS_PER_OP`) runs optimized."""
+    for the kernel instead (`waits`). Otherwise, a graph whose numpy run is expected to take
+    longer than optimizing it (`OPTIMIZE_SECONDS_PER_OP`) runs optimized, and its compile
+    reads that graph (optimized once); if a pass fails, the interim runs the traced graph."""
 
     def __init__(self, concrete, backend, parallel):
         self._concrete = concrete
-        graph = concrete.graph
+        graph, optimized = concrete.graph, None
         self._model = _interim_model(graph)
-        if self._model > _op_count(graph) * OPTIMIZE_SECONDS_PER_OP:
-            graph = _optimized(graph)
-            self._model = _interim_model(graph)
-        self._reference = compile_graph(graph, "numpy")
-        self._args = (concrete.graph, backend, parallel)
+        self._estimate = compile_estimate(graph)
+        self.waits = _waits_for_kernel(self._model * _interim_scale(), self._estimate)
+        if not self.waits and self._model > _op_count(graph) * OPTIMIZE_SECONDS_PER_OP:
+            optimized = _optimized_or_none(graph)  # None: the compile reports the failure
+            if optimized is not None:
+                self._model = _interim_model(optimized)
+        self._reference = compile_graph(graph if optimized is None else optimized, "numpy")
+        self._args = (graph, backend, parallel, optimized)  # optimized once, for both
         self._kernel = None
         self._spent = 0.0
-        self._estimate = compile_estimate(concrete.graph)
-        self.waits = _waits_for_kernel(self._model * _interim_scale(), self._estimate)
         if self.waits:
             self._start()
         else:  # started after the first call: compiling, it would hold the GIL from it

@@ -35,6 +35,8 @@ from tracegrad.ops.shape_ops import broadcast_like, is_zeros, scalar_like, zeros
 _run = Hook("the reference interpreter of control-flow sub-graphs",
             "tracegrad.transforms.evaluate")
 _vjp_graph = Hook("the vjp of control-flow sub-graphs", "tracegrad.transforms.control_flow")
+_vjp_residuals = Hook("the vjp of loop bodies with residuals",
+                      "tracegrad.transforms.control_flow")
 _inline = Hook("the inliner of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _build_graph = Hook("the tracer of control-flow sub-graphs", "tracegrad.transforms.control_flow")
 _extended = Hook("the extender of control-flow sub-graphs", "tracegrad.transforms.control_flow")
@@ -46,11 +48,17 @@ def set_run_graph(run) -> None:
 
 
 def set_vjp_graph(vjp_graph) -> None:
-    """Install `vjp_graph(graph, outputs_known=False, residuals_from=None) -> graph` (inputs:
-    the graph's, then one cotangent per float output; outputs: one gradient per float input,
-    zeros where unconnected; with `residuals_from`, also the tensors of `graph` it reads
-    from inputs)."""
+    """Install `vjp_graph(graph, outputs_known=False) -> graph` (inputs: the graph's, then one
+    cotangent per float output; outputs: one gradient per float input, zeros where
+    unconnected; `outputs_known`: then the outputs' values as inputs)."""
     _vjp_graph.install(vjp_graph)
+
+
+def set_vjp_graph_with_residuals(vjp) -> None:
+    """Install `vjp(graph, residuals_from) -> (graph, stored)`: `vjp_graph(graph,
+    outputs_known=True)` that also reads `stored`, tensors of `graph` depending on the
+    inputs `residuals_from`, from inputs after the others."""
+    _vjp_residuals.install(vjp)
 
 
 def set_extended_graph(extended) -> None:
@@ -235,6 +243,16 @@ def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=No
     return (*carry, np.asarray(i, np.int64), *stack_history(history, carry))
 
 
+def while_results(outs, m: int, r: int = 0) -> tuple:
+    """The results `outs` of a `while` whose carry is `m` carries then `r` more, as
+    `(carries, more carries, count, histories, more histories)` (lists; the count None and
+    the histories empty when the loop keeps no history)."""
+    outs, n = list(outs), m + r
+    if len(outs) == n:
+        return outs[:m], outs[m:], None, [], []
+    return outs[:m], outs[m:n], outs[n], outs[n + 1:n + 1 + m], outs[n + 1 + m:]
+
+
 def stack_history(history: list, carry: list) -> list:
     """The carries recorded at each iteration, one `[n, ...]` array per carry."""
     if not history:
@@ -264,8 +282,7 @@ def _while_grad(op, *out_grads):
     # the body's gradient reads the carry after the step from the history (the next row,
     # the final carry after the last step) instead of computing it again, and the costly
     # values of the step (`stored`) from the histories of more carries the replay keeps
-    vjp_body, stored = _vjp_graph(attrs["body_graph"], outputs_known=True,
-                                  residuals_from=range(k, k + m))
+    vjp_body, stored = _vjp_residuals(attrs["body_graph"], range(k, k + m))
     r = len(stored)
     if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs
@@ -277,8 +294,7 @@ def _while_grad(op, *out_grads):
                               cond_graph=cond, body_graph=body, num_consts=k,
                               maximum_iterations=attrs.get("maximum_iterations"),
                               keep_history=True)
-    count, history = replay[m + r], list(replay[m + r + 1:m + r + 1 + m])
-    res_finals, res_history = list(replay[m:m + r]), list(replay[m + r + 1 + m:])
+    _, res_finals, count, history, res_history = while_results(replay, m, r)
     cts = [out_grads[i] for i in float_carry]
     accs = [zeros_like(consts[i]) for i in float_consts]
 

@@ -1,7 +1,7 @@
 """Graph passes: pure functions `FuncGraph -> FuncGraph` that never modify their input.
 
-`dce`, `cse`, `fold_constants`, `simplify`, `sum_products` (a sum of a product's free dims
-taken before the product) and `simplify_control_flow` (loops and conds),
+`dce`, `cse`, `fold_constants`, `simplify` (with sums of products taken before the
+product) and `simplify_control_flow` (loops and conds),
 each built with the one rewriting helper (`_rewrite.Rewriter`), and `optimize`, which runs
 them to a fixed point. The numba backend compiles `optimize(graph)`; the numpy backend runs
 graphs as traced (the reference).
@@ -14,19 +14,16 @@ from tracegrad.passes import cse as _cse
 from tracegrad.passes import fold as _fold
 from tracegrad.passes import loops as _loops
 from tracegrad.passes import simplify as _simplify
-from tracegrad.passes import sums as _sums
 from tracegrad.passes._rewrite import Rewriter, inline_graph, run_pass
 from tracegrad.passes.cse import cse
 from tracegrad.passes.dce import dce
 from tracegrad.passes.fold import fold_constants
 from tracegrad.passes.loops import simplify_control_flow
 from tracegrad.passes.simplify import simplify
-from tracegrad.passes.sums import sum_products
 
 MAX_ROUNDS = 8  # each round shrinks the graph or stops; the bound only guards the loop
 
-_PIPELINE = (_simplify._make_rule, _sums._make_rule, _fold._make_rule, _cse._make_rule,
-             _loops._make_rule)
+_PIPELINE = (_simplify._make_rule, _fold._make_rule, _cse._make_rule, _loops._make_rule)
 
 
 def optimize(graph: FuncGraph) -> FuncGraph:
@@ -51,4 +48,4 @@ def optimize(graph: FuncGraph) -> FuncGraph:
 
 
 __all__ = ["Rewriter", "cse", "dce", "fold_constants", "inline_graph", "optimize", "run_pass",
-           "simplify", "simplify_control_flow", "sum_products"]
+           "simplify", "simplify_control_flow"]

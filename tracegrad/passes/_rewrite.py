@@ -19,6 +19,7 @@ import numpy as np
 from tracegrad.core.ir import FuncGraph, GraphTensor, Literal, Operation
 from tracegrad.core.op import constant_p
 from tracegrad.errors import TracegradError
+from tracegrad.ops.shape_ops import broadcast_in_dim_p
 
 # A rule: `rule(rewriter, op, mapped_inputs) -> replacement results | None`; a pass gives
 # `make_rule(rewriter) -> rule`, called once per graph (sub-graphs get their own).
@@ -39,6 +40,7 @@ class Rewriter:
         self.env: dict[int, GraphTensor] = {} if env is None else env
         self.rule_changed = False
         self._copied = None
+        self._uses = None
         if target is None:
             outer = parent.target if parent is not None else source.outer
             target = FuncGraph(source.name, outer=outer)
@@ -65,6 +67,16 @@ class Rewriter:
         attrs = {"value": Literal(value), "weak": True} if weak else {"value": Literal(value)}
         return self.emit(constant_p, [], attrs, source)[0]
 
+    def zeros(self, type_, source: str | None = None) -> GraphTensor:
+        """Zeros of `type_` (an unknown dim has size 0: then only a stand-in for a result
+        nothing reads, which the sweep removes)."""
+        zero = self.constant(np.zeros((), type_.dtype), weak=type_.weak, source=source)
+        if not type_.shape:
+            return zero
+        dims = [self.constant(np.int64(0), source=source) for d in type_.shape if d is None]
+        return self.emit(broadcast_in_dim_p, [zero, *dims],
+                         {"shape": tuple(type_.shape), "broadcast_dimensions": ()}, source)[0]
+
     def copy(self, op: Operation, inputs) -> Operation:
         """`op` applied to `inputs` in the target graph (sub-graph attributes rewritten)."""
         attrs = {k: self._attr(v) for k, v in op.attrs.items()}
@@ -88,6 +100,12 @@ class Rewriter:
 
     def read(self, t: GraphTensor) -> GraphTensor:
         return self.env[id(t)]
+
+    def readers(self, t: GraphTensor) -> int:
+        """How many times tensor `t` of the source graph is read there (`use_counts`)."""
+        if self._uses is None:
+            self._uses = use_counts(self.source)
+        return self._uses.get(id(t), 0)
 
     def run(self) -> list[GraphTensor]:
         """Rewrite every op of the source; returns the mapped outputs."""
@@ -171,6 +189,18 @@ def captured_tensors(op: Operation):
                 yield from captured_tensors(inner)
 
 
+def use_counts(graph: FuncGraph) -> dict:
+    """How many times each tensor of `graph` is read: as an operand of its ops, an output,
+    or a capture by a sub-graph (`id(tensor) -> count`)."""
+    counts: dict = {}
+    for op in graph.operations:
+        for t in [*op.inputs, *captured_tensors(op)]:
+            counts[id(t)] = counts.get(id(t), 0) + 1
+    for t in graph.outputs:
+        counts[id(t)] = counts.get(id(t), 0) + 1
+    return counts
+
+
 def sweep(graph: FuncGraph) -> None:
     """Remove, in place, the ops of a graph under construction whose results nothing uses
     (uses: later operands, outputs, captures by sub-graphs). Inputs and captures stay."""
@@ -191,10 +221,25 @@ def run_pass(graph: FuncGraph, make_rule=None) -> tuple[FuncGraph, bool]:
     return rw.finish(), rw.changed
 
 
-def inline_graph(graph: FuncGraph, target: FuncGraph, inputs) -> list[GraphTensor]:
+def inline_graph(graph: FuncGraph, target: FuncGraph, inputs, *, with_env: bool = False):
     """Copy the ops of `graph` into `target`, `inputs` (tensors of `target`) feeding its
-    inputs and its captured values read into `target`; returns the copied outputs."""
+    inputs and its captured values read into `target`; returns the copied outputs (and,
+    `with_env`, the map `id(tensor of graph) -> its copy`)."""
     env = {id(t): x for t, x in zip(graph.inputs, inputs, strict=True)}
     for external, p in graph.captures:
         env[id(p)] = target.to_tensor(external)
-    return Rewriter(graph, target=target, env=env).run()
+    outs = Rewriter(graph, target=target, env=env).run()
+    return (outs, env) if with_env else outs
+
+
+def extended_graph(graph: FuncGraph, extra_types: list, extra_outputs: list,
+                   outer: FuncGraph | None) -> FuncGraph:
+    """A copy of closed `graph` (nested in `outer`) with inputs of the types `extra_types`
+    after its own, which it does not read, and the copies of its tensors `extra_outputs`
+    after its outputs."""
+    g = FuncGraph(graph.name, outer=outer)
+    env = {id(t): g.add_input(t.type, t.name) for t in graph.inputs}
+    for t in extra_types:
+        g.add_input(t)
+    g.outputs = Rewriter(graph, target=g, env=env).run() + [env[id(t)] for t in extra_outputs]
+    return g

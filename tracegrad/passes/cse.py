@@ -20,8 +20,8 @@ import numpy as np
 
 from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import COMMUTATIVE
-from tracegrad.ops.control_flow import while_p
-from tracegrad.ops.shape_ops import broadcast_in_dim_p, is_zeros
+from tracegrad.ops.control_flow import while_p, while_results
+from tracegrad.ops.shape_ops import is_zeros
 from tracegrad.passes._rewrite import Rewriter, run_pass, sweep
 
 
@@ -118,26 +118,41 @@ def _replays(graph: FuncGraph, texts) -> set:
 
 def _extensions(graph: FuncGraph, texts) -> dict:
     """`{id(loop): longer loop}` for each loop of `graph` that a later `keep_history` loop
-    extends: the same operands then more carries starting at zeros, the same bounds, and
-    a condition and body that, without those carries' inputs (unread) and outputs, are the
-    loop's own."""
-    loops = [op for op in graph.operations if op.primitive is while_p]
+    extends: the same operands then more carries starting at zeros, and, without those
+    carries' inputs (unread) and outputs in its condition and body, the same attributes
+    (`_key`, `keep_history` aside)."""
+    earlier: dict = {}  # key of a loop, keep_history aside -> the loops of that key
     found = {}
-    for i, a in enumerate(loops):
-        n, k = len(a.inputs), a.attrs["num_consts"]
-        for b in loops[i + 1:]:
-            r = len(b.inputs) - n
-            if r <= 0 or not b.attrs.get("keep_history") or b.attrs["num_consts"] != k or \
-                    b.attrs.get("maximum_iterations") != a.attrs.get("maximum_iterations") or \
-                    any(x is not y for x, y in zip(a.inputs, b.inputs)) or \
-                    not all(is_zeros(t) for t in b.inputs[n:]):
-                continue
-            if all(_attr_key(a.attrs[name], texts) == _attr_key(_without(
-                    b.attrs[name], r, name == "body_graph")) for name in ("cond_graph",
-                                                                        "body_graph")):
-                found[id(a)] = b
-                break
+    for b in (op for op in graph.operations if op.primitive is while_p):
+        if b.attrs.get("keep_history"):
+            k = b.attrs["num_consts"]
+            for n in sorted({n for n, _ in earlier}, reverse=True):
+                r = len(b.inputs) - n
+                if r <= 0 or n < k or not all(is_zeros(t) for t in b.inputs[n:]):
+                    continue
+                cond = _without(b.attrs["cond_graph"], r, False)
+                body = _without(b.attrs["body_graph"], r, True)
+                if cond is None or body is None:
+                    continue
+                try:
+                    shorter = earlier.get((n, _loop_key(b, b.inputs[:n], None,
+                                                        cond_graph=cond, body_graph=body)), ())
+                except TypeError:  # an unhashable attribute: never merged
+                    shorter = ()
+                for a in shorter:
+                    found.setdefault(id(a), b)
+        try:
+            earlier.setdefault((len(b.inputs), _loop_key(b, b.inputs, texts)), []).append(b)
+        except TypeError:
+            pass
     return found
+
+
+def _loop_key(op, operands, texts, **attrs):
+    """The `_key` of `while` op `op` on `operands` with `attrs` replaced, `keep_history`
+    aside."""
+    attrs = {k: v for k, v in {**op.attrs, **attrs}.items() if k != "keep_history"}
+    return _key(op, [id(t) for t in operands], texts, attrs)
 
 
 def _without(graph: FuncGraph, r: int, outputs: bool):
@@ -155,18 +170,12 @@ def _without(graph: FuncGraph, r: int, outputs: bool):
 
 def _run_extension(rw, op, ins, longer) -> list:
     """The results of `longer` (extending `op`) run on `op`'s operands `ins` and zeros."""
-    zeros = []
-    for t in longer.inputs[len(op.inputs):]:
-        zero = rw.constant(np.zeros((), t.dtype), weak=t.type.weak, source=op.source)
-        zeros.append(rw.emit(broadcast_in_dim_p, [zero], {
-            "shape": tuple(t.shape), "broadcast_dimensions": ()}, op.source)[0])
+    zeros = [rw.zeros(t.type, op.source) for t in longer.inputs[len(op.inputs):]]
     return list(rw.emit(while_p, [*ins, *zeros], dict(longer.attrs), op.source))
 
 
 def _results_of(op, longer, outs) -> list:
     """`op`'s results among those of `longer`, the loop extending it."""
-    m = len(op.inputs) - op.attrs["num_consts"]
-    r = len(longer.inputs) - len(op.inputs)
-    if not op.attrs.get("keep_history"):
-        return outs[:m]
-    return outs[:m] + outs[m + r:m + r + 1 + m]
+    carries, _, count, histories, _ = while_results(
+        outs, len(op.inputs) - op.attrs["num_consts"], len(longer.inputs) - len(op.inputs))
+    return carries + [count] + histories if op.attrs.get("keep_history") else carries

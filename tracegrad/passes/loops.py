@@ -40,9 +40,10 @@ from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.ops.control_flow import cond_p, while_p
+from tracegrad.ops.control_flow import cond_p, while_p, while_results
 from tracegrad.ops.shape_ops import is_zeros
-from tracegrad.passes._rewrite import Rewriter, captured_tensors, run_pass, sweep
+from tracegrad.passes._rewrite import (Rewriter, captured_tensors, extended_graph, run_pass,
+                                       sweep, use_counts)
 
 # Ops a loop may compute before it runs (they cannot raise): whatever the shapes ...
 HOIST_ALWAYS = frozenset(UNARY | {
@@ -239,19 +240,9 @@ def _emit_like(rw, op, inputs, attrs, kept):
     return new.outputs
 
 
-def _placeholder(rw, t, source):
-    """A tensor of type `t` standing for a result nothing reads (the sweep removes it)."""
-    zero = rw.constant(np.zeros((), t.dtype), weak=t.weak, source=source)
-    if not t.shape:
-        return zero
-    dims = [rw.constant(np.int64(0), source=source) for d in t.shape if d is None]
-    return rw.emit(shape_ops.broadcast_in_dim_p, [zero, *dims],
-                   {"shape": tuple(t.shape), "broadcast_dimensions": ()}, source)[0]
-
-
 def _answer(rw, op, results):
-    """`results` (None where unused) completed with placeholders."""
-    return [r if r is not None else _placeholder(rw, t.type, op.source)
+    """`results` (None where unused) completed with placeholders (`Rewriter.zeros`)."""
+    return [r if r is not None else rw.zeros(t.type, op.source)
             for r, t in zip(results, op.outputs, strict=True)]
 
 
@@ -352,7 +343,7 @@ def _split_accumulators(rw, op, ins, used):
     k, history = attrs["num_consts"], bool(attrs.get("keep_history"))
     cond, body = attrs["cond_graph"], attrs["body_graph"]
     m = len(ins) - k
-    uses = _use_counts(body)
+    uses = use_counts(body)
     cond_reads = _reads(cond, cond.outputs)[0]
     plans = {}  # carry -> (other terms, {region: padded terms})
     for j in range(m):
@@ -378,45 +369,35 @@ def _split_accumulators(rw, op, ins, used):
         return None
     blocks = [(j, cfg, type_, parts) for j, (_, regions) in plans.items()
               for (cfg, type_), parts in regions.items()]
-    new_body = FuncGraph(body.name, outer=rw.target)
-    ins_b = [new_body.add_input(t.type, t.name) for t in body.inputs]
-    accs = [new_body.add_input(type_, f"acc{j}") for j, _, type_, _ in blocks]
-    env = {id(t): x for t, x in zip(body.inputs, ins_b, strict=True)}
+    types = [type_ for _, _, type_, _ in blocks]
+    read = [t for rest, _ in plans.values() for t in rest] + \
+        [t for _, _, _, parts in blocks for t in parts]
+    new_body = extended_graph(body, types, read, rw.target)
+    n, outs = len(body.outputs), new_body.outputs
+    copies = dict(zip(map(id, read), outs[n:]))
+    ins_b, accs = new_body.inputs, new_body.inputs[len(body.inputs):]
+    outs = outs[:n]
     with new_body.as_default():
-        outs = Rewriter(body, target=new_body, env=env).run()
         for j, (rest, _) in plans.items():
-            outs[j] = _summed([ins_b[k + j]] + [env[id(t)] for t in rest])
-        outs += [_summed([acc] + [env[id(t)] for t in parts])
+            outs[j] = _summed([ins_b[k + j]] + [copies[id(t)] for t in rest])
+        outs += [_summed([acc] + [copies[id(t)] for t in parts])
                  for acc, (_, _, _, parts) in zip(accs, blocks, strict=True)]
     new_body.outputs = outs
     sweep(new_body)
-    new_cond = FuncGraph(cond.name, outer=rw.target)
-    env = {id(t): new_cond.add_input(t.type, t.name) for t in cond.inputs}
-    for _, _, type_, _ in blocks:
-        new_cond.add_input(type_)
-    new_cond.outputs = Rewriter(cond, target=new_cond, env=env).run()
-    zeros = [_placeholder(rw, type_, op.source) for _, _, type_, _ in blocks]
+    new_cond = extended_graph(cond, types, [], rw.target)
+    zeros = [rw.zeros(type_, op.source) for type_ in types]
     new_attrs = dict(attrs, cond_graph=rw.subgraph(new_cond), body_graph=rw.subgraph(new_body))
     outs = rw.emit(while_p, [*ins, *zeros], new_attrs, op.source)
-    b = len(blocks)  # outs: the carries, the blocks' sums, then count and histories
-    results = list(outs[:m]) + ([outs[m + b]] + list(outs[m + b + 1:2 * m + b + 1])
-                                if history else [])
+    results, sums, count, histories, _ = while_results(outs, m, len(blocks))
+    results += [count] + histories if history else []
     for old, t in zip(op.outputs, results, strict=True):
         t.name = old.name
     for i, (j, cfg, type_, _) in enumerate(blocks):
         zero = rw.constant(np.zeros((), type_.dtype), weak=type_.weak, source=op.source)
-        block = rw.emit(shape_ops.pad_p, [outs[m + i], zero], {"padding_config": cfg},
+        block = rw.emit(shape_ops.pad_p, [sums[i], zero], {"padding_config": cfg},
                         op.source)[0]
         results[j] = rw.emit(ew.add_p, [results[j], block], {}, op.source)[0]
     return results
-
-
-def _use_counts(graph: FuncGraph) -> dict:
-    """How many times each tensor of closed `graph` is read (by its ops and outputs)."""
-    counts: dict = {}
-    for t in [*(t for op in graph.operations for t in op.inputs), *graph.outputs]:
-        counts[id(t)] = counts.get(id(t), 0) + 1
-    return counts
 
 
 def _sum_terms(t, uses, root=False) -> list:

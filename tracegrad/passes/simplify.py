@@ -12,7 +12,8 @@ inliner the numba backend uses too); a `dot_general` with a diagonal operand (an
 rows, as jacobians start from, times broadcast factors) becomes a scaling of the other
 operand (`passes/diagonal.py`), one whose contracted dims have size 1 an elementwise
 product (an outer product), and a transposed operand is read untransposed, the
-transpose moved into its dimension numbers.
+transpose moved into its dimension numbers; a `reduce_sum` over a product's free dims is
+taken before the product (`passes/sums.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -236,12 +237,19 @@ RULES = {
     shape_ops.reshape_p: _reshape,
     shape_ops.broadcast_in_dim_p: _broadcast,
     shape_ops.dim_size_p: _dim_size,
-    reductions.reduce_sum_p: _same_type_identity,
     custom.custom_gradient_p: inline_custom_gradient,
     custom.call_p: inline_call,
 }
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)
+from tracegrad.passes import sums  # noqa: E402
+
+
+def _reduce_sum(rw, op, ins):
+    """A sum over no axes is its operand; one over a product's free dims is taken before
+    the product (`sums.sum_of_product`)."""
+    replaced = _same_type_identity(rw, op, ins)
+    return replaced if replaced is not None else sums.sum_of_product(rw, op, ins)
 
 
 def _dot_general(rw, op, ins):
@@ -299,3 +307,4 @@ def _outer(rw, op, ins):
 
 
 RULES[linalg.dot_general_p] = _dot_general
+RULES[reductions.reduce_sum_p] = _reduce_sum

@@ -1,4 +1,5 @@
-"""Sums of products: `reduce_sum` over free dims of a `dot_general` is taken before it.
+"""Sums of products: `reduce_sum` over free dims of a `dot_general` is taken before it
+(a rule of `simplify` for `reduce_sum`).
 
 `sum_n sum_i a[n, k, i] b[k, i, j] = sum_i (sum_n a[n, k, i]) b[k, i, j]`: summing a
 product over dims that come from one operand sums that operand first, and the product
@@ -6,7 +7,9 @@ shrinks by the summed size (both operands' sums when the dims come from both). R
 mode makes this shape: the gradient of `x - mu` broadcast over `n` points is a product
 summed over the points (GradBench's GMM: a contraction of 1000 x 25 x 10 x 10 terms that
 becomes one of 25 x 10 x 10 after a sum of 1000 x 25 x 10). A `neg` or a `transpose`
-between the product and the sum is moved after the new product.
+between the product and the sum is moved after the new product. Only a product (and each
+`neg`/`transpose` between) that the sum alone reads is rewritten: a product read elsewhere
+is computed anyway, and summing its operand would add work.
 
 The additions are grouped differently (within the error bound of a sum of products, not
 the same bits); the rewrite is for float and complex dtypes only, and never for a sum
@@ -16,41 +19,31 @@ over a batch dim (each batch element is its own product).
 from __future__ import annotations
 
 from tracegrad.core import dtypes
-from tracegrad.core.ir import FuncGraph
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops import linalg, reductions, shape_ops
-from tracegrad.passes._rewrite import run_pass
 
 _THROUGH = (ew.neg_p, shape_ops.transpose_p)  # linear, one operand: moved after the product
 
 
-def sum_products(graph: FuncGraph) -> FuncGraph:
-    """`graph` with sums over a product's free dims taken before the product (one sweep;
-    see `optimize`)."""
-    return run_pass(graph, _make_rule)[0]
-
-
-def _make_rule(rw):
-    def rule(rw, op, ins):
-        return _sum_of_product(rw, op, ins) if op.primitive is reductions.reduce_sum_p \
-            else None
-    return rule
-
-
-def _sum_of_product(rw, op, ins):
-    (y,) = ins
+def sum_of_product(rw, op, ins):
+    """The `reduce_sum` `op` as a product of summed operands, or None (see the module)."""
     axes = set(op.attrs["axes"])
     out = op.outputs[0].type
     if not axes or not dtypes.is_inexact(out.dtype):
         return None
-    chain, t = [], y
-    while t.op is not None and t.op.primitive in _THROUGH:
+    keepdims = op.attrs.get("keepdims", False)
+    if not keepdims and None in out.shape:
+        return None
+    chain, t = [], op.inputs[0]  # walked in the source graph, where readers are counted
+    while t.op is not None and t.op.primitive in _THROUGH and rw.readers(t) == 1:
         chain.append(t.op)
         if t.op.primitive is shape_ops.transpose_p:
             perm = t.op.attrs["permutation"]
             axes = {perm[i] for i in axes}
         t = t.op.inputs[0]
-    dot = t.op
+    if t.op is None or t.op.primitive is not linalg.dot_general_p or rw.readers(t) != 1:
+        return None
+    dot = rw.read(t).op  # the product as this sweep rewrote it (operands, dimension numbers)
     if dot is None or dot.primitive is not linalg.dot_general_p:
         return None
     (lhs, rhs) = dot.inputs
@@ -62,17 +55,21 @@ def _sum_of_product(rw, op, ins):
         return None
     summed = ([lf[p - nb] for p in axes if p - nb < len(lf)],
               [rf[p - nb - len(lf)] for p in axes if p - nb >= len(lf)])
-    operands = []
-    for x, own in zip((lhs, rhs), summed, strict=True):
-        if own:  # keepdims: the product's dimension numbers stay as they are
-            (x,) = rw.emit(reductions.reduce_sum_p, [x],
-                           {"axes": tuple(sorted(own)), "keepdims": True}, op.source)
-        operands.append(x)
+    # keepdims: the product's dimension numbers stay as they are
+    sums = [{"axes": tuple(sorted(own)), "keepdims": True} if own else None for own in summed]
+    after = [(o.primitive, o.attrs, o.source) for o in reversed(chain)]
+    if not keepdims:
+        after.append((shape_ops.reshape_p, {"new_sizes": tuple(out.shape)}, op.source))
+    types = [x.type if a is None else reductions.reduce_sum_p.infer([x.type], a)[0]
+             for x, a in zip(dot.inputs, sums, strict=True)]
+    z = linalg.dot_general_p.infer(types, dot.attrs)[0]
+    for prim, attrs, _ in after:
+        z = prim.infer([z], attrs)[0]
+    if z != out:  # every check is made before anything is emitted
+        return None
+    operands = [x if a is None else rw.emit(reductions.reduce_sum_p, [x], a, op.source)[0]
+                for x, a in zip(dot.inputs, sums, strict=True)]
     (z,) = rw.emit(linalg.dot_general_p, operands, dot.attrs, dot.source)
-    for o in reversed(chain):
-        (z,) = rw.emit(o.primitive, [z], o.attrs, o.source)
-    if not op.attrs.get("keepdims", False):
-        if None in out.shape:
-            return None
-        (z,) = rw.emit(shape_ops.reshape_p, [z], {"new_sizes": tuple(out.shape)}, op.source)
-    return [z] if z.type == out else None
+    for prim, attrs, source in after:
+        (z,) = rw.emit(prim, [z], attrs, source)
+    return [z]

@@ -27,7 +27,8 @@ from tracegrad.ops import control_flow, indexing, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import dim_operands
 from tracegrad.ops.control_flow import cond_p, while_p
-from tracegrad.passes import Rewriter, inline_graph, run_pass
+from tracegrad.passes import inline_graph, run_pass
+from tracegrad.passes._rewrite import extended_graph
 from tracegrad.transforms.backprop import backprop
 
 __all__ = ["cond", "while_loop", "fori_loop", "scan"]
@@ -119,8 +120,8 @@ def _predicate(what: str, pred):
 
 # Ops a loop step's gradient computes again from the step's inputs: cheap arithmetic, shape
 # and index ops. The results of the others (transcendentals, divisions, reductions, linear
-# algebra) that the gradient reads are stored by the forward loop (`vjp_graph`'s
-# `residuals_from`), as JAX's scan saves its linearization's residuals.
+# algebra) that the gradient reads are stored by the forward loop
+# (`vjp_graph_with_residuals`), as JAX's scan saves its linearization's residuals.
 RECOMPUTED = frozenset(ops.COMPARISONS | {
     ew.add_p, ew.sub_p, ew.mul_p, ew.neg_p, ew.abs_p, ew.sign_p, ew.max_p, ew.min_p,
     ew.select_p, ew.convert_element_type_p, ew.stop_gradient_p, ew.not_p, ew.and_p, ew.or_p,
@@ -131,81 +132,78 @@ RECOMPUTED = frozenset(ops.COMPARISONS | {
 })
 
 
-def vjp_graph(graph: FuncGraph, outputs_known: bool = False, residuals_from=None):
+def vjp_graph(graph: FuncGraph, outputs_known: bool = False) -> FuncGraph:
     """The gradient graph of closed `graph`: inputs `graph`'s, then one cotangent per float
     output; outputs the gradient of each float input (zeros where unconnected).
 
     `outputs_known=True`: then one more input per float output, its value (a loop's next
     carry, kept in its history), read wherever the gradient needs that output instead of
-    computing it again.
+    computing it again."""
+    return _vjp(graph, outputs_known, None)[0]
 
-    `residuals_from` (indices of `graph`'s inputs, a loop's carry; with `outputs_known`):
-    returns `(gradient graph, stored)`, `stored` the tensors of `graph` (results of ops not
-    in `RECOMPUTED`, of known shape, depending on those inputs) whose values the gradient
-    reads from one more input each, after the others, instead of computing them again."""
+
+def vjp_graph_with_residuals(graph: FuncGraph, residuals_from) -> tuple[FuncGraph, list]:
+    """`(vjp_graph(graph, outputs_known=True), stored)`, `stored` the tensors of `graph`
+    (results of ops not in `RECOMPUTED`, of known shape, depending on its inputs
+    `residuals_from`, a loop's carry) whose values the gradient reads from one more input
+    each, after the others, instead of computing them again."""
+    return _vjp(graph, True, residuals_from)
+
+
+def _vjp(graph: FuncGraph, outputs_known: bool, residuals_from) -> tuple[FuncGraph, list]:
     g = FuncGraph(f"{graph.name}_grad", outer=state.graph)
     with g.as_default():
         ins = [g.add_input(t.type, t.name) for t in graph.inputs]
-        outs = inline_graph(graph, g, ins)
-        forward = list(g.operations)  # the copies of graph's ops, in order
+        outs, env = inline_graph(graph, g, ins, with_env=True)
+        # the copies of graph's ops (a value inline_graph embeds is not one), and the
+        # result of graph that each copy stands for
+        copied = {id(env[id(op.outputs[0])].op): op.outputs[0] for op in graph.operations
+                  if op.outputs and env[id(op.outputs[0])].op is not None}
+        forward = [op for op in g.operations if id(op) in copied]
         ys = [y for y in outs if dtypes.is_differentiable(y.dtype)]
         cts = [g.add_input(y.type.strong(), f"ct{k}") for k, y in enumerate(ys)]
         xs = [x for x in ins if dtypes.is_differentiable(x.dtype)]
+        before = len(g.operations)
         g.outputs = backprop(list(g.operations), ys, xs, cts, unconnected_gradients="zero")
         if not outputs_known:
-            return g
+            return g, []
         known = {}
         for k, y in enumerate(ys):
             known_y = g.add_input(y.type, f"out{k}")
             if y.op is not None and len(y.op.outputs) == 1 and id(y.op) not in known:
                 known[id(y.op)] = known_y
         chosen = [] if residuals_from is None else _residuals(
-            g, forward, [ins[i] for i in residuals_from], known)
-        for k, i in enumerate(chosen):
-            known[id(forward[i])] = g.add_input(forward[i].outputs[0].type, f"res{k}")
+            g, forward, g.operations[before:], [ins[i] for i in residuals_from], known)
+        for k, op in enumerate(chosen):
+            known[id(op)] = g.add_input(op.outputs[0].type, f"res{k}")
     g = run_pass(g, lambda rw: lambda rw, op, ins: (
         [rw.env[id(known[id(op)])]] if id(op) in known else None))[0]
-    if residuals_from is None:
-        return g
-    return g, [graph.operations[i].outputs[0] for i in chosen]
+    return g, [copied[id(op)] for op in chosen]
 
 
-def _residuals(g: FuncGraph, forward: list, varying: list, known: dict) -> list:
-    """The indices in `forward` (the first ops of gradient graph `g`) of the ops whose
-    results the gradient reads (directly or through `RECOMPUTED` ops) that depend on a
-    tensor of `varying`, are not `known`, have one result of known shape and are not
-    `RECOMPUTED`."""
+def _residuals(g: FuncGraph, forward: list, backward: list, varying: list,
+               known: dict) -> list:
+    """The ops of `forward` (copies of the forward ops in gradient graph `g`, whose
+    `backward` ops follow) whose results the gradient reads (directly or through
+    `RECOMPUTED` ops) that depend on a tensor of `varying`, are not `known`, have one
+    result of known shape and are not `RECOMPUTED`."""
     depends = {id(x) for x in varying}
     for op in forward:
         if any(id(t) in depends for t in op.inputs):
             depends.update(id(t) for t in op.outputs)
     need = {id(t) for t in g.outputs}
-    for op in g.operations[len(forward):]:
+    for op in backward:
         need.update(id(t) for t in op.inputs)
     chosen = []
-    for i in range(len(forward) - 1, -1, -1):
-        op = forward[i]
+    for op in reversed(forward):
         if id(op) in known or not any(id(t) in need for t in op.outputs):
             continue
         if op.primitive not in RECOMPUTED and len(op.outputs) == 1 and \
                 id(op.outputs[0]) in depends and None not in op.outputs[0].shape:
-            chosen.append(i)
+            chosen.append(op)
         else:
             need.update(id(t) for t in op.inputs)
     return chosen[::-1]
-
-
-def extended_graph(graph: FuncGraph, extra_inputs: list, extra_outputs: list) -> FuncGraph:
-    """A copy of closed `graph` (nested in the current graph) with inputs of the types
-    `extra_inputs` after its own, which it does not read, and the copies of its tensors
-    `extra_outputs` after its outputs."""
-    g = FuncGraph(graph.name, outer=state.graph)
-    env = {id(t): g.add_input(t.type, t.name) for t in graph.inputs}
-    for t in extra_inputs:
-        g.add_input(t)
-    rw = Rewriter(graph, target=g, env=env)
-    g.outputs = rw.run() + [env[id(t)] for t in extra_outputs]
-    return g
 
 
 def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
@@ -219,7 +217,9 @@ def build_graph(name: str, types: list, fn: Callable) -> FuncGraph:
 
 
 control_flow.set_vjp_graph(vjp_graph)
-control_flow.set_extended_graph(extended_graph)
+control_flow.set_vjp_graph_with_residuals(vjp_graph_with_residuals)
+control_flow.set_extended_graph(
+    lambda graph, types, outputs: extended_graph(graph, types, outputs, state.graph))
 control_flow.set_build_graph(build_graph)
 control_flow.set_inline_graph(lambda graph, values: inline_graph(graph, state.graph, values))
 

@@ -24,7 +24,7 @@ from tracegrad.backends.numba.blocks import (
     _prod,
 )
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
-from tracegrad.backends.numba.records import name_of, slot, stmts
+from tracegrad.backends.numba.records import Stmt, name_of, slot, stmts
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes, shapes
 from tracegrad.ops import reductions
@@ -178,13 +178,14 @@ def _row_reduce(cg, op, monoid, d, accumulate):
                 _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
-            nest.jam = 1  # the rows share the buffer and its running position
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             size = None if None in x.type.shape else math.prod(x.type.shape[d:])
             nest.prologue.append(cg.scratch(buf, m, size, dt))
-            nest.pre[depth].append(f"{pos} = 0")
-            nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1",
-                      defines=(name_of(pos),))
+            nest.pre[depth].append(Stmt(f"{pos} = 0", (name_of(pos),)))
+            # a store in the innermost loop: the nest is not jammed (`Nest._jams`)
+            inner = frozenset(range(len(nest.dims)))
+            nest.stmt(inner, f"{buf}[{pos}] = {v}")
+            nest.stmt(inner, f"{pos} += 1", defines=(name_of(pos),))
             row = helper(cg.helpers, _ROW_HELPER[monoid], dt)
             row_end.append(f"{acc} = {row}({buf}, 0, {m})")
         if groups and t.ndim:

@@ -21,9 +21,7 @@ from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
-from tracegrad.backends.numba.parallel import (
-    is_large, multiply_adds, passive_omp, with_threads,
-)
+from tracegrad.backends.numba.parallel import large_call, passive_omp, with_threads
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -162,18 +160,15 @@ def _compile_kernel(graph: FuncGraph, parallel: bool):
     # with `parallel`, large calls run a second kernel, compiled when one first comes
     # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
     return _executor(graph, False, partial(_executor, graph, True) if parallel else None,
-                     any_count=split, plan=plan)
+                     row_split=split, plan=plan)
 
 
 def _always_large(plan: Plan, split: bool) -> bool:
-    if not plan.static:
-        return False
-    shapes = plan.static_shapes()
-    return is_large(shapes.values(), multiply_adds(plan.graph, shapes) if split else 0)
+    return plan.static and large_call(plan.graph, plan.static_shapes(), split)
 
 
 def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,
-              any_count=False, plan: Plan | None = None):
+              row_split=False, plan: Plan | None = None):
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
@@ -183,7 +178,7 @@ def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
     return Executor(cg.plan, with_threads(entry) if threaded else entry, source,
                     cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises, cg.kept,
-                    parallel=compile_parallel, parallel_any_count=any_count)
+                    parallel=compile_parallel, row_split=row_split)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

@@ -49,6 +49,12 @@ def is_large(shapes, products: int = 0) -> bool:
     return largest(shapes) >= PARALLEL_MIN_ELEMENTS or products >= PARALLEL_MIN_MADDS
 
 
+def large_call(graph, shapes: dict, row_split: bool) -> bool:
+    """Whether a call of `graph` with `shapes` (tensor id -> shape) runs its parallel kernel
+    (`row_split`: a row-split kernel, whose products count too)."""
+    return is_large(shapes.values(), multiply_adds(graph, shapes) if row_split else 0)
+
+
 def multiply_adds(graph, shapes: dict) -> int:
     """The multiply-adds of `graph`'s matrix products (`dot_general`) for `shapes` (tensor
     id -> shape)."""

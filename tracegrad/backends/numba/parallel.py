@@ -14,7 +14,6 @@ no recompile.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 
@@ -63,7 +62,8 @@ def multiply_adds(graph, shapes: dict) -> int:
         if op.primitive is dot_general_p:
             (lc, _), _ = op.attrs["dimension_numbers"]
             lhs = shapes[id(op.inputs[0])]
-            total += (size(shapes[id(op.outputs[0])]) or 0) * math.prod(lhs[i] or 0 for i in lc)
+            terms = size([lhs[i] for i in lc]) or 0
+            total += (size(shapes[id(op.outputs[0])]) or 0) * terms
     return total
 
 

@@ -118,7 +118,7 @@ def _eigh_{S}(a, w, v, lower):
     ints = np.full(5, -1, np.int32)  # n, lwork, lrwork, liwork, info
     ints[0] = n
     work = np.empty(1, dtype={W})
-    rwork = np.empty(1, dtype=np.float64)
+    rwork = np.zeros(1, dtype=np.float64)  # dsyevd has none: its size stays 0
     iwork = np.empty(1, dtype=np.int32)
     _evd_{WS}(flags, ints, s, ww, work, rwork, iwork)  # the workspace query
     ints[1], ints[2], ints[3] = int(work[0].real), int(rwork[0]), iwork[0]

@@ -114,3 +114,16 @@ def test_lapack_calls_restore_the_count_also_after_an_error(threads_2):
     with pytest.raises(np.linalg.LinAlgError):
         _compiled(lambda a, b: tnp.linalg.solve(a, b), np.zeros((30, 30)), b)
     assert blas_threads.library_threads() == 2
+
+
+def test_a_batch_of_small_products_counts_one_products_work(monkeypatch):
+    """The policy is per product: `_gemm_` (run in Python, its BLAS call recorded) asks
+    `_blas_one` about one product's multiply-adds, not the whole batch's."""
+    mod = _helper_module()
+    asked, calls = [], []
+    glob = mod._gemm_d.py_func.__globals__
+    monkeypatch.setitem(glob, "_blas_one", lambda work: asked.append(work) or 0)
+    monkeypatch.setitem(glob, "_blas_dgemm", lambda *args: calls.append(args))
+    a, b = np.ones((50, 8, 6)), np.ones((50, 6, 7))
+    mod._gemm_d.py_func(a, b, np.empty((50, 8, 7)))
+    assert asked == [8 * 7 * 6] and len(calls) == 50

@@ -837,7 +837,7 @@ def _gemm_{P}(a, b, o):
         sizes[4] = max(a.strides[2] // s, m, 1)
     alpha = np.ones(1, np.{N})
     beta = np.zeros(1, np.{N})
-    saved = _blas_one(nb * m * n * kk)
+    saved = _blas_one(m * n * kk)  # (one product's work: the policy's)
     for k in range(nb):
         _blas_{P}gemm(flags[0:].ctypes, flags[1:].ctypes, sizes[0:].ctypes, sizes[1:].ctypes,
                       sizes[2:].ctypes, alpha.ctypes, b[k].ctypes, sizes[3:].ctypes,

@@ -114,3 +114,45 @@ def test_lapack_calls_restore_the_count_also_after_an_error(threads_2):
     with pytest.raises(np.linalg.LinAlgError):
         _compiled(lambda a, b: tnp.linalg.solve(a, b), np.zeros((30, 30)), b)
     assert blas_threads.library_threads() == 2
+
+
+def test_a_batch_of_small_products_counts_one_products_work(monkeypatch):
+    """The policy is per product: `_gemm_` (run in Python, its BLAS call recorded) asks
+    `_blas_one` about one product's multiply-adds, not the whole batch's."""
+    mod = _helper_module()
+    asked, calls = [], []
+    glob = mod._gemm_d.py_func.__globals__
+    monkeypatch.setitem(glob, "_blas_one", lambda work: asked.append(work) or 0)
+    monkeypatch.setitem(glob, "_blas_dgemm", lambda *args: calls.append(args))
+    a, b = np.ones((50, 8, 6)), np.ones((50, 6, 7))
+    mod._gemm_d.py_func(a, b, np.empty((50, 8, 7)))
+    assert asked == [8 * 7 * 6] and len(calls) == 50
+
+
+@pytest.mark.parametrize("pattern", ["nn", "nt", "tn", "tt"])
+def test_a_batched_product_counts_its_terms_for_every_transpose(monkeypatch, pattern):
+    """`_bdot_` (run in Python) asks `_blas_one` about one product's multiply-adds, its
+    terms read from the operand as stored (`a[k].T`: its rows), and gives NumPy's
+    products; an empty batch or no terms asks nothing (zeros for no terms)."""
+    mod = _helper_module()
+    fn = getattr(mod, f"_bdot_{pattern}_f64").py_func
+    asked = []
+    monkeypatch.setitem(fn.__globals__, "_blas_one", lambda work: asked.append(work) or 0)
+    monkeypatch.setitem(fn.__globals__, "_blas_restore", lambda saved: None)
+    monkeypatch.setitem(fn.__globals__, "_no_products", mod._no_products.py_func)
+    rng = np.random.default_rng(7)
+    nb, m, n, kk = 3, 4, 5, 6
+    a = rng.standard_normal((nb, kk, m) if pattern[0] == "t" else (nb, m, kk))
+    b = rng.standard_normal((nb, n, kk) if pattern[1] == "t" else (nb, kk, n))
+    o = np.empty((nb, m, n))
+    fn(a, b, o)
+    av = np.swapaxes(a, 1, 2) if pattern[0] == "t" else a
+    bv = np.swapaxes(b, 1, 2) if pattern[1] == "t" else b
+    np.testing.assert_allclose(o, av @ bv, rtol=1e-13, atol=1e-13)
+    assert asked == [m * n * kk]
+    o = np.full((nb, m, n), 7.0)
+    fn(a[:, :0] if pattern[0] == "t" else a[:, :, :0],
+       b[:, :, :0] if pattern[1] == "t" else b[:, :0], o)
+    np.testing.assert_array_equal(o, 0.0)
+    fn(a[:0], b[:0], np.empty((0, m, n)))
+    assert asked == [m * n * kk]

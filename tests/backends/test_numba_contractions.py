@@ -351,3 +351,21 @@ def test_a_nest_storing_a_row_into_a_buffer_is_not_jammed():
     np.testing.assert_allclose(got, np.sum(np.tanh(x @ w) * np.exp(-x[:, :1])), rtol=1e-13)
     g = tg.function(tg.grad(fn, argnums=(0, 1)), backend="numba")(x, w)
     np.testing.assert_allclose(g[1], central_difference(lambda b: fn(x, b), w), rtol=1e-7)
+
+
+def test_a_buffered_row_nest_is_not_jammed_by_a_later_contraction():
+    """A sum over a fused operand stored row by row into a buffer, in the nest of a later
+    max over a short contraction that asks for a jam: the buffer's store keeps the nest
+    unjammed (a jammed copy left the second row's position undefined: Numba's NameError)."""
+    rng = np.random.default_rng(4)
+    x, w, y = rng.normal(size=(5, 3)), rng.normal(size=(3, 40)), rng.normal(size=(5, 40))
+
+    def fn(x, w, y):
+        a = tnp.sum(tnp.exp(y) * tnp.exp(-x[:, :1]))
+        c = tnp.max(tnp.tanh(x @ w) + y, axis=1)
+        return a, c
+
+    both_backends(fn, x, w, y)
+    a, c = tg.function(fn, backend="numba")(x, w, y)
+    np.testing.assert_allclose(a, np.sum(np.exp(y) * np.exp(-x[:, :1])), rtol=1e-13)
+    np.testing.assert_allclose(c, np.max(np.tanh(x @ w) + y, axis=1), rtol=1e-13)

@@ -139,3 +139,30 @@ def test_eigenvalue_gradient_on_the_triangle_read(backend, dtype, lower):
             d[idx] = eps
             fd[idx] = (f(a + d) - f(a - d)) / (2 * eps)
         np.testing.assert_allclose(g, fd, atol=1e-7)
+
+
+def test_real_eigh_reads_no_uninitialised_workspace_size(monkeypatch):
+    """LAPACK's dsyevd has no rwork, so the workspace query leaves it as allocated: the real
+    helper must not size an allocation from it (run in Python, its fresh arrays filled with
+    NaN as uninitialised memory may be)."""
+    import sys
+    import types
+
+    from tracegrad.backends.numba import helpers
+
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    a = np.random.default_rng(6).standard_normal((2, 4, 4))
+    a = a + np.swapaxes(a, 1, 2)
+    tg.function(lambda x: ops.eigh(x)[0], backend="numba")(a)  # loads the helper module
+    mod = sys.modules[helpers.MODULE]
+
+    def empty(shape, dtype=float):
+        return np.full(shape, np.nan if np.dtype(dtype).kind in "fc" else 0, dtype)
+
+    monkeypatch.setitem(mod._eigh_f64.py_func.__globals__, "np",
+                        types.SimpleNamespace(**{**vars(np), "empty": empty}))
+    w, v = np.empty((2, 4)), np.empty((2, 4, 4))
+    mod._eigh_f64.py_func(a, w, v, True)
+    want_w, want_v = np.linalg.eigh(a)
+    np.testing.assert_allclose(w, want_w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.abs(v), np.abs(want_v), rtol=1e-10, atol=1e-12)

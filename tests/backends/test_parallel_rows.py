@@ -151,3 +151,26 @@ def test_row_split_kernels_are_the_default(monkeypatch):
     assert not _ran_rows(f, big)
     ex = f.get_concrete_function(big).executor
     assert ex._parallel is None and "prange(" not in ex.source
+
+
+def test_a_graph_whose_serial_kernel_can_raise_stays_serial_by_default(monkeypatch):
+    """`parallel` None: a graph that splits into rows but whose serial kernel can raise (an
+    integer power's negative exponent) has no row-split kernel, so it gets no parallel
+    kernel at all (not the loop-nest one `parallel=True` asks for), and its error names the
+    op."""
+    from tracegrad.backends.numba import compile_graph
+
+    monkeypatch.setattr(threads, "num_threads", 2)
+
+    def fn(x, e):
+        return x ** e + x
+
+    x = np.arange(8192 * 64, dtype=np.int64).reshape(8192, 64) % 7
+    e = np.int64(3)
+    graph = tg.function(fn).get_concrete_function(x, e).graph
+    assert rows.row_class(Plan(graph)) is not None
+    ex = compile_graph(graph, parallel=None)
+    assert ex._parallel is None and "prange(" not in ex.source and "raise" in ex.source
+    np.testing.assert_array_equal(ex([x, e])[0], x ** 3 + x)
+    with pytest.raises(ValueError, match="power"):
+        ex([x, np.int64(-1)])

@@ -21,9 +21,7 @@ from tracegrad.backends.numba.codegen import ENTRY, CodeGen
 from tracegrad.backends.numba.control import Segment, check_outer
 from tracegrad.backends.numba.helpers import STORAGE
 from tracegrad.backends.numba.lowering import INLINED, Lowering, find, register, registered
-from tracegrad.backends.numba.parallel import (
-    is_large, multiply_adds, passive_omp, with_threads,
-)
+from tracegrad.backends.numba.parallel import large_call, passive_omp, with_threads
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.segments import SegmentedExecutor, has_control_flow
 from tracegrad.backends.numba.split import split_entry
@@ -111,7 +109,8 @@ def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
-    return _source(*_generate(graph, parallel))[0]
+    found, plan = _row_split(Plan(graph)) if parallel else (None, None)
+    return (found or _source(*_generate(graph, parallel, plan)))[0]
 
 
 def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
@@ -125,14 +124,20 @@ def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
 
 
 def _source(plan: Plan, cg: CodeGen):
-    """`(source, cg)` of the kernel `cg` generates: for a parallel kernel of a graph of
-    independent rows, the row-split kernel (rows.py) and its own code generator."""
-    if cg.parallel:
-        d = rows.row_class(plan)
-        found = rows.generate(plan, d, CodeGen) if d is not None else None
-        if found is not None:
-            return found
+    """`(source, cg)` of the kernel `cg` generates."""
     return split_entry(cg.generate(), ENTRY), cg
+
+
+def _row_split(plan: Plan):
+    """`(found, plan)`: `found`, the row-split kernel `(source, cg)` of `plan`'s graph
+    (rows.py, generated on `plan`), or None when the graph does not split into rows or its
+    serial kernel can raise; `plan`, a plan untouched by the attempt for its other kernels
+    (None when `found`: they make their own)."""
+    d = rows.row_class(plan)
+    if d is None:
+        return None, plan
+    found = rows.generate(plan, d, CodeGen)
+    return found, (None if found is not None else Plan(plan.graph))
 
 
 def compile_graph(graph: FuncGraph, parallel: bool | None = False):
@@ -149,41 +154,42 @@ def compile_graph(graph: FuncGraph, parallel: bool | None = False):
     return _compile_kernel(graph, parallel)
 
 
-def _compile_kernel(graph: FuncGraph, parallel: bool):
+def _compile_kernel(graph: FuncGraph, parallel: bool | None):
     graph = _lower(graph)
+    found, plan = _row_split(Plan(graph)) if parallel is not False else (None, None)
     # a row-split kernel's bits can differ from the serial kernel's (rows.py): its graph's
     # large calls run it at every thread count
-    plan = Plan(graph) if parallel is not False else None
-    split = plan is not None and rows.row_class(plan) is not None
+    split = found is not None
     parallel = split or bool(parallel)  # None: row-split kernels only
-    if parallel and (threads.num_threads > 1 or split) and _always_large(plan, split):
+    if parallel and (threads.num_threads > 1 or split) and \
+            _always_large(found[1].plan if split else plan, split):
         # every call is large: the parallel kernel alone (the same bits on one thread)
-        return _executor(graph, True, threaded=True, plan=plan)
+        return _executor(graph, True, threaded=True, found=found)
     # with `parallel`, large calls run a second kernel, compiled when one first comes
     # (parallel.py): the serial one keeps its loops single-threaded (and its call path)
-    return _executor(graph, False, partial(_executor, graph, True) if parallel else None,
-                     any_count=split, plan=plan)
+    return _executor(graph, False, partial(_executor, graph, True, found=found)
+                     if parallel else None, row_split=split, plan=plan)
 
 
 def _always_large(plan: Plan, split: bool) -> bool:
-    if not plan.static:
-        return False
-    shapes = plan.static_shapes()
-    return is_large(shapes.values(), multiply_adds(plan.graph, shapes) if split else 0)
+    return plan.static and large_call(plan.graph, plan.static_shapes(), split)
 
 
 def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=False,
-              any_count=False, plan: Plan | None = None):
+              row_split=False, plan: Plan | None = None, found=None):
+    """The executor of `graph`'s kernel: `found` (a row-split kernel's `(source, cg)`), else
+    the kernel generated for `parallel` on `plan` (None: a new one)."""
     from tracegrad.backends.numba.cache import load_kernel
     from tracegrad.backends.numba.executor import Executor
 
-    source, cg = _source(*_generate(graph, parallel, plan))
+    source, cg = found if found is not None and parallel else \
+        _source(*_generate(graph, parallel, plan))
     if parallel:
         passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)
     return Executor(cg.plan, with_threads(entry) if threaded else entry, source,
                     cg.const_arrays, cg.uses_I, cg.uses_F, cg.raises, cg.kept,
-                    parallel=compile_parallel, parallel_any_count=any_count)
+                    parallel=compile_parallel, row_split=row_split)
 
 
 def _signature(graph: FuncGraph, cg: CodeGen) -> tuple:

@@ -24,7 +24,7 @@ from tracegrad.backends.numba.blocks import (
     _prod,
 )
 from tracegrad.backends.numba.lowering import REDUCTION, Lowering, register
-from tracegrad.backends.numba.records import name_of, slot, stmts
+from tracegrad.backends.numba.records import Stmt, name_of, slot, stmts
 from tracegrad.backends.numba.scalars import NB_TYPE, helper
 from tracegrad.core import dtypes, shapes
 from tracegrad.ops import reductions
@@ -164,13 +164,13 @@ def _row_reduce(cg, op, monoid, d, accumulate):
         nest = cg.loop_nest(xd, x, groups=groups, op=op, parallel=one_loop and not accumulate)
         depth = min(d, 1) if groups else d
         count = shapes.size(x.shape[d:])
-        if one_loop:  # decided before the operand's code: its reads depend on the loops
-            _written_out(nest, count)
+        # decided before the operand's code: its reads depend on the loops
+        written_out = one_loop and _written_out(nest, count)
         v, _ = cg.elem(x, nest.index(), nest)
         row_end = nest.post[depth]
         if one_loop:
-            if _unrolled_row(cg, nest, monoid, dt, v, acc, count):
-                pass
+            if written_out:
+                _unrolled_row(cg, nest, monoid, dt, v, acc)
             elif monoid != "sum" and len(nest.dims) > 1:
                 _running_extreme(cg, nest, monoid, dt, v, acc, depth)
                 safe = False  # the running value is not per block
@@ -178,13 +178,14 @@ def _row_reduce(cg, op, monoid, d, accumulate):
                 _blocked_row(cg, nest, monoid, dt, v, acc)
         else:
             safe = False
-            nest.jam = 1  # the rows share the buffer and its running position
             buf, pos = cg.fresh("buf"), cg.fresh("pos")
             size = None if None in x.type.shape else math.prod(x.type.shape[d:])
             nest.prologue.append(cg.scratch(buf, m, size, dt))
-            nest.pre[depth].append(f"{pos} = 0")
-            nest.stmt(frozenset(range(len(nest.dims))), f"{buf}[{pos}] = {v}\n{pos} += 1",
-                      defines=(name_of(pos),))
+            nest.pre[depth].append(Stmt(f"{pos} = 0", (name_of(pos),)))
+            # a store in the innermost loop: the nest is not jammed (`Nest._jams`)
+            inner = frozenset(range(len(nest.dims)))
+            nest.stmt(inner, f"{buf}[{pos}] = {v}")
+            nest.stmt(inner, f"{pos} += 1", defines=(name_of(pos),))
             row = helper(cg.helpers, _ROW_HELPER[monoid], dt)
             row_end.append(f"{acc} = {row}({buf}, 0, {m})")
         if groups and t.ndim:
@@ -205,16 +206,12 @@ def _row_reduce(cg, op, monoid, d, accumulate):
     return safe
 
 
-def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
-    """`acc` = the reduction of value `v` over a row of `count` (at most `SHORT_ROW`)
-    elements, the innermost loop written out (`Nest.unroll`): a sum in NumPy's pairwise
-    order (`_pairwise_expr`), a max/min combined in order. A short row (the squared
-    coordinates of a point, the components of a mixture) is then a few additions in
-    registers: no buffer, no helper call, no block loop per row. False when the row is
-    not short, the nest already loops in blocks, or the row is the nest's only loop (then
-    its loop, which vectorizes, is kept: a recurrent step's cells)."""
-    if not _written_out(nest, count):
-        return False
+def _unrolled_row(cg, nest, monoid, dt, v, acc):
+    """`acc` = the reduction of value `v` over a row of the nest's innermost loop, written
+    out (`_written_out`): a sum in NumPy's pairwise order (`_pairwise_expr`), a max/min
+    combined in order. A short row (the squared coordinates of a point, the components of a
+    mixture) is then a few additions in registers: no buffer, no helper call, no block loop
+    per row."""
     inner = len(nest.dims)
     w = cg.fresh("v")
     nest.stmt(frozenset(range(inner)), f"{w} = {v}", defines=(name_of(w),))
@@ -222,10 +219,9 @@ def _unrolled_row(cg, nest, monoid, dt, v, acc, count) -> bool:
     post = nest.post[inner - 1]
     if monoid == "sum":
         post.append(f"{acc} = {_pairwise_expr(values, dt)}")
-        return True
+        return
     post.append(f"{acc} = {values[0]}")
     post.extend(f"{acc} = {_combine(cg, monoid, dt, acc, x)}" for x in values[1:])
-    return True
 
 
 def _running_extreme(cg, nest, monoid, dt, v, acc, depth):
@@ -241,7 +237,9 @@ def _running_extreme(cg, nest, monoid, dt, v, acc, depth):
 
 def _written_out(nest, count) -> bool:
     """Whether the innermost loop of `nest`, a row of `count` elements, is written out
-    (`_unrolled_row`; it is from then on)."""
+    (`_unrolled_row`; it is from then on): False when the row is not short, the nest
+    already loops in blocks, or the row is the nest's only loop (then its loop, which
+    vectorizes, is kept: a recurrent step's cells)."""
     return count is not None and 2 <= count <= SHORT_ROW and len(nest.dims) >= 2 and \
         nest.unroll(count)
 

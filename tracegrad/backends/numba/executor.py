@@ -57,8 +57,8 @@ class Executor:
         "_parallel",
         "_parallel_ex",
         "_parallel_runs",
-        "_parallel_any_count",
         "_pool",
+        "_row_split",
         "_shape_cache",
         "entry",
         "float16_out",
@@ -78,7 +78,7 @@ class Executor:
     )
 
     def __init__(self, plan: Plan, entry, source: str, const_arrays, uses_I, uses_F, raises,
-                 kept=(), parallel=None, parallel_any_count=False):
+                 kept=(), parallel=None, row_split=False):
         graph = plan.graph
         self.plan = plan
         self.entry = entry
@@ -100,8 +100,9 @@ class Executor:
         self._pool: list = []
         # compiles the graph's parallel executor (parallel.py), or None: always serial
         self._parallel = parallel
-        # large calls run the parallel kernel at one thread too (its bits differ: rows.py)
-        self._parallel_any_count = parallel_any_count
+        # the parallel kernel is row-split: large calls (its products count too) run it at
+        # one thread too (its bits differ: rows.py)
+        self._row_split = row_split
         self._parallel_ex = None  # the parallel executor, once compiled
         self._parallel_runs: dict = {}
         if self.static:
@@ -143,9 +144,9 @@ class Executor:
         # a large call with more than one thread runs the parallel kernel (parallel.py)
         par = ("        return ex._parallel_run({})({})".format(
             donated, "arrays, donated" if donated else "arrays"))
-        if self._parallel is not None and self.static and self._large(
-                self.plan.static_shapes()):
-            lines += [par[4:]] if self._parallel_any_count else ["    if T.num_threads > 1:", par]
+        if self._parallel is not None and self.static and parallel.large_call(
+                self.plan.graph, self.plan.static_shapes(), self._row_split):
+            lines += [par[4:]] if self._row_split else ["    if T.num_threads > 1:", par]
         first_donated = m - donated
 
         def alloc(i: int, shape: str) -> str:
@@ -180,7 +181,7 @@ class Executor:
         else:
             lines.append(f"    shapes, tail, large = ex._dynamic([{', '.join(ins)}])")
             if self._parallel is not None:
-                more = "" if self._parallel_any_count else " and T.num_threads > 1"
+                more = "" if self._row_split else " and T.num_threads > 1"
                 lines += [f"    if large{more}:", par]
             for i, dt in enumerate(self.out_dtypes):
                 env[f"od{i}"] = dt
@@ -218,12 +219,6 @@ class Executor:
         size = sum(math.prod(shape) * dtype.itemsize for shape, dtype in self._kept)
         return size <= _KEEP_LIMIT_BYTES
 
-    def _large(self, shapes: dict) -> bool:
-        """Whether a call of `shapes` (tensor id -> shape) runs the parallel kernel."""
-        split = self._parallel_any_count  # a row-split kernel: its products count too
-        products = parallel.multiply_adds(self.plan.graph, shapes) if split else 0
-        return parallel.is_large(shapes.values(), products)
-
     def _parallel_run(self, donated: int):
         """The run (of `donated` outputs' buffers) of the parallel kernel."""
         run = self._parallel_runs.get(donated)
@@ -251,7 +246,8 @@ class Executor:
             return found
         shapes = self.plan.shapes(args)
         out_shapes = [tuple(shapes[id(t)]) for t in self.plan.graph.outputs]
-        large = self._parallel is not None and self._large(shapes)
+        large = self._parallel is not None and parallel.large_call(
+            self.plan.graph, shapes, self._row_split)
         result = (out_shapes, self._consts + self._int_vector(shapes) + self._F, large)
         if not self.plan.data_dependent and len(self._shape_cache) < _SHAPE_CACHE_LIMIT:
             self._shape_cache[key] = result

@@ -118,7 +118,7 @@ def _eigh_{S}(a, w, v, lower):
     ints = np.full(5, -1, np.int32)  # n, lwork, lrwork, liwork, info
     ints[0] = n
     work = np.empty(1, dtype={W})
-    rwork = np.empty(1, dtype=np.float64)
+    rwork = np.zeros(1, dtype=np.float64)  # dsyevd has none: its size stays 0
     iwork = np.empty(1, dtype=np.int32)
     _evd_{WS}(flags, ints, s, ww, work, rwork, iwork)  # the workspace query
     ints[1], ints[2], ints[3] = int(work[0].real), int(rwork[0]), iwork[0]
@@ -567,20 +567,37 @@ _HELPERS["vmin_f"] = _LANE_EXTREME.replace("{K}", "min").replace("{LLK}", "minim
 # Batched BLAS products o[k] = a[k] @ b[k] (`.T`: BLAS's transpose flag). One compiled,
 # disk-cached function per transpose pattern: Numba's np.dot is costly to type and lower,
 # ~0.2-0.4 s per call site when written into each kernel.
+# (Not `_gemm_`'s calls: Numba's np.dot computes a product with one row or one column
+# otherwise, in other last bits.)
 _BDOT = """
 @njit(cache=True, **_OPTS)
 def _bdot_{TR}_{S}(a, b, o):
-    if o.shape[0] == 0:
+    kk = a.shape[{KA}]
+    if _no_products(o, kk):
         return
-    saved = _blas_one(o[0].size * a.shape[a.ndim - 1])
+    saved = _blas_one(o[0].size * kk)
     for k in range(o.shape[0]):
         np.dot(a[k]{TA}, b[k]{TB}, o[k])
     _blas_restore(saved)
 """
 for _tr in ("nn", "nt", "tn", "tt"):
     _HELPERS["bdot_" + _tr] = (_BDOT.replace("{TR}", _tr)
+                               .replace("{KA}", "1" if _tr[0] == "t" else "2")
                                .replace("{TA}", ".T" if _tr[0] == "t" else "")
                                .replace("{TB}", ".T" if _tr[1] == "t" else ""))
+
+# The batched products o (batch, m, n) of kk terms each when there is nothing to multiply:
+# True, and o written (zeros when kk is 0), when o is empty or kk is 0.
+_NO_PRODUCTS = """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _no_products(o, kk):
+    if o.size == 0:
+        return True
+    if kk == 0:
+        o[...] = 0
+        return True
+    return False
+"""
 
 # One matrix or vector product o = a @ b, through BLAS (a or b may be a transposed view).
 _HELPERS["dot"] = """
@@ -806,10 +823,7 @@ _GEMM = """
 def _gemm_{P}(a, b, o):
     nb, m, n = o.shape
     kk = a.shape[2]
-    if nb == 0 or m == 0 or n == 0:
-        return
-    if kk == 0:
-        o[...] = 0
+    if _no_products(o, kk):
         return
     s = a.itemsize
     if not (a.strides[2] == s or a.strides[1] == s) or not (b.strides[2] == s or
@@ -837,7 +851,7 @@ def _gemm_{P}(a, b, o):
         sizes[4] = max(a.strides[2] // s, m, 1)
     alpha = np.ones(1, np.{N})
     beta = np.zeros(1, np.{N})
-    saved = _blas_one(nb * m * n * kk)
+    saved = _blas_one(m * n * kk)  # (one product's work: the policy's)
     for k in range(nb):
         _blas_{P}gemm(flags[0:].ctypes, flags[1:].ctypes, sizes[0:].ctypes, sizes[1:].ctypes,
                       sizes[2:].ctypes, alpha.ctypes, b[k].ctypes, sizes[3:].ctypes,
@@ -1300,6 +1314,7 @@ def _module_source() -> str:
         *vecmath_special.TEMPLATES.values(),
         _CVIEW,
         _BLAS_THREADS.replace("{SMALL}", str(blas_threads.SMALL_PRODUCT)),
+        _NO_PRODUCTS,
         _LAPACK,
         _EXPM,
         _CYTHON_SPECIAL,

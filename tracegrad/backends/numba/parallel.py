@@ -14,7 +14,6 @@ no recompile.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 
@@ -49,6 +48,12 @@ def is_large(shapes, products: int = 0) -> bool:
     return largest(shapes) >= PARALLEL_MIN_ELEMENTS or products >= PARALLEL_MIN_MADDS
 
 
+def large_call(graph, shapes: dict, row_split: bool) -> bool:
+    """Whether a call of `graph` with `shapes` (tensor id -> shape) runs its parallel kernel
+    (`row_split`: a row-split kernel, whose products count too)."""
+    return is_large(shapes.values(), multiply_adds(graph, shapes) if row_split else 0)
+
+
 def multiply_adds(graph, shapes: dict) -> int:
     """The multiply-adds of `graph`'s matrix products (`dot_general`) for `shapes` (tensor
     id -> shape)."""
@@ -57,7 +62,8 @@ def multiply_adds(graph, shapes: dict) -> int:
         if op.primitive is dot_general_p:
             (lc, _), _ = op.attrs["dimension_numbers"]
             lhs = shapes[id(op.inputs[0])]
-            total += (size(shapes[id(op.outputs[0])]) or 0) * math.prod(lhs[i] or 0 for i in lc)
+            terms = size([lhs[i] for i in lc]) or 0
+            total += (size(shapes[id(op.outputs[0])]) or 0) * terms
     return total
 
 

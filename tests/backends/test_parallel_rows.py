@@ -19,6 +19,7 @@ from tracegrad import ops
 from tracegrad.backends import threads
 from tracegrad.backends.numba import parallel, rows
 from tracegrad.backends.numba.plan import Plan
+from tracegrad.function import Config
 from tracegrad.passes import optimize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,8 +135,12 @@ def test_row_split_kernels_are_the_default(monkeypatch):
     other graphs and `parallel=False` never run a parallel kernel."""
     monkeypatch.setattr(tg.config, "background_compile", False)
     monkeypatch.setattr(threads, "num_threads", 2)
-    assert tg.config.parallel is None or os.environ.get("TRACEGRAD_PARALLEL")
+    monkeypatch.delenv("TRACEGRAD_PARALLEL", raising=False)
+    assert Config().parallel is None
     monkeypatch.setattr(tg.config, "parallel", None)
+    # the documented defaults (TRACEGRAD_PARALLEL_MIN and _MIN_MADDS may change them)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 300_000)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_MADDS", 1 << 22)
     rng = np.random.default_rng(5)
     w1, w2 = rng.standard_normal((32, 16)) / 4, rng.standard_normal((16, 32)) / 6
     for batch, large in ((512, True), (256, False)):

@@ -21,6 +21,11 @@ def gated(monkeypatch):
     """Background compiling on, with numba compiles held until the returned event is set;
     yields (event, backends compiled so far)."""
     monkeypatch.setattr(tg.config, "background_compile", True)
+    # Earlier tests' compiles end first: held by this gate, they would run beside the test,
+    # and Numba's `warnings.catch_warnings` in the compile thread can swap out the test's
+    # `pytest.warns` recorder (the module's warning state is process-wide).
+    if tg_function._COMPILER:
+        tg_function._COMPILER[0].submit(int).result()
     gate, compiled = threading.Event(), []
     real = tg_function.compile_graph
 

@@ -13,6 +13,7 @@ import pytest
 import tracegrad as tg
 import tracegrad.numpy as tnp
 from tracegrad.backends.numba import SegmentedExecutor, compile_graph
+from tracegrad.backends.numba import control
 from tracegrad.backends.numba.control import COPY_BACK_ELEMENTS, HISTORY_ROWS
 from tracegrad.function import compiled_source
 from tracegrad.passes import optimize
@@ -78,6 +79,39 @@ def test_maximum_iterations_bounds_the_loop_and_its_history():
     got, want = _both(g, x)
     np.testing.assert_allclose(got, want, rtol=1e-14)
     np.testing.assert_allclose(got, np.full(2, 1.1 ** 200), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bounded_rows", [control.HISTORY_ROWS_BOUNDED, 8])
+def test_a_history_of_maximum_iterations_rows_has_no_growth_code(monkeypatch, bounded_rows):
+    """Histories start at `maximum_iterations` rows when that is at most
+    HISTORY_ROWS_BOUNDED, so the loop has no code growing them; past it they start smaller
+    and grow (here 8 rows for a loop of up to 200 steps running 95)."""
+    monkeypatch.setattr(control, "HISTORY_ROWS_BOUNDED", bounded_rows)
+
+    def f(x):
+        return tg.while_loop(lambda v: tnp.sum(v) < 40.0,
+                             lambda v: (v * 1.05 + 0.2 * tnp.sin(v),), (x,),
+                             maximum_iterations=200)[0]
+
+    loss = tg.grad(lambda x: tnp.sum(f(x) ** 2))
+    x = np.array([0.5, 0.25, -0.1])
+    src = compiled_source(tg.trace(loss)(x))
+    grows = bool(re.search(r"w\d+_g = np\.empty", src))
+    assert grows == (bounded_rows < 200)
+    # carries and their history rows are copied whole, not by generated loops
+    assert re.search(r"_crow\(w\d+_h\d+, w\d+_it, w\d+_c\d+\)", src)
+    got, want = _both(loss, x)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+    def f_np(v):
+        k = 0
+        while np.sum(v) < 40.0:
+            v, k = v * 1.05 + 0.2 * np.sin(v), k + 1
+        assert 8 < k < 200
+        return v
+
+    np.testing.assert_allclose(got, central_difference(lambda v: np.sum(f_np(v) ** 2), x),
+                               rtol=1e-6)
 
 
 def test_scan_values_and_gradients_match_the_numpy_backend():

@@ -8,9 +8,11 @@ writes the second from the first, which is then copied back (small carries of kn
 or swapped with it (Numba updates the reference counts of swapped arrays, which costs
 more than copying a few thousand elements). A loop that keeps its history writes each
 iteration's carry into a row of a buffer that starts at `maximum_iterations` rows (at
-most HISTORY_ROWS_BOUNDED) or HISTORY_ROWS, and grows by doubling (its final size is the
-iteration count, known only when the loop ends: the kernel sets that dim itself); only
-the histories something reads are kept. A step's temporaries are allocated once, before
+most HISTORY_ROWS_BOUNDED; such a buffer is never full and has no code growing it) or
+HISTORY_ROWS, and grows by doubling (its final size is the iteration count, known only
+when the loop ends: the kernel sets that dim itself); only the histories something reads
+are kept. Carries and history rows are copied by one memcpy each (`_ccopy`, `_crow`):
+generated loops cost Numba's front end a loop each. A step's temporaries are allocated once, before
 the loop, by a companion function of the step (`while_step3_ws`: the same arguments, the
 same sizes), and passed to every call: an iteration allocates nothing.
 
@@ -265,24 +267,14 @@ def emit_while(cg, op) -> None:
             x = inits[j]
             shape = ", ".join((str(rows), *cg.dims(x)))
             lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
-        grown = f"min(2 * {it}, {limit})" if limit is not None else f"2 * {it}"
-        body.append(f"if {it} == {hist[kept[0]]}.shape[0]:")
-        g = slot(f"{w}_g")
+        if limit is None or rows < limit:  # buffers of `limit` rows are never full
+            body += _grow(cg, it, limit, [(hist[j], inits[j]) for j in kept], slot(f"{w}_g"))
         for j in kept:
-            x = inits[j]
-            dims = cg.dims(x)
-            shape = ", ".join((grown, *dims))
-            r = cg.fresh("r")
-            body += [f"    {g} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})",
-                     f"    for {r} in range({it}):",
-                     *["        " + line for line in _copy(cg, dims, (g, r), (hist[j], r))],
-                     f"    {hist[j]} = {g}"]
-        for j in kept:
-            body += _copy(cg, cg.dims(inits[j]), (hist[j], it), (cur[j], None))
+            body.append(_copy_into(cg, inits[j], (hist[j], it), cur[j]))
     body.append(step.call(consts + cur, nxt + [go], workspace))
     if copy_back:
         for j, x in enumerate(inits):
-            body += _copy(cg, cg.dims(x), (cur[j], None), (nxt[j], None))
+            body.append(_copy_into(cg, x, (cur[j], None), nxt[j]))
     elif m:
         body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
                     f"{', '.join(cur)},")
@@ -317,6 +309,31 @@ register(python_call_p, Lowering(CONTROL, emit=_python_call_segment, needs_array
 
 def _used(plan: Plan, t) -> bool:
     return bool(plan.consumers[id(t)]) or plan.is_output(t)
+
+
+def _grow(cg, it, limit, hists, g) -> list[str]:
+    """Lines doubling each history buffer of `hists` (`(name, carry)`) when it is full."""
+    grown = f"min(2 * {it}, {limit})" if limit is not None else f"2 * {it}"
+    lines = [f"if {it} == {hists[0][0]}.shape[0]:"]
+    for h, x in hists:
+        dims = cg.dims(x)
+        r = cg.fresh("r")
+        lines += [f"    {g} = np.empty(({', '.join((grown, *dims))},), dtype={NB_TYPE[x.dtype]})",
+                  f"    for {r} in range({it}):",
+                  *["        " + line for line in _copy(cg, dims, (g, r), (h, r))],
+                  f"    {h} = {g}"]
+    return lines
+
+
+def _copy_into(cg, x, dst, src) -> str:
+    """The line copying carry buffer `src` (of tensor `x`, C-contiguous) into `dst`: a
+    `(array, row or None)`."""
+    if x.ndim == 0:
+        return f"{dst[0]}[{dst[1] if dst[1] is not None else '()'}] = {src}[()]"
+    helper = "_ccopy" if dst[1] is None else "_crow"
+    cg.helpers[helper] = None
+    row = "" if dst[1] is None else f"{dst[1]}, "
+    return f"{helper}({dst[0]}, {row}{src})"
 
 
 def _copy(cg, dims, dst, src) -> list[str]:

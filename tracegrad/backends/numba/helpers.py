@@ -676,6 +676,43 @@ def _cview(typingctx, a, shape):
                                itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
         return _borrowed(context, builder, ret, out._getvalue())
     return ret(a, shape), codegen
+
+
+def _same_c(dst, src):
+    return isinstance(dst, _nbtypes.Array) and isinstance(src, _nbtypes.Array) and \
+        dst.layout == "C" and src.layout == "C" and dst.dtype == src.dtype
+
+
+# A loop's carries and history rows copied as one memcpy of C-contiguous data (the
+# generated nests cost Numba's front end a loop each; LLVM made them memcpy anyway).
+@_intrinsic
+def _ccopy(typingctx, dst, src):
+    if not _same_c(dst, src):
+        return None
+
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[1])(context, builder, args[1])
+        _cgutils.raw_memcpy(builder, d.data, s.data, s.nitems, s.itemsize)
+        return context.get_dummy_value()
+    return _nbtypes.none(dst, src), codegen
+
+
+@_intrinsic
+def _crow(typingctx, dst, row, src):
+    if not _same_c(dst, src) or dst.ndim != src.ndim + 1 or \
+            not isinstance(row, _nbtypes.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[2])(context, builder, args[2])
+        stride = _cgutils.unpack_tuple(builder, d.strides, sig.args[0].ndim)[0]
+        at = builder.mul(context.cast(builder, args[1], sig.args[1], _nbtypes.intp), stride)
+        base = builder.bitcast(d.data, _cgutils.voidptr_t)
+        _cgutils.raw_memcpy(builder, builder.gep(base, [at]), s.data, s.nitems, s.itemsize)
+        return context.get_dummy_value()
+    return _nbtypes.none(dst, row, src), codegen
 """
 
 _PIVOTS = """

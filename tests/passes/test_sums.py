@@ -118,3 +118,50 @@ def test_a_sum_the_rule_refuses_emits_nothing():
     rw.run()
     assert [op.primitive for op in rw.target.operations] == \
         [op.primitive for op in graph.operations]
+
+
+def _sums(graph):
+    return [op for op in graph.operations if op.primitive is ops.reduce_sum_p]
+
+
+def test_the_gradient_of_logsumexp_sums_the_exponentials_once():
+    # GradBench's lse: the gradient through the max sums -exp(x - m) / s, which is -s / s
+    x = RNG.normal(size=200)
+
+    def lse(x):
+        m = tnp.max(x)
+        return m + tnp.log(tnp.sum(tnp.exp(x - m)))
+
+    graph = _optimized(tg.value_and_grad(lse), x)
+    # the sum of the exponentials and the count of maxima (the max's gradient), no third
+    assert len(_sums(graph)) == 2
+    value, grad = evaluate(graph, x)
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(value, x.max() + np.log(e.sum()), rtol=1e-15)
+    np.testing.assert_allclose(grad, e / e.sum(), rtol=1e-14, atol=1e-17)
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("negs", [0, 1, 2])
+def test_a_sum_of_a_product_by_a_scalar_is_the_scalar_times_the_sum(negs, keepdims):
+    y = RNG.normal(size=(4, 5))
+
+    def f(c, y):
+        z = product = c * tnp.exp(y)
+        for _ in range(negs):
+            z = -z
+        return tnp.sum(z, axis=1, keepdims=keepdims), product  # the product is read twice
+
+    graph = _optimized(f, 1.5, y)
+    (summed,) = [op for op in _sums(graph)]
+    assert summed.inputs[0].op.primitive is ops.exp_p  # the sum reads exp(y), not c * exp(y)
+    got = evaluate(graph, 1.5, y)[0]
+    want = np.sum((-1.0) ** negs * 1.5 * np.exp(y), axis=1, keepdims=keepdims)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def test_a_sum_of_a_product_by_a_broadcast_array_is_left_alone():
+    y, w = RNG.normal(size=(4, 5)), RNG.normal(size=5)
+    graph = _optimized(lambda y: tnp.sum(w * y, axis=1), y)
+    (summed,) = _sums(graph)
+    assert summed.inputs[0].op.primitive is ops.mul_p

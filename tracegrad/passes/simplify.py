@@ -247,9 +247,13 @@ from tracegrad.passes import sums  # noqa: E402
 
 def _reduce_sum(rw, op, ins):
     """A sum over no axes is its operand; one over a product's free dims is taken before
-    the product (`sums.sum_of_product`)."""
-    replaced = _same_type_identity(rw, op, ins)
-    return replaced if replaced is not None else sums.sum_of_product(rw, op, ins)
+    the product (`sums.sum_of_product`); one of a product by a scalar is the scalar times
+    the sum (`sums.sum_of_scaled`)."""
+    for rule in (_same_type_identity, sums.sum_of_product, sums.sum_of_scaled):
+        replaced = rule(rw, op, ins)
+        if replaced is not None:
+            return replaced
+    return None
 
 
 def _dot_general(rw, op, ins):

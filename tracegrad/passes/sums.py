@@ -11,6 +11,13 @@ between the product and the sum is moved after the new product. Only a product (
 `neg`/`transpose` between) that the sum alone reads is rewritten: a product read elsewhere
 is computed anyway, and summing its operand would add work.
 
+A sum of a product by a broadcast scalar is that scalar times the sum (`sum(c * y) =
+c * sum(y)`), whoever else reads the product: summing `y` costs what summing `c * y` did,
+and the sum of `y` is often computed already (the common-subexpression pass then merges
+them). Reverse mode makes this shape too: the gradient of `log(sum(exp(x - m)))` through
+`m` sums `-exp(x - m) / s` (GradBench's lse, every softmax), which becomes `-s / s`, one
+pass over `x` less.
+
 The additions are grouped differently (within the error bound of a sum of products, not
 the same bits); the rewrite is for float and complex dtypes only, and never for a sum
 over a batch dim (each batch element is its own product).
@@ -23,6 +30,40 @@ from tracegrad.ops import elementwise as ew
 from tracegrad.ops import linalg, reductions, shape_ops
 
 _THROUGH = (ew.neg_p, shape_ops.transpose_p)  # linear, one operand: moved after the product
+
+
+def sum_of_scaled(rw, op, ins):
+    """The `reduce_sum` `op` of a (negated) product by a broadcast scalar as the scalar
+    times the sum of the other factor, or None (see the module)."""
+    out = op.outputs[0].type
+    if not op.attrs["axes"] or not dtypes.is_inexact(out.dtype) or None in out.shape:
+        return None
+    negs, t = 0, op.inputs[0]
+    while t.op is not None and t.op.primitive is ew.neg_p and rw.readers(t) == 1:
+        negs, t = negs + 1, t.op.inputs[0]
+    product = rw.read(t).op
+    if product is None or product.primitive is not ew.mul_p:
+        return None
+    for c, y in (product.inputs, reversed(product.inputs)):
+        if c.op is not None and c.op.primitive is shape_ops.broadcast_in_dim_p and \
+                c.op.inputs[0].ndim == 0 and c.op.inputs[0].dtype == out.dtype and \
+                y.type == product.outputs[0].type:
+            break
+    else:
+        return None
+    scale = c.op.inputs[0]
+    spread = {"shape": tuple(out.shape), "broadcast_dimensions": ()}
+    scale_type = shape_ops.broadcast_in_dim_p.infer([scale.type], spread)[0] if out.ndim \
+        else scale.type
+    if ew.mul_p.infer([scale_type, out], {})[0] != out:  # checked before anything is emitted
+        return None
+    (z,) = rw.emit(reductions.reduce_sum_p, [y], op.attrs, op.source)
+    if out.ndim:
+        (scale,) = rw.emit(shape_ops.broadcast_in_dim_p, [scale], spread, op.source)
+    (z,) = rw.emit(ew.mul_p, [scale, z], {}, product.source)
+    for _ in range(negs % 2):
+        (z,) = rw.emit(ew.neg_p, [z], {}, op.source)
+    return [z]
 
 
 def sum_of_product(rw, op, ins):

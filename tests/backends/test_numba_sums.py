@@ -93,3 +93,20 @@ def test_a_fused_max_in_blocks_propagates_nan_from_any_block():
     x[3 * B + 2] = np.nan
     got = tg.function(lambda x: (tnp.max(x * 2.0), tnp.min(x * 2.0)), backend="numba")(x)
     assert np.isnan(got[0]) and np.isnan(got[1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_pairwise_helper_is_numpys_order_on_contiguous_and_strided_rows(dtype):
+    """`_pairwise` (its leaves' 8 running sums as one 8-lane vector, a whole block as eight
+    leaves) against NumPy's pairwise sum of the same elements, for rows read in place and
+    rows read with a stride."""
+    import sys
+
+    tg.function(sums, backend="numba")(np.ones(3, dtype))  # the helper module is loaded
+    pairwise = getattr(sys.modules[helpers.MODULE], f"_pairwise_{'f64' if dtype == 'float64' else 'f32'}")
+    base = np.random.default_rng(5).standard_normal(3 * 6000).astype(dtype) * 1e3 + 1.0
+    for n in [1, 7, 8, 9, 127, 128, 129, 1000, B, B + 8, 5000]:
+        for x in (base[:n], base[::3][:n]):
+            want = np.sum(np.ascontiguousarray(x))
+            assert pairwise(x, 0, n) == want, (n, x.strides)
+            assert pairwise(base[: n + 5], 5, n) == np.sum(base[5: n + 5]), n

@@ -405,29 +405,29 @@ def _pwleaf_{S}(a, lo, n):
         for i in range(n):
             res += b[i]
         return res
-    r0, r1, r2, r3 = b[0], b[1], b[2], b[3]
-    r4, r5, r6, r7 = b[4], b[5], b[6], b[7]
     m = n - n % 8
-    for k in range(1, m // 8):
-        i = 8 * k
-        r0 += b[i]
-        r1 += b[i + 1]
-        r2 += b[i + 2]
-        r3 += b[i + 3]
-        r4 += b[i + 4]
-        r5 += b[i + 5]
-        r6 += b[i + 6]
-        r7 += b[i + 7]
+    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(b, 0, m)
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     for i in range(m, n):
         res += b[i]
     return res
 
 
+@njit(cache=True, forceinline=True, **_OPTS)
+def _pw128_{S}(a, lo):
+    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(a, lo, 128)
+    return ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+
+
 @njit(cache=True, **_OPTS)
 def _pairwise_{S}(a, lo, n):
     if n <= 128:
         return _pwleaf_{S}(a, lo, n)
+    if n == 1024:  # a whole block: NumPy halves it into eight leaves of 128
+        return ((_pw128_{S}(a, lo) + _pw128_{S}(a, lo + 128)) +
+                (_pw128_{S}(a, lo + 256) + _pw128_{S}(a, lo + 384))) + \
+            ((_pw128_{S}(a, lo + 512) + _pw128_{S}(a, lo + 640)) +
+             (_pw128_{S}(a, lo + 768) + _pw128_{S}(a, lo + 896)))
     los = np.empty(128, dtype=np.int64)
     ns = np.empty(128, dtype=np.int64)
     done = np.zeros(128, dtype=np.bool_)
@@ -681,6 +681,52 @@ def _cview(typingctx, a, shape):
 def _same_c(dst, src):
     return isinstance(dst, _nbtypes.Array) and isinstance(src, _nbtypes.Array) and \
         dst.layout == "C" and src.layout == "C" and dst.dtype == src.dtype
+
+
+# NumPy's pairwise leaf keeps 8 running sums, of elements i = j (mod 8): here one vector of
+# 8 lanes, `m` elements from `lo` (m a multiple of 8, at least 8), the same additions in the
+# same order (Numba left the 8 scalar chains unvectorized: LLVM may not reassociate them).
+@_intrinsic
+def _lanes8(typingctx, b, lo, m):
+    if not isinstance(b, _nbtypes.Array) or b.ndim != 1 or \
+            b.dtype not in (_nbtypes.float64, _nbtypes.float32):
+        return None
+    ret = _nbtypes.UniTuple(b.dtype, 8)
+
+    def codegen(context, builder, sig, args):
+        arr = context.make_array(sig.args[0])(context, builder, args[0])
+        off = context.cast(builder, args[1], sig.args[1], _nbtypes.intp)
+        count = context.cast(builder, args[2], sig.args[2], _nbtypes.intp)
+        elt = context.get_value_type(sig.args[0].dtype)
+        vec = _llir.VectorType(elt, 8)
+        size = context.get_abi_sizeof(elt)
+        contiguous = sig.args[0].layout == "C"
+        stride = None if contiguous else _cgutils.unpack_tuple(builder, arr.strides, 1)[0]
+        lane = [_llir.Constant(_llir.IntType(32), j) for j in range(8)]
+
+        def load(start):  # elements start .. start + 7 as a vector
+            start = builder.add(start, off)
+            if contiguous:
+                ptr = builder.bitcast(builder.gep(arr.data, [start]), vec.as_pointer())
+                return builder.load(ptr, align=size)
+            v = _llir.Constant(vec, _llir.Undefined)
+            base = builder.bitcast(arr.data, _cgutils.voidptr_t)
+            for j in range(8):
+                at = builder.mul(builder.add(start, _llir.Constant(start.type, j)), stride)
+                p = builder.bitcast(builder.gep(base, [at]), elt.as_pointer())
+                v = builder.insert_element(v, builder.load(p), lane[j])
+            return v
+
+        one = _llir.Constant(count.type, 1)
+        acc = _cgutils.alloca_once(builder, vec)
+        builder.store(load(_llir.Constant(count.type, 0)), acc)
+        blocks = builder.sdiv(count, _llir.Constant(count.type, 8))
+        with _cgutils.for_range_slice(builder, one, blocks, one) as (k, _):
+            start = builder.mul(k, _llir.Constant(count.type, 8))
+            builder.store(builder.fadd(builder.load(acc), load(start)), acc)
+        v = builder.load(acc)
+        return context.make_tuple(builder, ret, [builder.extract_element(v, j) for j in lane])
+    return ret(b, lo, m), codegen
 
 
 # A loop's carries and history rows copied as one memcpy of C-contiguous data (the

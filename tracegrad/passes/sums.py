@@ -32,15 +32,29 @@ from tracegrad.ops import linalg, reductions, shape_ops
 _THROUGH = (ew.neg_p, shape_ops.transpose_p)  # linear, one operand: moved after the product
 
 
+def _summable(op) -> bool:
+    """Whether `reduce_sum` `op` sums over some axes in a float or complex dtype."""
+    return bool(op.attrs["axes"]) and dtypes.is_inexact(op.outputs[0].dtype)
+
+
+def _through(rw, t, prims) -> tuple[list, object]:
+    """The ops of `prims` that lead down from `t`, each read by the one above it alone
+    (walked in the source graph, where readers are counted), nearest first, and the
+    tensor under them."""
+    chain = []
+    while t.op is not None and t.op.primitive in prims and rw.readers(t) == 1:
+        chain.append(t.op)
+        t = t.op.inputs[0]
+    return chain, t
+
+
 def sum_of_scaled(rw, op, ins):
     """The `reduce_sum` `op` of a (negated) product by a broadcast scalar as the scalar
     times the sum of the other factor, or None (see the module)."""
     out = op.outputs[0].type
-    if not op.attrs["axes"] or not dtypes.is_inexact(out.dtype) or None in out.shape:
+    if not _summable(op) or None in out.shape:
         return None
-    negs, t = 0, op.inputs[0]
-    while t.op is not None and t.op.primitive is ew.neg_p and rw.readers(t) == 1:
-        negs, t = negs + 1, t.op.inputs[0]
+    negs, t = _through(rw, op.inputs[0], (ew.neg_p,))
     product = rw.read(t).op
     if product is None or product.primitive is not ew.mul_p:
         return None
@@ -61,27 +75,25 @@ def sum_of_scaled(rw, op, ins):
     if out.ndim:
         (scale,) = rw.emit(shape_ops.broadcast_in_dim_p, [scale], spread, op.source)
     (z,) = rw.emit(ew.mul_p, [scale, z], {}, product.source)
-    for _ in range(negs % 2):
+    for _ in range(len(negs) % 2):
         (z,) = rw.emit(ew.neg_p, [z], {}, op.source)
     return [z]
 
 
 def sum_of_product(rw, op, ins):
     """The `reduce_sum` `op` as a product of summed operands, or None (see the module)."""
-    axes = set(op.attrs["axes"])
     out = op.outputs[0].type
-    if not axes or not dtypes.is_inexact(out.dtype):
+    if not _summable(op):
         return None
     keepdims = op.attrs.get("keepdims", False)
     if not keepdims and None in out.shape:
         return None
-    chain, t = [], op.inputs[0]  # walked in the source graph, where readers are counted
-    while t.op is not None and t.op.primitive in _THROUGH and rw.readers(t) == 1:
-        chain.append(t.op)
-        if t.op.primitive is shape_ops.transpose_p:
-            perm = t.op.attrs["permutation"]
+    chain, t = _through(rw, op.inputs[0], _THROUGH)
+    axes = set(op.attrs["axes"])
+    for o in chain:
+        if o.primitive is shape_ops.transpose_p:
+            perm = o.attrs["permutation"]
             axes = {perm[i] for i in axes}
-        t = t.op.inputs[0]
     if t.op is None or t.op.primitive is not linalg.dot_general_p or rw.readers(t) != 1:
         return None
     dot = rw.read(t).op  # the product as this sweep rewrote it (operands, dimension numbers)

@@ -12,9 +12,9 @@ most HISTORY_ROWS_BOUNDED; such a buffer is never full and has no code growing i
 HISTORY_ROWS, and grows by doubling (its final size is the iteration count, known only
 when the loop ends: the kernel sets that dim itself); only the histories something reads
 are kept. Carries and history rows are copied by one memcpy each (`_ccopy`, `_crow`):
-generated loops cost Numba's front end a loop each. A step's temporaries are allocated once, before
-the loop, by a companion function of the step (`while_step3_ws`: the same arguments, the
-same sizes), and passed to every call: an iteration allocates nothing.
+generated loops cost Numba's front end a loop each. A step's temporaries are allocated
+once, before the loop, by a companion function of the step (`while_step3_ws`: the same
+arguments, the same sizes), and passed to every call: an iteration allocates nothing.
 
 A sub-graph kernel takes every size from its input arrays, so its callers' arrays set
 them (a history grows while the loop runs). A graph this cannot express raises

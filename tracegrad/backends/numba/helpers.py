@@ -406,16 +406,16 @@ def _pwleaf_{S}(a, lo, n):
             res += b[i]
         return res
     m = n - n % 8
-    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(b, 0, m)
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    res = _pwlanes_{S}(b, 0, m)
     for i in range(m, n):
         res += b[i]
     return res
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
-def _pw128_{S}(a, lo):
-    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(a, lo, 128)
+def _pwlanes_{S}(a, lo, m):
+    # the leaf's 8 running sums over m elements (a multiple of 8), added as NumPy does
+    r0, r1, r2, r3, r4, r5, r6, r7 = _lanes8(a, lo, m)
     return ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
 
 
@@ -424,10 +424,10 @@ def _pairwise_{S}(a, lo, n):
     if n <= 128:
         return _pwleaf_{S}(a, lo, n)
     if n == 1024:  # a whole block: NumPy halves it into eight leaves of 128
-        return ((_pw128_{S}(a, lo) + _pw128_{S}(a, lo + 128)) +
-                (_pw128_{S}(a, lo + 256) + _pw128_{S}(a, lo + 384))) + \
-            ((_pw128_{S}(a, lo + 512) + _pw128_{S}(a, lo + 640)) +
-             (_pw128_{S}(a, lo + 768) + _pw128_{S}(a, lo + 896)))
+        return ((_pwlanes_{S}(a, lo, 128) + _pwlanes_{S}(a, lo + 128, 128)) +
+                (_pwlanes_{S}(a, lo + 256, 128) + _pwlanes_{S}(a, lo + 384, 128))) + \
+            ((_pwlanes_{S}(a, lo + 512, 128) + _pwlanes_{S}(a, lo + 640, 128)) +
+             (_pwlanes_{S}(a, lo + 768, 128) + _pwlanes_{S}(a, lo + 896, 128)))
     los = np.empty(128, dtype=np.int64)
     ns = np.empty(128, dtype=np.int64)
     done = np.zeros(128, dtype=np.bool_)

@@ -156,6 +156,95 @@ def test_a_cache_shared_between_cpus_never_loads_code_built_for_another(tmp_path
     assert len(kernel_files(tmp_path)) == 1
 
 
+# A kernel split into parts (`split.py`) whose loop nests are functions of the module
+# (`fusion.OUTLINE_OPS`): the entry calls its parts, and they call the nests, by `_direct`.
+DIRECT_SCRIPT = textwrap.dedent("""
+    import json, warnings
+    import numpy as np
+    import tracegrad as tg, tracegrad.numpy as tnp
+    from tracegrad.backends import numba as nb
+    tg.config.background_compile = False
+
+    def f(a, b):
+        s = tnp.sum(a, axis=0)
+        for k in range(3):
+            a = tnp.tanh(a * 2.0 + b) * tnp.sin(a) + 0.1 * k
+            s = s + tnp.sum(a * a, axis=0)
+        return a, s
+
+    a, b = np.linspace(-1, 1, 15).reshape(5, 3), np.linspace(0, 1, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tg.function(f, backend="numba")(a, b)
+    want = tg.function(f, backend="numpy")(a, b)
+    ok = all(bool(np.allclose(g, w, rtol=1e-13, atol=0)) for g, w in zip(got, want))
+    source = tg.compiled_source(tg.trace(f)(a, b))
+    print(json.dumps({"ok": ok, **nb.cache_info(),
+                      "parts": source.count("_direct(kernel_part"),
+                      "nests": source.count("_direct(nest"),
+                      "warnings": [str(w.message) for w in caught]}))
+""")
+DIRECT_ENV = {"TRACEGRAD_NUMBA_SPLIT_ABOVE": "12", "TRACEGRAD_NUMBA_SPLIT_LINES": "12",
+              "TRACEGRAD_NUMBA_OUTLINE_OPS": "2"}
+
+
+def test_a_kernel_calling_its_parts_directly_is_loaded_from_a_warm_cache(tmp_path):
+    first = run_script(tmp_path, DIRECT_SCRIPT, **DIRECT_ENV)
+    assert first["ok"] and first["compiled"] == 1 and first["parts"] >= 3, first
+    assert first["nests"] >= 1 and not first["warnings"], first
+    # a fresh process loads the callees' machine code before their callers' (loading a
+    # caller first would leave its calls unresolved: the process crashed)
+    again = run_script(tmp_path, DIRECT_SCRIPT, **DIRECT_ENV)
+    assert again["ok"] and again["compiled"] == 0 and again["disk_hits"] == 1, again
+    assert not again["warnings"]
+
+
+@pytest.mark.parametrize("callee, removed", [("nest", ".nb*"), ("kernel_part", ".nbc")])
+def test_a_callee_whose_cached_code_is_gone_is_compiled_again(tmp_path, callee, removed):
+    run_script(tmp_path, DIRECT_SCRIPT, **DIRECT_ENV)
+    files = sorted(glob.glob(str(tmp_path / "numba" / "__pycache__" / f"*.{callee}1-*")))
+    assert files
+    for path in glob.glob(str(tmp_path / "numba" / "__pycache__" / f"*.{callee}1-*{removed}")):
+        os.unlink(path)
+    result = run_script(tmp_path, DIRECT_SCRIPT, **DIRECT_ENV)
+    assert result["ok"] and not result["warnings"], result
+    again = run_script(tmp_path, DIRECT_SCRIPT, **DIRECT_ENV)
+    assert again["ok"] and again["compiled"] == 0 and again["disk_hits"] == 1, again
+
+
+def test_a_part_is_compiled_once_not_again_in_its_caller(fresh_cache, monkeypatch):
+    from tracegrad.backends.numba import fusion, split
+
+    monkeypatch.setattr(split, "SPLIT_ABOVE", 12)
+    monkeypatch.setattr(split, "SPLIT_LINES", 12)
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 2)
+    monkeypatch.setattr(tg.config, "background_compile", False)
+
+    def f(a):
+        for _ in range(3):
+            a = tnp.tanh(a * 2.0) + tnp.sum(a, axis=0)
+        return a
+
+    a = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    np.testing.assert_allclose(tg.function(f, backend="numba")(a),
+                               tg.function(f, backend="numpy")(a), rtol=1e-13)
+    source = tg.compiled_source(tg.trace(f)(a))
+    module = next(m for name, m in list(sys.modules.items())
+                  if name.startswith("tg_") and getattr(m, "__file__", None)
+                  and open(m.__file__).read().endswith(source))
+    entry, part = module.kernel, module.kernel_part0
+    entry_ir = next(iter(entry.overloads.values())).library.get_llvm_str()
+    part_ir = next(iter(part.overloads.values())).library.get_llvm_str()
+    # the entry declares its parts' symbols and defines none of their code
+    assert any(line.startswith("declare") and "@tg_direct." in line
+               for line in entry_ir.splitlines())
+    assert not any(line.startswith("define") and "kernel_part" in line
+                   for line in entry_ir.splitlines())
+    assert any(line.startswith("define") and "kernel_part0" in line
+               for line in part_ir.splitlines())
+    assert "cpython" not in part_ir  # called only by generated code: no Python wrapper
+
+
 def test_corrupt_module_file_is_rebuilt_with_a_warning(tmp_path):
     run_script(tmp_path)
     (path,) = kernel_files(tmp_path)

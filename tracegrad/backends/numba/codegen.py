@@ -49,6 +49,7 @@ from tracegrad.backends.numba.lowering import (
 )
 from tracegrad.backends.numba.plan import Plan, data_inputs
 from tracegrad.backends.numba.records import (
+    CALLED_ONLY,
     DECORATOR,
     ENTRY,
     LOOP_LOCAL,
@@ -56,6 +57,7 @@ from tracegrad.backends.numba.records import (
     Nest,
     Ref,
     Stmt,
+    direct_args,
     name_of,
     product,
     slot,
@@ -296,10 +298,11 @@ class CodeGen:
         if found is None:
             found = self.module.outlined[code] = self.module.name("nest")
             self.module.functions.append(
-                f"{DECORATOR})\n"
+                f"{DECORATOR}{CALLED_ONLY})\n"
                 f"def {found}({', '.join(f'p{k}' for k in range(len(params)))}):\n"
                 f"{code}\n    return None\n")
-        return allocs + comments + [Stmt(f"{found}({', '.join(map(slot, params))})")]
+        self.helpers["_direct"] = None
+        return allocs + comments + [Stmt(f"_direct({found}, {direct_args(map(slot, params))})")]
 
     def view(self, array: str, shape: str) -> str:
         """The expression of a C-ordered view of `array` with the dims `shape` (a tuple's
@@ -660,7 +663,7 @@ class CodeGen:
     def _workspace_function(self, params) -> str:
         """`{entry}_ws`: the step's temporaries for these arguments, as a tuple."""
         body = self._loads() + [Stmt(f"return ({', '.join(self.workspace)},)")]
-        return "\n".join([f"{DECORATOR})",
+        return "\n".join([f"{DECORATOR}{CALLED_ONLY})",
                           f"def {self.entry}_ws({', '.join(params)}):",
                           *("    " + line.text() for line in body)]) + "\n"
 
@@ -678,7 +681,7 @@ class CodeGen:
         body.append("return None")
         par = ", parallel=True" if self.parallel else ""
         if self.sub:  # a branch or loop step: inlined where it is called (no call per step)
-            par += ", forceinline=True"
+            par += ", forceinline=True" + CALLED_ONLY
         src = [f"{DECORATOR}{par})",
                f"def {self.entry}({', '.join(params)}):"]
         if self.sub:

@@ -761,6 +761,56 @@ def _crow(typingctx, dst, row, src):
     return _nbtypes.none(dst, row, src), codegen
 """
 
+# A call of a function of the generated module that is compiled once. Numba links a
+# callee's code into every caller and optimizes and compiles it again there, at every level
+# of the call chain (an LSTM gradient's backward step was compiled 3 times, its loop nests
+# 4). `_direct(f, (args...))` calls `f`'s own machine code instead, through a symbol named
+# after `f`'s module (a digest of its code), name and argument types: the same name in
+# every process, so a caller's cached code finds `f` whenever `f` was loaded first
+# (`_direct_compile`, called for a cached module's callees in order: cache.py).
+_DIRECT = """
+import hashlib as _hashlib
+
+import llvmlite.binding as _llvm
+
+
+def _direct_symbol(disp, argtys):
+    key = f"{disp.py_func.__module__}.{disp.py_func.__name__}{tuple(argtys)}"
+    return "tg_direct." + _hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _direct_compile(disp, argtys):
+    argtys = tuple(argtys)
+    disp.compile(argtys)
+    cres = disp.overloads[argtys]
+    address = cres.library.get_pointer_to_function(cres.fndesc.mangled_name)
+    if not address:
+        raise RuntimeError(f"no machine code for {disp.py_func.__name__}{argtys}")
+    _llvm.add_symbol(_direct_symbol(disp, argtys), address)
+    return cres
+
+
+@_intrinsic
+def _direct(typingctx, fn, args):
+    if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
+        return None
+    argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
+    cres = _direct_compile(fn.dispatcher, argtys)
+    name = _direct_symbol(fn.dispatcher, argtys)
+    restype = cres.signature.return_type
+
+    def codegen(context, builder, sig, llargs):
+        values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
+        fnty = context.call_conv.get_function_type(restype, argtys)
+        callee = _cgutils.get_or_insert_function(builder.module, fnty, name)
+        status, res = context.call_conv.call_function(builder, callee, restype, argtys,
+                                                      values)
+        with _cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return res
+    return restype(fn, args), codegen
+"""
+
 _PIVOTS = """
 @njit(cache=True, **_OPTS)
 def _pivperm(pivots, out, tag):
@@ -1396,6 +1446,7 @@ def _module_source() -> str:
         *vecmath_trig.TEMPLATES.values(),
         *vecmath_special.TEMPLATES.values(),
         _CVIEW,
+        _DIRECT,
         _BLAS_THREADS.replace("{SMALL}", str(blas_threads.SMALL_PRODUCT)),
         _NO_PRODUCTS,
         _LAPACK,

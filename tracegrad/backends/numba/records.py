@@ -21,10 +21,19 @@ _FORMAT = string.Formatter()
 # its options (cache.py rewrites `cache=True`)
 ENTRY = "kernel"
 DECORATOR = '@njit(cache=True, error_model="numpy", nogil=True'
+# The options of a function only other generated functions call: it has no wrapper for
+# calls from Python or C (LLVM spent up to 0.7 s on each wrapper of a step with 80 arrays).
+CALLED_ONLY = ", no_cpython_wrapper=True, no_cfunc_wrapper=True"
 
 # Loop nests' own names (values, gather indices, loop and block variables): the prefixes
 # of `CodeGen.fresh` whose names nothing after their nest reads (renamed in a nest's re-run)
 LOOP_LOCAL = frozenset(("v", "g", "i", "kb", "mb", "jb", "nb"))
+
+
+def direct_args(names) -> str:
+    """The argument tuple of a `_direct` call of a function of the module (helpers.py)."""
+    names = list(names)
+    return f"({', '.join(names)},)" if names else "()"
 
 
 def slot(name: str) -> str:

@@ -8,13 +8,18 @@ with the graph (docs/performance.md, "Compile time of unrolled loops").
 
 A part takes the names it reads that earlier statements (or the entry's parameters) set,
 and returns the names it sets that later statements read; arrays are shared, so writes
-into them need no return. The statements keep their text and comments.
+into them need no return. The statements keep their text and comments. The entry calls
+each part's own machine code (`_direct`, helpers.py), so LLVM compiles a part once, not
+again inside the entry.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+
+from tracegrad.backends.numba import helpers
+from tracegrad.backends.numba.records import CALLED_ONLY, direct_args
 
 # An entry function longer than SPLIT_ABOVE lines is cut into parts of about SPLIT_LINES
 # lines (measured on unrolled HMM steps: 1174 lines compiled 12% faster whole, 2123 lines
@@ -82,6 +87,8 @@ def split_entry(source: str, entry: str) -> str:
         return source
     decorator = lines[fn.decorator_list[0].lineno - 1] if fn.decorator_list else "@njit"
     decorator = decorator.replace(", forceinline=True", "")
+    if decorator.endswith(")"):
+        decorator = decorator[:-1] + CALLED_ONLY + ")"
     defined = dict(params)
     parts, calls = [], []
     for k, chunk in enumerate(chunks):
@@ -95,11 +102,12 @@ def split_entry(source: str, entry: str) -> str:
         ret = f"    return ({', '.join(returned)},)" if returned else "    return None"
         parts.append("\n".join([decorator, f"def {name}({', '.join(reads)}):", *text, ret])
                      + "\n")
-        call = f"{name}({', '.join(reads)})"
+        call = f"_direct({name}, {direct_args(reads)})"
         calls.append(f"    {', '.join(returned)}, = {call}" if returned else f"    {call}")
         defined.update(sets)
     head = lines[:(fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1]
     signature = lines[(fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1:
                       body[0].lineno - 1]
     rest = lines[texts[tail][0] - 1:] if tail < len(body) else lines[fn.end_lineno:]
-    return "\n".join(head + parts + signature + calls + rest) + "\n"
+    imports = [f"from {helpers.MODULE} import _direct", ""]
+    return "\n".join(head + imports + parts + signature + calls + rest) + "\n"

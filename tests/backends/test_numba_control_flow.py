@@ -99,7 +99,8 @@ def test_a_history_of_maximum_iterations_rows_has_no_growth_code(monkeypatch, bo
     grows = bool(re.search(r"w\d+_g = np\.empty", src))
     assert grows == (bounded_rows < 200)
     # carries and their history rows are copied whole, not by generated loops
-    assert re.search(r"_crow\(w\d+_h\d+, w\d+_it, w\d+_c\d+\)", src)
+    assert re.search(r"_crow\(w\d+_h\d+, w\d+_it, w\d+_c\d+\)", src) or \
+        re.search(r"_crow\(h\d+, loop_it, a\d+\)", src)
     got, want = _both(loss, x)
     np.testing.assert_allclose(got, want, rtol=1e-13)
 
@@ -198,7 +199,8 @@ def _loop_buffers(fn, *args):
     """The history buffers a loop of `fn`'s kernel allocates, and whether it swaps its
     carry buffers after each step (rather than copying them back)."""
     src = compiled_source(tg.trace(fn)(*args))
-    return re.findall(r"(w\d+_h\d+) = np\.empty", src), bool(re.search(r"w\d+_c0, .* = ", src))
+    swaps = re.search(r"(w\d+_c0|a\d+), .* = (w\d+_n0|out0), ", src)
+    return re.findall(r"(w\d+_h\d+) = np\.empty", src), bool(swaps)
 
 
 def test_a_loop_keeps_only_the_histories_that_are_read():
@@ -327,10 +329,54 @@ def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothin
     step = re.search(r"\ndef (while_step\d+)\(.*?\n(.*?)\n\n", src, re.S)
     assert "np.empty" not in step.group(2)  # the sums' block buffers too: from the workspace
     nb.compile_graph(graph)
-    llvm = "\n".join(kernel_module(src).kernel.inspect_llvm().values())
+    llvm = "\n".join(getattr(kernel_module(src), step.group(1)).inspect_llvm().values())
     # exp's reduction constant (1/ln 2) multiplies vectors: the step's loop, which stores
     # five arrays and reads twenty, is vectorized (it needed more run-time alias checks
     # than LLVM allows by default, and ran scalar)
     assert re.search(r"fmul (fast )?<\d+ x double> [^\n]*0x3FF71547652B82FE", llvm)
     got, want = _both(_gated_cells, weights, xs)
     np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_a_loop_runs_in_its_step_function_compiled_once(tmp_path, monkeypatch):
+    """The step function of a loop with a bounded history runs the whole loop; the kernel
+    calls it once and holds none of its code (LLVM compiled it once, not again there)."""
+    from tests.backends._codegen_probe import kernel_module
+    from tracegrad.backends import numba as nb
+
+    rng = np.random.default_rng(8)
+    w, xs = rng.standard_normal((4, 4)) / 3, rng.standard_normal((30, 4))
+
+    def loss(h0):
+        hs = tg.scan(lambda h, x: (tnp.tanh(w @ h + x),) * 2, h0, xs)[1]
+        return tnp.sum(hs ** 2)
+
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    nb.clear_memory_cache()
+    graph = optimize(tg.trace(tg.grad(loss))(np.full(4, 0.1)))
+    src = nb.generate_source(graph)
+    steps = re.findall(r"^def (while_step\d+)\(", src, re.M)
+    kernel = src[src.index("def kernel("):]
+    assert len(steps) == 2  # the forward and backward loops
+    assert not re.search(r"^ +while ", kernel, re.M)
+    assert all(kernel.count(f"_direct({s}, ") == 1 for s in steps)
+    nb.compile_graph(graph)
+    module = kernel_module(src)
+    llvm = "\n".join(module.kernel.inspect_llvm().values())
+    defined = [line for line in llvm.splitlines() if line.startswith("define")]
+    assert not any("while_step" in line for line in defined)
+    for s in steps:
+        assert any(line.startswith("define") and s in line
+                   for line in "\n".join(getattr(module, s).inspect_llvm().values())
+                   .splitlines())
+    got, want = _both(tg.grad(loss), np.full(4, 0.1))
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+    def loss_np(h):
+        total = 0.0
+        for x in xs:
+            h = np.tanh(w @ h + x)
+            total += np.sum(h ** 2)
+        return total
+
+    np.testing.assert_allclose(got, central_difference(loss_np, np.full(4, 0.1)), rtol=1e-6)

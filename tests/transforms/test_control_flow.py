@@ -290,7 +290,10 @@ def test_sub_graphs_print_parse_serialize_and_verify():
 def test_compiled_source_holds_the_branches_and_loops():
     source = tg.compiled_source(tg.trace(lambda x: euler(piecewise(x)))(np.ones(3)))
     kernel = source[source.index("def kernel("):]
-    assert "\n    if " in kernel and "\n    while " in kernel
+    step = source[source.index("def while_step"):]
+    # the loop runs in its step's function, called once
+    assert "\n    if " in kernel and "= _direct(while_step" in kernel
+    assert "\n    while " in step[:step.index("\n\n")]
     for sub in ("def true_branch", "def false_branch", "def while_cond", "def while_step"):
         assert sub in source
 

@@ -113,6 +113,7 @@ class CodeGen:
         self.loop_classes: set = set()
         self.kept: list = []
         self.outline = False  # elementwise nests become functions: see `function`
+        self.loop = None  # a loop step's function runs the whole loop (control.Loop)
 
     # -- names -------------------------------------------------------------------------------
 
@@ -677,11 +678,18 @@ class CodeGen:
 
     def _function(self, params) -> str:
         plan = self.plan
-        body = self._width() + [line.text() for line in self._loads() + self.lines]
-        body.append("return None")
+        head = self._width() + [line.text() for line in self._loads()]
+        lines = [line.text() for line in self.lines]
+        if self.loop is not None:  # the whole loop: called once (control.Loop)
+            params = params + self.loop.params
+            body = head + self.loop.lines(lines)
+        else:
+            body = head + lines + ["return None"]
         par = ", parallel=True" if self.parallel else ""
-        if self.sub:  # a branch or loop step: inlined where it is called (no call per step)
-            par += ", forceinline=True" + CALLED_ONLY
+        if self.sub and self.loop is None:  # a branch: inlined where it is called
+            par += ", forceinline=True"
+        if self.sub:
+            par += CALLED_ONLY
         src = [f"{DECORATOR}{par})",
                f"def {self.entry}({', '.join(params)}):"]
         if self.sub:

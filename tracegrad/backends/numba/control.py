@@ -2,15 +2,18 @@
 
 Each sub-graph (a branch; a loop's condition; its body followed by the condition, as one
 step) becomes a kernel of its own, an `@njit` function of the same module generated and
-fused like any graph, which the entry calls and LLVM inlines into it (`forceinline`): no
-Python, and no call, between iterations. The loop keeps two buffers per carry; the step
+fused like any graph. Branches and conditions are inlined where they are called by LLVM
+(`forceinline`); a loop's step function runs the whole loop (`Loop`): the caller calls
+it once (`_direct`), so it is compiled once, not on its own and again in its caller, and
+no Python and no call separate iterations. The loop keeps two buffers per carry; the step
 writes the second from the first, which is then copied back (small carries of known size)
 or swapped with it (Numba updates the reference counts of swapped arrays, which costs
 more than copying a few thousand elements). A loop that keeps its history writes each
 iteration's carry into a row of a buffer that starts at `maximum_iterations` rows (at
 most HISTORY_ROWS_BOUNDED; such a buffer is never full and has no code growing it) or
 HISTORY_ROWS, and grows by doubling (its final size is the iteration count, known only
-when the loop ends: the kernel sets that dim itself); only the histories something reads
+when the loop ends: the kernel sets that dim itself; a loop whose history may grow is
+run by its caller, the step inlined there); only the histories something reads
 are kept. Carries and history rows are copied by one memcpy each (`_ccopy`, `_crow`):
 generated loops cost Numba's front end a loop each. A step's temporaries are allocated
 once, before the loop, by a companion function of the step (`while_step3_ws`: the same
@@ -29,7 +32,7 @@ import numpy as np
 
 from tracegrad.backends.numba.lowering import CONTROL, Lowering, register
 from tracegrad.backends.numba.plan import AttrSlot, Plan, _Fixed, _ShapeRead
-from tracegrad.backends.numba.records import Ref, name_of, slot
+from tracegrad.backends.numba.records import Ref, direct_args, name_of, slot
 from tracegrad.backends.numba.scalars import NB_TYPE
 from tracegrad.ops.control_flow import cond_p, while_p
 from tracegrad.ops.python_call import python_call_p
@@ -86,7 +89,38 @@ class SubKernel:
         return ", ".join([*ins, *self.extras, *outs, *workspace])
 
 
-def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
+class Loop:
+    """A while loop run by its step's function: it is called once, runs every iteration
+    and returns the last carries and the iteration count, so the step is compiled once,
+    not on its own and again inside its caller. `k` consts, `m` carries (input `k + j`,
+    output `j`; output `m` is the condition), histories `kept` (each a parameter after the
+    step's, a row written before each step), at most `limit` iterations."""
+
+    def __init__(self, k: int, m: int, kept: list, scalar: list, limit, copy_back: bool):
+        self.k, self.m, self.kept, self.scalar = k, m, kept, scalar
+        self.limit, self.copy_back = limit, copy_back
+        self.params = [f"h{j}" for j in kept]
+
+    def lines(self, body: list[str]) -> list[str]:
+        k, m, it = self.k, self.m, "loop_it"
+        cur = [f"a{k + j}" for j in range(m)]
+        nxt = [f"out{j}" for j in range(m)]
+        test = f"out{m}[()]" if self.limit is None else f"out{m}[()] and {it} < {self.limit}"
+        inner = [f"h{j}[{it}] = {cur[j]}[()]" if self.scalar[j] else
+                 f"_crow(h{j}, {it}, {cur[j]})" for j in self.kept]
+        inner += [line for text in body for line in text.split("\n")]
+        if self.copy_back:
+            inner += [f"{cur[j]}[()] = {nxt[j]}[()]" if self.scalar[j] else
+                      f"_ccopy({cur[j]}, {nxt[j]})" for j in range(m)]
+        elif m:
+            inner.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
+                         f"{', '.join(cur)},")
+        inner.append(f"{it} += 1")
+        return [f"{it} = 0", f"while {test}:", *("    " + line for line in inner),
+                f"return ({', '.join(cur + [it])},)"]
+
+
+def sub_kernel(cg, graph, role: str, tied=(), loop: Loop | None = None) -> SubKernel:
     """Generate `graph`'s kernel into `cg`'s module; its constant arrays and int and float
     vectors become constant arrays of `cg`'s function. `tied`: (output, input) positions
     whose sizes must be equal (a loop's carry in and out)."""
@@ -100,6 +134,9 @@ def sub_kernel(cg, graph, role: str, tied=()) -> SubKernel:
     if role == "while_step":  # called once per iteration: its temporaries are hoisted
         sub.workspace = []
         sub.loop_classes = loop_classes
+        sub.loop = loop
+        if loop is not None:
+            cg.helpers["_crow"] = cg.helpers["_ccopy"] = None
     cg.module.functions.append(sub.function())
     extras = [cg.const_array(c) for c in sub.const_arrays]
     if sub.uses_I:
@@ -235,20 +272,24 @@ def emit_while(cg, op) -> None:
     m = len(inits)
     tied = [(j, k + j) for j in range(m)]
     cond = sub_kernel(cg, attrs["cond_graph"], "while_cond")
-    step = sub_kernel(cg, _step_graph(attrs["cond_graph"], attrs["body_graph"], k),
-                      "while_step", tied)
-    w = cg.fresh("w")
-    w = name_of(w)
-    cur = [slot(f"{w}_c{j}") for j in range(m)]
-    nxt = [slot(f"{w}_n{j}") for j in range(m)]
-    hist = [slot(f"{w}_h{j}") for j in range(m)]
-    go, it = slot(f"{w}_go"), slot(f"{w}_it")
     # Histories nothing reads are not kept (a scan's carries, when only its ys are used).
     kept = [j for j in range(m) if history and _used(cg.plan, op.outputs[m + 1 + j])]
     # Small carries of known size are copied back after each step: cheaper than swapping
     # the two buffers, whose reference counts Numba updates on every swap.
     copy_back = m and all(None not in x.shape for x in inits) and \
         sum(int(np.prod(x.shape)) for x in inits) <= COPY_BACK_ELEMENTS
+    rows = HISTORY_ROWS if limit is None else max(1, min(limit, HISTORY_ROWS_BOUNDED))
+    # the step runs the whole loop unless a history buffer may have to grow
+    loop = Loop(k, m, kept, [x.ndim == 0 for x in inits], limit, bool(copy_back)) \
+        if not kept or (limit is not None and rows >= limit) else None
+    step = sub_kernel(cg, _step_graph(attrs["cond_graph"], attrs["body_graph"], k),
+                      "while_step", tied, loop)
+    w = cg.fresh("w")
+    w = name_of(w)
+    cur = [slot(f"{w}_c{j}") for j in range(m)]
+    nxt = [slot(f"{w}_n{j}") for j in range(m)]
+    hist = [slot(f"{w}_h{j}") for j in range(m)]
+    go, it = slot(f"{w}_go"), slot(f"{w}_it")
     lines = []
     for j, x in enumerate(inits):
         src = cg.operand_array(x)
@@ -261,26 +302,30 @@ def emit_while(cg, op) -> None:
         lines.append(line)
     test = f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
     body = []
-    if kept:
-        rows = HISTORY_ROWS if limit is None else max(1, min(limit, HISTORY_ROWS_BOUNDED))
-        for j in kept:
-            x = inits[j]
-            shape = ", ".join((str(rows), *cg.dims(x)))
-            lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+    for j in kept:
+        x = inits[j]
+        shape = ", ".join((str(rows), *cg.dims(x)))
+        lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+    if loop is not None:
+        cg.helpers["_direct"] = None
+        args = [*consts, *cur, *step.extras, *nxt, go, *workspace, *(hist[j] for j in kept)]
+        lines.append(f"{', '.join(cur + [it])}, = _direct({step.name}, {direct_args(args)})")
+    elif kept:
         if limit is None or rows < limit:  # buffers of `limit` rows are never full
             body += _grow(cg, it, limit, [(hist[j], inits[j]) for j in kept], slot(f"{w}_g"))
         for j in kept:
             body.append(_copy_into(cg, inits[j], (hist[j], it), cur[j]))
-    body.append(step.call(consts + cur, nxt + [go], workspace))
-    if copy_back:
-        for j, x in enumerate(inits):
-            body.append(_copy_into(cg, x, (cur[j], None), nxt[j]))
-    elif m:
-        body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
-                    f"{', '.join(cur)},")
-    body.append(f"{it} += 1")
-    lines.append(f"while {test}:")
-    lines += ["    " + line for line in body]
+    if loop is None:
+        body.append(step.call(consts + cur, nxt + [go], workspace))
+        if copy_back:
+            for j, x in enumerate(inits):
+                body.append(_copy_into(cg, x, (cur[j], None), nxt[j]))
+        elif m:
+            body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
+                        f"{', '.join(cur)},")
+        body.append(f"{it} += 1")
+        lines.append(f"while {test}:")
+        lines += ["    " + line for line in body]
     cg.emit("\n".join(lines))
     for j, t in enumerate(op.outputs[:m]):
         if t.ndim == 0:

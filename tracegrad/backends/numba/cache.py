@@ -470,13 +470,9 @@ def _load_callees(module, source: str, path: str) -> None:
     from tracegrad.backends.numba import helpers
 
     names = _direct_callees(source)
-    found = []
-    for name in names or ():
-        sigs = _cached_signatures(getattr(module, name))
-        if not sigs:
-            break
-        found.append((getattr(module, name), sigs))
-    if names is None or len(found) < len(names):
+    found = [(getattr(module, name), _cached_signatures(getattr(module, name)))
+             for name in names or ()]
+    if names is None or not all(sigs for _, sigs in found):
         for f in _numba_cache_files(path):
             with contextlib.suppress(OSError):
                 os.unlink(f)

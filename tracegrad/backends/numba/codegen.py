@@ -682,7 +682,7 @@ class CodeGen:
         lines = [line.text() for line in self.lines]
         if self.loop is not None:  # the whole loop: called once (control.Loop)
             params = params + self.loop.params
-            body = head + self.loop.lines(lines)
+            body = head + self.loop.lines(lines, self.helpers)
         else:
             body = head + lines + ["return None"]
         par = ", parallel=True" if self.parallel else ""

@@ -101,29 +101,21 @@ class Loop:
         self.limit, self.copy_back = limit, copy_back
         self.params = [f"h{j}" for j in kept]
 
-    def lines(self, body: list[str]) -> list[str]:
+    def lines(self, body: list[str], helpers: dict) -> list[str]:
+        """The step function's body: its own lines `body` inside the loop."""
         k, m, it = self.k, self.m, "loop_it"
         cur = [f"a{k + j}" for j in range(m)]
-        nxt = [f"out{j}" for j in range(m)]
-        test = f"out{m}[()]" if self.limit is None else f"out{m}[()] and {it} < {self.limit}"
-        inner = [f"h{j}[{it}] = {cur[j]}[()]" if self.scalar[j] else
-                 f"_crow(h{j}, {it}, {cur[j]})" for j in self.kept]
-        inner += [line for text in body for line in text.split("\n")]
-        if self.copy_back:
-            inner += [f"{cur[j]}[()] = {nxt[j]}[()]" if self.scalar[j] else
-                      f"_ccopy({cur[j]}, {nxt[j]})" for j in range(m)]
-        elif m:
-            inner.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
-                         f"{', '.join(cur)},")
-        inner.append(f"{it} += 1")
-        return [f"{it} = 0", f"while {test}:", *("    " + line for line in inner),
-                f"return ({', '.join(cur + [it])},)"]
+        step = [line for text in body for line in text.split("\n")]
+        loop = _while(helpers, _test(f"out{m}", it, self.limit), it, cur,
+                      [f"out{j}" for j in range(m)], [(f"h{j}", j) for j in self.kept],
+                      self.scalar, self.copy_back, step)
+        return [f"{it} = 0", *loop, f"return ({', '.join(cur + [it])},)"]
 
 
 def sub_kernel(cg, graph, role: str, tied=(), loop: Loop | None = None) -> SubKernel:
     """Generate `graph`'s kernel into `cg`'s module; its constant arrays and int and float
     vectors become constant arrays of `cg`'s function. `tied`: (output, input) positions
-    whose sizes must be equal (a loop's carry in and out)."""
+    whose sizes must be equal (a loop's carry in and out); `loop`: the step runs it."""
     from tracegrad.backends.numba.codegen import CodeGen
     from tracegrad.passes import optimize
 
@@ -135,8 +127,6 @@ def sub_kernel(cg, graph, role: str, tied=(), loop: Loop | None = None) -> SubKe
         sub.workspace = []
         sub.loop_classes = loop_classes
         sub.loop = loop
-        if loop is not None:
-            cg.helpers["_crow"] = cg.helpers["_ccopy"] = None
     cg.module.functions.append(sub.function())
     extras = [cg.const_array(c) for c in sub.const_arrays]
     if sub.uses_I:
@@ -279,8 +269,9 @@ def emit_while(cg, op) -> None:
     copy_back = m and all(None not in x.shape for x in inits) and \
         sum(int(np.prod(x.shape)) for x in inits) <= COPY_BACK_ELEMENTS
     rows = HISTORY_ROWS if limit is None else max(1, min(limit, HISTORY_ROWS_BOUNDED))
+    scalar = [x.ndim == 0 for x in inits]
     # the step runs the whole loop unless a history buffer may have to grow
-    loop = Loop(k, m, kept, [x.ndim == 0 for x in inits], limit, bool(copy_back)) \
+    loop = Loop(k, m, kept, scalar, limit, bool(copy_back)) \
         if not kept or (limit is not None and rows >= limit) else None
     step = sub_kernel(cg, _step_graph(attrs["cond_graph"], attrs["body_graph"], k),
                       "while_step", tied, loop)
@@ -294,14 +285,11 @@ def emit_while(cg, op) -> None:
     for j, x in enumerate(inits):
         src = cg.operand_array(x)
         lines += [f"{cur[j]} = {src}.copy()", f"{nxt[j]} = np.empty_like({cur[j]})"]
-    lines += [f"{go} = np.empty((), dtype=np.bool_)", cond.call(consts + cur, [go]),
-              f"{it} = 0"]
+    lines += [f"{go} = np.empty((), dtype=np.bool_)", cond.call(consts + cur, [go])]
     workspace = []
     if step.workspace:
         line, workspace = step.alloc_workspace(consts + cur, nxt + [go], w)
         lines.append(line)
-    test = f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
-    body = []
     for j in kept:
         x = inits[j]
         shape = ", ".join((str(rows), *cg.dims(x)))
@@ -310,22 +298,12 @@ def emit_while(cg, op) -> None:
         cg.helpers["_direct"] = None
         args = [*consts, *cur, *step.extras, *nxt, go, *workspace, *(hist[j] for j in kept)]
         lines.append(f"{', '.join(cur + [it])}, = _direct({step.name}, {direct_args(args)})")
-    elif kept:
-        if limit is None or rows < limit:  # buffers of `limit` rows are never full
-            body += _grow(cg, it, limit, [(hist[j], inits[j]) for j in kept], slot(f"{w}_g"))
-        for j in kept:
-            body.append(_copy_into(cg, inits[j], (hist[j], it), cur[j]))
-    if loop is None:
-        body.append(step.call(consts + cur, nxt + [go], workspace))
-        if copy_back:
-            for j, x in enumerate(inits):
-                body.append(_copy_into(cg, x, (cur[j], None), nxt[j]))
-        elif m:
-            body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
-                        f"{', '.join(cur)},")
-        body.append(f"{it} += 1")
-        lines.append(f"while {test}:")
-        lines += ["    " + line for line in body]
+    else:  # a history that may grow: the step is inlined here
+        lines.append(f"{it} = 0")
+        grow = _grow(cg, it, limit, [(hist[j], inits[j]) for j in kept], slot(f"{w}_g"))
+        lines += _while(cg.helpers, _test(go, it, limit), it, cur, nxt,
+                        [(hist[j], j) for j in kept], scalar, copy_back,
+                        [step.call(consts + cur, nxt + [go], workspace)], before=grow)
     cg.emit("\n".join(lines))
     for j, t in enumerate(op.outputs[:m]):
         if t.ndim == 0:
@@ -370,13 +348,33 @@ def _grow(cg, it, limit, hists, g) -> list[str]:
     return lines
 
 
-def _copy_into(cg, x, dst, src) -> str:
-    """The line copying carry buffer `src` (of tensor `x`, C-contiguous) into `dst`: a
+def _test(go: str, it: str, limit) -> str:
+    """A loop's condition: flag array `go` set, and fewer than `limit` iterations done."""
+    return f"{go}[()]" if limit is None else f"{go}[()] and {it} < {limit}"
+
+
+def _while(helpers, test, it, cur, nxt, hists, scalar, copy_back, step, before=()) -> list:
+    """A loop's `while` statement: the lines `before`, the rows of `hists` (`(buffer,
+    j)`: carry `j` into row `it`), the step's lines `step`, then the carries `nxt` copied
+    back into `cur` (`copy_back`) or the two swapped, and `it` counted."""
+    body = [*before, *(_copy_into(helpers, scalar[j], (h, it), cur[j]) for h, j in hists),
+            *step]
+    if copy_back:
+        body += [_copy_into(helpers, s, (c, None), n) for s, c, n in zip(scalar, cur, nxt)]
+    elif cur:
+        body.append(f"{', '.join(cur)}, {', '.join(nxt)} = {', '.join(nxt)}, "
+                    f"{', '.join(cur)},")
+    body.append(f"{it} += 1")
+    return [f"while {test}:", *("    " + line for line in body)]
+
+
+def _copy_into(helpers, scalar: bool, dst, src) -> str:
+    """The line copying carry buffer `src` (C-contiguous; `scalar`: 0-d) into `dst`: an
     `(array, row or None)`."""
-    if x.ndim == 0:
+    if scalar:
         return f"{dst[0]}[{dst[1] if dst[1] is not None else '()'}] = {src}[()]"
     helper = "_ccopy" if dst[1] is None else "_crow"
-    cg.helpers[helper] = None
+    helpers[helper] = None
     row = "" if dst[1] is None else f"{dst[1]}, "
     return f"{helper}({dst[0]}, {row}{src})"
 

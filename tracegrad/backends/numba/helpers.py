@@ -779,15 +779,16 @@ def _direct_symbol(disp, argtys):
     return "tg_direct." + _hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def _direct_compile(disp, argtys):
+def _direct_compile(disp, argtys):  # compiled, its machine code registered: (cres, symbol)
     argtys = tuple(argtys)
     disp.compile(argtys)
     cres = disp.overloads[argtys]
     address = cres.library.get_pointer_to_function(cres.fndesc.mangled_name)
     if not address:
         raise RuntimeError(f"no machine code for {disp.py_func.__name__}{argtys}")
-    _llvm.add_symbol(_direct_symbol(disp, argtys), address)
-    return cres
+    name = _direct_symbol(disp, argtys)
+    _llvm.add_symbol(name, address)
+    return cres, name
 
 
 @_intrinsic
@@ -795,8 +796,7 @@ def _direct(typingctx, fn, args):
     if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
         return None
     argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
-    cres = _direct_compile(fn.dispatcher, argtys)
-    name = _direct_symbol(fn.dispatcher, argtys)
+    cres, name = _direct_compile(fn.dispatcher, argtys)
     restype = cres.signature.return_type
 
     def codegen(context, builder, sig, llargs):

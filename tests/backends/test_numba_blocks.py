@@ -158,6 +158,29 @@ def test_gather_with_negative_indices_and_out_of_bounds_error():
         nb.compile_graph(graph)([x, np.array([0, 5])])
 
 
+def test_a_serial_kernel_raises_through_calls_a_parallel_one_by_statements(monkeypatch):
+    """A `raise` statement makes Numba release every array alive at it on its own exit
+    path; serial kernels check through helper calls instead, with the same errors."""
+    from tracegrad.backends.numba import parallel as par
+
+    monkeypatch.setattr(par, "PARALLEL_MIN_ELEMENTS", 0)
+    p = REGISTRY
+    x, idx, k = data((6, 4)), np.array([1, -2]), np.array([2, 3, 1, 0])
+    graph = graph_of(lambda t, i, j: [p["gather"].bind(t, i, axis=0),
+                                      p["scatter_add"].bind(t, i, t[:2] * 2.0, axis=0),
+                                      p["pow"].bind(j, j)], x, idx, k)
+    serial = nb.generate_source(graph)
+    assert "_index(" in serial and "_value_error(" in serial
+    assert "raise " not in serial.split("def kernel", 1)[1]
+    assert "raise IndexError" in nb.generate_source(graph, parallel=True)
+    fn = nb.compile_graph(graph)
+    compare(graph, [x, idx, k], 0.0, "gather")
+    with pytest.raises(IndexError, match="gather: index -7 is out of bounds"):
+        fn([x, np.array([0, -7]), k])
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers"):
+        fn([x, idx, -k])
+
+
 @pytest.mark.parametrize("name", ["scatter", "scatter_add"])
 @pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
 def test_scatter_with_repeated_indices(name, dtype):

@@ -211,7 +211,6 @@ def _scatter(cg, op, add):
     v, _ = cg.elem(upd, idx, nest)
     n = cg.dims(x)[ax]
     g = cg.fresh("g")
-    tag = cg.raise_tag(op)
     xd = cg.dims(x)
     parts = [i for i, _ in idx[:ax]] + [g] + [i for i, _ in idx[ax + r:]]
     parts = ", ".join("0" if d == "1" else p for p, d in zip(parts, xd))
@@ -223,9 +222,7 @@ def _scatter(cg, op, add):
     else:
         store = f"{cur} = {typed(f'{cur} + {v}', t.dtype)}"
     nest.stmt(frozenset(range(upd.ndim)),
-              f"{g} = np.int64({e})\nif {g} < 0:\n    {g} += {n}\n"
-              f"if {g} < 0 or {g} >= {n}:\n    raise IndexError({tag}, np.int64({e}), {n})\n"
-              + store)
+              cg.index_stmt(g, e, n, op) + "\n" + store)
     cg.add_nest(nest)
 
 

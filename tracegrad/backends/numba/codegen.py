@@ -145,6 +145,31 @@ class CodeGen:
         self.raises.append(op)
         return len(self.raises) - 1
 
+    # A check raises through a helper's call (`_index`, `_value_error`): at a `raise`
+    # statement Numba releases every array the function holds, and in a loop step with a
+    # dozen gathers those reference-count calls were 3700, which LLVM took 15-30 s to
+    # optimize; an error returned by a call leaves the function with no such code. A prange
+    # body keeps the statement: Numba's parallel loops do not pass on a callee's error.
+
+    def index_stmt(self, var, e, n, op) -> str:
+        """`var = e` as an index into `n` elements (negative from the end); out of range
+        raises IndexError naming `op`."""
+        tag = self.raise_tag(op)
+        if self.parallel:
+            return (f"{var} = np.int64({e})\nif {var} < 0:\n    {var} += {n}\n"
+                    f"if {var} < 0 or {var} >= {n}:\n"
+                    f"    raise IndexError({tag}, np.int64({e}), {n})")
+        self.helpers["_index"] = None
+        return f"{var} = _index({e}, {n}, {tag})"
+
+    def check_stmt(self, guard, op) -> str:
+        """Raises ValueError naming `op` where `guard` holds."""
+        tag = self.raise_tag(op)
+        if self.parallel:
+            return f"if {guard}:\n    raise ValueError({tag})"
+        self.helpers["_value_error"] = None
+        return f"if {guard}:\n    _value_error({tag})"
+
     # -- element access ------------------------------------------------------------------------
 
     def read(self, t, idx, nest=None):
@@ -236,8 +261,7 @@ class CodeGen:
         rec = lowering(op.primitive)
         guard = rec.guard(args, t.dtype) if rec.guard is not None else None
         if guard is not None:
-            tag = self.raise_tag(op)
-            nest.stmt(deps, f"if {guard}:\n    raise ValueError({tag})", op)
+            nest.stmt(deps, self.check_stmt(guard, op), op)
         in_dtypes = [x.dtype for x in op.inputs]
         defines = (name_of(var),)
         if rec.fast_trig and nest.dims and \

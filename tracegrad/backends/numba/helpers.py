@@ -811,6 +811,23 @@ def _direct(typingctx, fn, args):
     return restype(fn, args), codegen
 """
 
+# The checks of serial kernels raise through these (`CodeGen.index_stmt`, `check_stmt`).
+_RAISES = """
+@njit(cache=True, forceinline=True, **_OPTS)
+def _index(e, n, tag):
+    g = np.int64(e)
+    if g < 0:
+        g += n
+    if g < 0 or g >= n:
+        raise IndexError(tag, np.int64(e), n)
+    return g
+
+
+@njit(cache=True, **_OPTS)
+def _value_error(tag):
+    raise ValueError(tag)
+"""
+
 _PIVOTS = """
 @njit(cache=True, **_OPTS)
 def _pivperm(pivots, out, tag):
@@ -1466,7 +1483,7 @@ def _module_source() -> str:
                                             else "np.float64",
                                             WS="Z" if dtypes.is_complex(dt) else "D")
                       for dt in dts]
-    parts += [_PIVOTS, _EIG]
+    parts += [_RAISES, _PIVOTS, _EIG]
     parts += [_TRSM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_GEMM.format(P=p, N=n) for p, n in dict(BLAS_PREFIX.values()).items()]
     parts += [_CALLED.format(name=name, args=args) for name, args in _INLINED]

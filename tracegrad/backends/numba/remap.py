@@ -103,10 +103,7 @@ def _v_gather(cg, op, t, idx, nest):
     e, dep = cg.elem(ind, idx[ax:ax + r], nest)
     n = cg.dims(x)[ax]
     var = cg.fresh("g")
-    tag = cg.raise_tag(op)
-    nest.stmt(dep, f"{var} = np.int64({e})\nif {var} < 0:\n    {var} += {n}\n"
-                   f"if {var} < 0 or {var} >= {n}:\n"
-                   f"    raise IndexError({tag}, np.int64({e}), {n})", op, (name_of(var),))
+    nest.stmt(dep, cg.index_stmt(var, e, n, op), op, (name_of(var),))
     mapped = list(idx[:ax]) + [(var, dep)] + list(idx[ax + r:])
     return cg.elem(x, mapped, nest)
 

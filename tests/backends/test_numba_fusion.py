@@ -170,6 +170,26 @@ def test_broadcasts_of_scalars_do_not_count_towards_the_cap(monkeypatch):
     both_backends(f, x)
 
 
+def test_a_nest_stores_at_most_max_nest_values(monkeypatch):
+    """20 values of one iteration space: one loop nest without the cap, nests of at most
+    MAX_NEST_VALUES values with it (LLVM checks every stored array against the others at
+    run time), the same numbers either way."""
+    x = np.linspace(-2.0, 2.0, 37)
+
+    def f(x):
+        return [tnp.sin(x * (k + 1.0)) + k for k in range(20)]
+
+    monkeypatch.setattr(fusion, "MAX_NEST_VALUES", 10**9)
+    assert outer_loops(source_of(f, x)) == 1
+    monkeypatch.setattr(fusion, "MAX_NEST_VALUES", 8)
+    source = source_of(f, x)
+    assert outer_loops(source) == 3, source
+    nests = re.split(r"^    for ", source, flags=re.M)[1:]
+    stores = [len(set(re.findall(r"^\s+(out\d+)\[", nest, re.M))) for nest in nests]
+    assert stores == [8, 8, 4], source
+    both_backends(f, x)
+
+
 @pytest.mark.parametrize("cap", [None, 64, 128])
 def test_a_huge_chain_generates_one_module(cap, monkeypatch):
     if cap is not None:

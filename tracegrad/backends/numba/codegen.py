@@ -476,8 +476,9 @@ class CodeGen:
         """The nest that evaluates `x` over `dims` (its own dims; collapsed to `groups` of
         consecutive axes when given): the open nest when it walks the same space, reads
         nothing it produces (`at_index=False`: the caller reads whole rows of array `x`,
-        not only the element at the nest's index) and has room; otherwise a new one. The
-        nest stays open for siblings until something else is emitted."""
+        not only the element at the nest's index) and has room (`fusion.MAX_FUSED_OPS`
+        ops, `fusion.MAX_NEST_VALUES` values); otherwise a new one. The nest stays open for
+        siblings until something else is emitted."""
         par = parallel and self.parallel
         key = (tuple(dims), tuple(groups) if groups else None, par)
         region = self.regions.get(id(x), frozenset())
@@ -491,6 +492,7 @@ class CodeGen:
             room = fusion.MAX_FUSED_OPS if 2 * len(new) >= len(region) else \
                 2 * fusion.MAX_FUSED_OPS
         if nest is None or nest.key != key or nest.size + len(new) > room or \
+                nest.values >= fusion.MAX_NEST_VALUES or \
                 self._conflicts(x, nest, at_index, {}):
             self.close_nest()
             nd = [product([dims[a] for a in g]) for g in groups] if groups else dims
@@ -501,6 +503,7 @@ class CodeGen:
                 nest.collapse(list(groups))
             new = region
         nest.size += len(new)
+        nest.values += 1
         nest.ops |= new
         if op is not None:
             nest.prologue.append(Comment("# " + self.plan.ir_lines[id(op)]))

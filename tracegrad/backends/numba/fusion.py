@@ -27,6 +27,11 @@ from tracegrad.ops.shape_ops import broadcast_in_dim_p, reshape_p, squeeze_map
 # The most fused elementwise ops one loop nest evaluates (env TRACEGRAD_NUMBA_MAX_FUSED);
 # see docs/performance.md for the compile times it was chosen from.
 MAX_FUSED_OPS = int(os.environ.get("TRACEGRAD_NUMBA_MAX_FUSED", "128"))
+# The most values one loop nest stores or reduces (env TRACEGRAD_NUMBA_MAX_NEST_VALUES):
+# LLVM's vectorizer checks at run time that no array the loop stores overlaps another it
+# touches, so a loop storing 24 arrays and reading 50 (the weights' gradients of an LSTM's
+# backward step) took 10 s to compile and about a thousand checks on every entry.
+MAX_NEST_VALUES = int(os.environ.get("TRACEGRAD_NUMBA_MAX_NEST_VALUES", "8"))
 # A graph with more fused elementwise ops than this has its elementwise loop nests made
 # functions of the module, nests with the same code compiled once (env
 # TRACEGRAD_NUMBA_OUTLINE_OPS; docs/performance.md).

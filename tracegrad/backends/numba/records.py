@@ -202,6 +202,7 @@ class Nest:
         self.key = None  # the iteration space: see CodeGen.loop_nest
         self.results: set = set()  # ids of reduction results (complete after the loops)
         self.size = 0  # fused ops evaluated in the nest
+        self.values = 0  # values it stores or reduces (`fusion.MAX_NEST_VALUES`)
         self.ops: frozenset = frozenset()  # their ids
         # counts the arguments the fast sin/cos/tan reduction is wrong for: per block of the
         # innermost loop, which is redone when it counts any (`render`)

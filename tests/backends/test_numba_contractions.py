@@ -42,6 +42,33 @@ def nearest(points, centroids):
     return tnp.sum(tnp.min(d, axis=1))
 
 
+def test_a_matrix_vector_product_read_across_rows_is_not_fused():
+    """`tanh(u @ x)` with u row-major: the loop over the result would read u across its rows
+    and run scalar, tanh too, so the product helper computes it; `x @ v` reads v along its
+    rows and is fused."""
+    rng = np.random.default_rng(1)
+    u, x, v = rng.random((32, 8)), rng.random(8), rng.random((8, 32))
+    source = source_of(lambda u, x: tnp.tanh(u @ x), u, x)
+    assert "_mv_" in source and "_fma(" not in source
+    both_backends(lambda u, x: tnp.tanh(u @ x), u, x)
+    source = source_of(lambda x, v: tnp.tanh(x @ v), x, v)
+    assert "_vm_" not in source and "_fma(" in source
+    both_backends(lambda x, v: tnp.tanh(x @ v), x, v)
+    # in an RNN's scan step, with its gradient
+    w = rng.random((32, 32)) / 8.0
+    xs = rng.random((20, 8))
+
+    def rnn(w, u, xs):
+        return tnp.sum(tg.scan(lambda h, x: (tnp.tanh(w @ h + u @ x),) * 2, tnp.zeros(32),
+                               xs)[1])
+
+    assert "_fma(" not in source_of(rnn, w, u, xs)
+    both_backends(tg.value_and_grad(rnn, argnums=(0, 1)), w, u, xs)
+    got = tg.function(tg.grad(rnn, argnums=1), backend="numba")(w, u, xs)
+    want = central_difference(lambda a: tg.function(rnn, backend="numpy")(w, a, xs), u)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # sum of 640 values: 1e-7
+
+
 def test_a_short_contraction_is_evaluated_in_its_consumers_loop():
     rng = np.random.default_rng(0)
     p, c = rng.random((300, 16)), rng.random((40, 16))

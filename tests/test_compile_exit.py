@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -135,6 +136,31 @@ def test_a_huge_entry_function_is_split_into_parts(monkeypatch):
     got = tg.function(f, backend="numba")(a, b)
     want = tg.function(f, backend="numpy")(a, b)
     for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-13)
+
+
+def test_an_entry_of_many_loops_is_split_though_short(monkeypatch):
+    """Under SPLIT_ABOVE lines, an entry is cut only when it holds more than SPLIT_LOOPS
+    loops."""
+    monkeypatch.setattr(split, "SPLIT_LINES", 12)
+    monkeypatch.setattr(split, "SPLIT_ABOVE", 10**6)
+
+    def f(a):
+        return [tnp.sum(tnp.exp(a * (k + 1.0)), axis=0) for k in range(6)]
+
+    a = np.random.default_rng(2).standard_normal((5, 3))
+    graph = tg.trace(f)(a)
+    source = tg.compiled_source(graph)
+    loops = len(re.findall(r"^\s+for ", source[source.index("def kernel("):], re.M))
+    assert "def kernel_part" not in source and loops > 4
+    monkeypatch.setattr(split, "SPLIT_LOOPS", loops - 1)
+    assert "def kernel_part1(" in tg.compiled_source(graph)
+    monkeypatch.setattr(split, "SPLIT_LOOPS", loops)
+    assert "def kernel_part" not in tg.compiled_source(graph)
+    monkeypatch.setattr(split, "SPLIT_LOOPS", 1)
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    got = tg.function(f, backend="numba")(a)
+    for g, r in zip(got, tg.function(f, backend="numpy")(a), strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-13)
 
 

@@ -21,10 +21,15 @@ import os
 from tracegrad.backends.numba import helpers
 from tracegrad.backends.numba.records import CALLED_ONLY, direct_args
 
-# An entry function longer than SPLIT_ABOVE lines is cut into parts of about SPLIT_LINES
-# lines (measured on unrolled HMM steps: 1174 lines compiled 12% faster whole, 2123 lines
-# 26% faster in parts; docs/performance.md).
+# An entry function longer than SPLIT_ABOVE lines, or holding more than SPLIT_LOOPS loops,
+# is cut into parts of about SPLIT_LINES lines (measured on unrolled HMM steps: 1174 lines
+# compiled 12% faster whole, 2123 lines 26% faster in parts; an entry of 271 loops in 1420
+# lines, the LSTM l=4 gradient's, 18% faster in parts, one of 159 loops no faster:
+# docs/performance.md). A part's arrays are its arguments, which LLVM must assume may
+# overlap: the loops of a small kernel cut into parts ran slower (an HMM of 5 steps: 7 ->
+# 12 us a call), so only large entries are cut.
 SPLIT_ABOVE = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_ABOVE", "1500"))
+SPLIT_LOOPS = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LOOPS", "200"))
 SPLIT_LINES = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LINES", "200"))
 
 
@@ -46,14 +51,18 @@ def _movable(stmt: ast.stmt) -> bool:
 
 def split_entry(source: str, entry: str) -> str:
     """`source` with function `entry`'s body cut into parts of about `SPLIT_LINES` lines
-    when it is longer than `SPLIT_ABOVE` lines (unchanged otherwise)."""
+    when it is longer than `SPLIT_ABOVE` lines or holds more than `SPLIT_LOOPS` loops
+    (unchanged otherwise)."""
     max_lines = SPLIT_LINES
-    if max_lines <= 0 or source.count("\n") <= SPLIT_ABOVE:
+    if max_lines <= 0 or source.count("\n") <= 2 * max_lines or \
+            (source.count("\n") <= SPLIT_ABOVE and source.count(" for ") <= SPLIT_LOOPS):
         return source
     module = ast.parse(source)
     fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == entry),
               None)
-    if fn is None or fn.end_lineno - fn.lineno <= max(SPLIT_ABOVE, max_lines):
+    if fn is None or fn.end_lineno - fn.lineno <= 2 * max_lines or \
+            (fn.end_lineno - fn.lineno <= SPLIT_ABOVE and
+             sum(isinstance(n, ast.For) for n in ast.walk(fn)) <= SPLIT_LOOPS):
         return source
     lines = source.splitlines()
     body = fn.body

@@ -49,20 +49,24 @@ def _movable(stmt: ast.stmt) -> bool:
                                   ast.FunctionDef, ast.Lambda)) for n in ast.walk(stmt))
 
 
+def _whole(lines: int, loops) -> bool:
+    """Whether a function of `lines` lines and `loops()` loops is kept whole."""
+    return lines <= 2 * SPLIT_LINES or (lines <= SPLIT_ABOVE and loops() <= SPLIT_LOOPS)
+
+
 def split_entry(source: str, entry: str) -> str:
     """`source` with function `entry`'s body cut into parts of about `SPLIT_LINES` lines
     when it is longer than `SPLIT_ABOVE` lines or holds more than `SPLIT_LOOPS` loops
     (unchanged otherwise)."""
     max_lines = SPLIT_LINES
-    if max_lines <= 0 or source.count("\n") <= 2 * max_lines or \
-            (source.count("\n") <= SPLIT_ABOVE and source.count(" for ") <= SPLIT_LOOPS):
+    # the whole source's lines and loops first, which bound the entry's, before parsing it
+    if max_lines <= 0 or _whole(source.count("\n"), lambda: source.count(" for ")):
         return source
     module = ast.parse(source)
     fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == entry),
               None)
-    if fn is None or fn.end_lineno - fn.lineno <= 2 * max_lines or \
-            (fn.end_lineno - fn.lineno <= SPLIT_ABOVE and
-             sum(isinstance(n, ast.For) for n in ast.walk(fn)) <= SPLIT_LOOPS):
+    if fn is None or _whole(fn.end_lineno - fn.lineno,
+                            lambda: sum(isinstance(n, ast.For) for n in ast.walk(fn))):
         return source
     lines = source.splitlines()
     body = fn.body

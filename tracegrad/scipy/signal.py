@@ -203,12 +203,12 @@ def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=False):
     if not (np.ndim(bp) == 0 and bp == 0):
         raise UnsupportedOpError("detrend: breakpoints (bp) are not supported")
     data = read(data)
-    if not dtypes.is_inexact(promote(data)[1]):
-        data = astype(data, dtypes.float64)
+    dtype = promote(data)[1]
+    if not dtypes.is_inexact(dtype):
+        data, dtype = astype(data, dtypes.float64), dtypes.float64
     if type in ("constant", "c"):
         return subtract(data, mean(data, axis=axis, keepdims=True))
     n = static_dim(data, axis, "detrend", "a static length along axis")
-    dtype = promote(data)[1]
     centered = subtract(data, mean(data, axis=axis, keepdims=True))
     t = np.arange(n) - (n - 1) / 2.0  # the least-squares line's slope is <t, y> / <t, t>
     norm = float(t @ t) or 1.0

@@ -3,6 +3,9 @@ block of SUM_BLOCK elements, block sums combined pairwise; the same bits whether
 is an array or fused into the loop, every run; NumPy's bits up to one block (and for 2**k
 blocks), within the pairwise error bound beyond."""
 
+import re
+import sys
+
 import numpy as np
 import pytest
 
@@ -93,6 +96,33 @@ def test_a_fused_max_in_blocks_propagates_nan_from_any_block():
     x[3 * B + 2] = np.nan
     got = tg.function(lambda x: (tnp.max(x * 2.0), tnp.min(x * 2.0)), backend="numba")(x)
     assert np.isnan(got[0]) and np.isnan(got[1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_row_max_and_min_run_in_vector_lanes_with_numpys_values(dtype):
+    """`_rowmax`/`_rowmin` (a whole array's max/min, block by block): one running value
+    updated by LLVM's maximum/minimum, which the loop vectorizer keeps in vector lanes;
+    NaN anywhere gives NaN, infinities and every length and offset NumPy's values."""
+    from numba import types
+
+    tg.function(lambda x: tnp.max(x * 2.0), backend="numba")(np.ones(3))  # the helpers
+    mod = sys.modules[helpers.MODULE]
+    s = helpers.SUFFIX[np.dtype(dtype)]
+    rng = np.random.default_rng(5)
+    for k in ("max", "min"):
+        row = getattr(mod, f"_row{k}_{s}")
+        for n in (1, 7, 8, 9, 100, B):
+            x = rng.standard_normal(n + 3).astype(dtype)
+            for lo in (0, 3):
+                assert row(x, lo, n) == getattr(np, k)(x[lo:lo + n])
+            y = x.copy()
+            y[n // 2] = np.inf if k == "max" else -np.inf
+            assert row(y, 0, n) == getattr(np, k)(y[:n])
+            y[n - 1] = np.nan
+            assert np.isnan(row(y, 0, n))
+        ty = types.Array(types.float64 if dtype == "float64" else types.float32, 1, "C")
+        llvm = row.inspect_llvm((ty, types.int64, types.int64))
+        assert re.search(rf"llvm\.{k}imum\.v\d+f(64|32)", llvm)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -522,23 +522,9 @@ def _ipow_{S}(a, b):
 _ROW_EXTREME = """
 @njit(cache=True, **_OPTS)
 def _row{K}_{S}(a, lo, n):
-    b = a[lo:lo + n]
-    m = n - n % 8
-    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = {T}({INIT})
-    for k in range(m // 8):
-        i = 8 * k
-        r0 = _{K}_{S}(r0, b[i])
-        r1 = _{K}_{S}(r1, b[i + 1])
-        r2 = _{K}_{S}(r2, b[i + 2])
-        r3 = _{K}_{S}(r3, b[i + 3])
-        r4 = _{K}_{S}(r4, b[i + 4])
-        r5 = _{K}_{S}(r5, b[i + 5])
-        r6 = _{K}_{S}(r6, b[i + 6])
-        r7 = _{K}_{S}(r7, b[i + 7])
-    res = _{K}_{S}(_{K}_{S}(_{K}_{S}(r0, r1), _{K}_{S}(r2, r3)),
-                   _{K}_{S}(_{K}_{S}(r4, r5), _{K}_{S}(r6, r7)))
-    for i in range(m, n):
-        res = _{K}_{S}(res, b[i])
+    res = {T}({INIT})
+    for i in range(lo, lo + n):
+        res = _v{K}_{S}(res, a[i])
     return res
 """
 _HELPERS["rowmax"] = _ROW_EXTREME.replace("{K}", "max").replace("{INIT}", "-np.inf")

@@ -107,7 +107,7 @@ class Loop:
         cur = [f"a{k + j}" for j in range(m)]
         step = [line for text in body for line in text.split("\n")]
         loop = _while(helpers, _test(f"out{m}", it, self.limit), it, cur,
-                      [f"out{j}" for j in range(m)], [(f"h{j}", j) for j in self.kept],
+                      [f"out{j}" for j in range(m)], list(zip(self.params, self.kept)),
                       self.scalar, self.copy_back, step)
         return [f"{it} = 0", *loop, f"return ({', '.join(cur + [it])},)"]
 

@@ -22,13 +22,14 @@ from tracegrad.backends.numba import helpers
 from tracegrad.backends.numba.records import CALLED_ONLY, direct_args
 
 # An entry function longer than SPLIT_ABOVE lines, or holding more than SPLIT_LOOPS loops,
-# is cut into parts of about SPLIT_LINES lines (measured on unrolled HMM steps: 1174 lines
-# compiled 12% faster whole, 2123 lines 26% faster in parts; an entry of 271 loops in 1420
-# lines, the LSTM l=4 gradient's, 18% faster in parts, one of 159 loops no faster:
-# docs/performance.md). A part's arrays are its arguments, which LLVM must assume may
-# overlap: the loops of a small kernel cut into parts ran slower (an HMM of 5 steps: 7 ->
-# 12 us a call), so only large entries are cut.
-SPLIT_ABOVE = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_ABOVE", "1500"))
+# is cut into parts of about SPLIT_LINES lines (docs/performance.md). Measured: an entry of
+# 271 loops in 1420 lines (the LSTM l=4 gradient's) compiled 18% faster in parts; one of 159
+# loops no faster; the det gradient (ell=10, 11: about 1060 and 1165 lines) ran 9-15% faster
+# in parts, an HMM of 14 steps (about 1200 lines) ran and compiled as fast. A part's arrays
+# are its arguments, which LLVM must assume may overlap: small kernels cut into parts ran
+# slower (an HMM of 5 steps: 7 -> 12 us a call, of 10 steps, 859 lines: 11 -> 18 us), so
+# only large entries are cut.
+SPLIT_ABOVE = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_ABOVE", "1000"))
 SPLIT_LOOPS = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LOOPS", "200"))
 SPLIT_LINES = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LINES", "200"))
 

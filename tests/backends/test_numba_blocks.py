@@ -181,6 +181,33 @@ def test_a_serial_kernel_raises_through_calls_a_parallel_one_by_statements(monke
         fn([x, idx, -k])
 
 
+def test_checks_call_one_compiled_helper_whatever_their_tags():
+    """A check's tag is an int64 argument, not a literal: Numba compiles a called function
+    again for each literal argument value, once per gather of a kernel."""
+    import sys
+
+    from numba.core import types
+
+    from tracegrad.backends.numba import helpers
+
+    p = REGISTRY
+    x = data((6, 4))
+    graph = graph_of(lambda t, i, j, k: [p["gather"].bind(t, i, axis=0)
+                                         + p["gather"].bind(t, j, axis=0)
+                                         + p["gather"].bind(t, k, axis=0)],
+                     x, np.array([1, 2]), np.array([3, -1]), np.array([0, 5]))
+    source = nb.generate_source(graph)
+    assert source.count("_index(") == 3 and "np.int64(" in source
+    fn = nb.compile_graph(graph)
+    out = fn([x, np.array([1, 2]), np.array([3, -1]), np.array([0, 5])])[0]
+    np.testing.assert_array_equal(out, x[[1, 2]] + x[[3, -1]] + x[[0, 5]])
+    index = sys.modules[helpers.MODULE]._index
+    assert index.signatures
+    assert not any(isinstance(a, types.Literal) for sig in index.signatures for a in sig)
+    with pytest.raises(IndexError, match="gather: index 6 is out of bounds"):
+        fn([x, np.array([1, 2]), np.array([3, -1]), np.array([0, 6])])
+
+
 @pytest.mark.parametrize("name", ["scatter", "scatter_add"])
 @pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
 def test_scatter_with_repeated_indices(name, dtype):

@@ -405,7 +405,7 @@ def _triangular_solve(cg, op):
     prefix = _blas_triangular(cg, t.dtype)
     k = cg.fresh("k")
     args = (at.get("lower", True), at.get("transpose_a", False),
-            at.get("unit_diagonal", False), at.get("left_side", True), cg.raise_tag(op))
+            at.get("unit_diagonal", False), at.get("left_side", True), cg.tag_arg(op))
     cg.emit(f"for {k} in range({b}):\n"
             f"    _trsm_{prefix}({av}[{k}], {bv}[{k}], {ov}[{k}], {', '.join(map(str, args))})")
 
@@ -464,7 +464,7 @@ def _decomposition(cg, op, kind, flag, whole=False):
     if kind == "eig":
         fn = "_eig_c" if dtypes.is_complex(a.dtype) else "_eig_r"
         cg.helpers[fn] = None
-        tag = cg.raise_tag(op)
+        tag = cg.tag_arg(op)
         flag = lambda at: tag  # noqa: E731
     else:
         fn = helper(cg.helpers, kind + "_f", a.dtype)
@@ -520,7 +520,7 @@ def _pivots_to_permutation(cg, op):
     _, ov = _batched_target(cg, cg.alloc(t), t, mat_dims=1)
     cg.helpers["_pivperm"] = None
     k = cg.fresh("k")
-    cg.emit(f"for {k} in range({b}):\n    _pivperm({pv}[{k}], {ov}[{k}], {cg.raise_tag(op)})")
+    cg.emit(f"for {k} in range({b}):\n    _pivperm({pv}[{k}], {ov}[{k}], {cg.tag_arg(op)})")
 
 
 def _bad_pivot(args, where):

@@ -181,6 +181,21 @@ def test_a_serial_kernel_raises_through_calls_a_parallel_one_by_statements(monke
         fn([x, idx, -k])
 
 
+def test_a_loop_over_a_dim_of_size_one_is_its_body():
+    """A nest's loop over a dim of size 1 is not written: its index is 0."""
+    p = REGISTRY
+    x = data((1, 1, 5))
+    graph = graph_of(lambda t: [p["pad"].bind(t, np.float64(0.0),
+                                              padding_config=((2, 1, 0), (0, 3, 0), (1, 0, 0)))
+                                + 1.0], x)
+    source = nb.generate_source(graph)
+    assert "range(1)" not in source
+    want = np.ones((4, 4, 6))
+    want[2:3, 0:1, 1:] += x
+    np.testing.assert_array_equal(nb.compile_graph(graph)([x])[0], want)
+    compare(graph, [x], 0.0, "pad")
+
+
 def test_checks_call_one_compiled_helper_whatever_their_tags():
     """A check's tag is an int64 argument, not a literal: Numba compiles a called function
     again for each literal argument value, once per gather of a kernel."""

@@ -470,6 +470,15 @@ class Nest:
                 inner = level(1, indent + "    ")
                 if inner:
                     lines.extend(self._jammed(indent, inner))
+            elif d < len(self.dims) and self.dims[d] == "1":
+                # a loop of one iteration is its body, its index 0: a loop costs Numba's
+                # frontend a range object and its iteration (95 such in the LSTM l=4
+                # gradient, the padded blocks of its weights)
+                inner = level(d + 1, indent)
+                if inner:
+                    lines.append(Line(indent, Stmt(f"{self.vars[d]} = 0",
+                                                   (name_of(self.vars[d]),))))
+                    lines.extend(inner)
             elif d < len(self.dims):
                 inner = level(d + 1, indent + "    ")
                 if inner:  # an empty loop is left out

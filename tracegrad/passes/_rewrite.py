@@ -41,6 +41,7 @@ class Rewriter:
         self.rule_changed = False
         self._copied = None
         self._uses = None
+        self._reader_ops = None
         if target is None:
             outer = parent.target if parent is not None else source.outer
             target = FuncGraph(source.name, outer=outer)
@@ -106,6 +107,15 @@ class Rewriter:
         if self._uses is None:
             self._uses = use_counts(self.source)
         return self._uses.get(id(t), 0)
+
+    def reader_ops(self, t: GraphTensor) -> list:
+        """The ops of the source graph that take tensor `t` as an operand."""
+        if self._reader_ops is None:
+            self._reader_ops = {}
+            for op in self.source.operations:
+                for x in op.inputs:
+                    self._reader_ops.setdefault(id(x), []).append(op)
+        return self._reader_ops.get(id(t), [])
 
     def run(self) -> list[GraphTensor]:
         """Rewrite every op of the source; returns the mapped outputs."""

@@ -13,7 +13,9 @@ rows, as jacobians start from, times broadcast factors) becomes a scaling of the
 operand (`passes/diagonal.py`), one whose contracted dims have size 1 an elementwise
 product (an outer product), and a transposed operand is read untransposed, the
 transpose moved into its dimension numbers; a `reduce_sum` over a product's free dims is
-taken before the product (`passes/sums.py`).
+taken before the product (`passes/sums.py`); a sum of zero-padded blocks that do not
+overlap (the gradient of many slices of one tensor) is the blocks' concatenation
+(`passes/pads.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -108,7 +110,7 @@ def _add(rw, op, ins):
     for a, b in ((x, y), (y, x)):
         if _is(b, 0) and a.type == op.outputs[0].type:
             return [a]
-    return None
+    return pads.sum_of_padded(rw, op, ins)
 
 
 def _right_identity(value):
@@ -242,7 +244,7 @@ RULES = {
 }
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)
-from tracegrad.passes import sums  # noqa: E402
+from tracegrad.passes import pads, sums  # noqa: E402
 
 
 def _reduce_sum(rw, op, ins):

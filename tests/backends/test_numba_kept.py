@@ -3,6 +3,7 @@
 BLAS's triangular product for a Cholesky factor times a matrix, LAPACK's potrf for
 cholesky, and outer products as elementwise products."""
 
+import re
 import threading
 
 import numpy as np
@@ -52,6 +53,44 @@ def test_large_temporaries_are_kept_between_calls_and_results_are_fresh():
         np.testing.assert_allclose(f(a2, b2), _chain_numpy(a2, b2), rtol=1e-12)
     np.testing.assert_array_equal(first, kept)  # a result is never a kept buffer
     np.testing.assert_allclose(f(a, b), _chain_numpy(a, b), rtol=1e-12)
+
+
+def test_the_histories_a_gradient_keeps_of_a_scan_are_kept_between_calls():
+    """A scan's gradient keeps the history of each carry for its backward loop: arrays of
+    the loop's length, kept by the executor (the graph has unknown dims: the histories'
+    lengths), not allocated and faulted in again at every call."""
+    rng = np.random.default_rng(4)
+    w, xs = rng.standard_normal((64, 64)) / 8, rng.standard_normal((300, 64))
+
+    def loss(w, xs):
+        hs = tg.scan(lambda h, x: (tnp.tanh(w @ h + x),) * 2, tnp.zeros(64), xs)[1]
+        return tnp.sum(hs ** 2)
+
+    f = tg.function(tg.value_and_grad(loss), backend="numba")
+    graph = f.get_concrete_function(w, xs).graph
+    source = tg.compiled_source(graph)
+    assert re.search(r"_h\d+ = ws\d+", source)  # a history is a kept argument
+    ex = nb.compile_graph(graph)
+    assert any(shape[0] > 1 and np.prod(shape) >= 300 * 64 for shape, _ in ex._kept)
+
+    def numpy_loss(w, xs):
+        h, total = np.zeros(64), 0.0
+        for x in xs:
+            h = np.tanh(w @ h + x)
+            total += np.sum(h ** 2)
+        return total
+
+    reference = tg.function(tg.value_and_grad(loss), backend="numpy")
+    for seed in (5, 6):  # the kept histories of one call do not leak into the next
+        w2 = np.random.default_rng(seed).standard_normal((64, 64)) / 8
+        value, grad = f(w2, xs)
+        np.testing.assert_allclose(value, numpy_loss(w2, xs), rtol=1e-12)
+        np.testing.assert_allclose(grad, reference(w2, xs)[1], rtol=1e-10, atol=1e-12)
+        for i, j in ((0, 0), (7, 40), (63, 5)):  # central differences of a few entries
+            step = np.zeros_like(w2)
+            step[i, j] = 1e-4
+            fd = (numpy_loss(w2 + step, xs) - numpy_loss(w2 - step, xs)) / 2e-4
+            np.testing.assert_allclose(grad[i, j], fd, rtol=1e-6, atol=1e-8)
 
 
 def test_concurrent_calls_do_not_share_temporaries():

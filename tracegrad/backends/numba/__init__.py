@@ -118,8 +118,7 @@ def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
     if has_control_flow(graph):
         check_outer(plan)
     cg = CodeGen(plan, parallel)
-    if plan.static:
-        cg.keep_temporaries()
+    cg.keep_temporaries()  # those of known shapes (of a graph with unknown dims too)
     return plan, cg
 
 

@@ -399,6 +399,14 @@ class CodeGen:
         self.kept.append((shape, storage))
         return True
 
+    def kept_or(self, shape: tuple, dtype, value: str) -> str:
+        """`value` (an allocation of `shape`), or, in an entry kernel that keeps its large
+        temporaries, the `ws` argument the executor passes in its place."""
+        if not self._keeps(shape, dtype):
+            return value
+        self.workspace.append("")
+        return slot(f"ws{len(self.workspace) - 1}")
+
     def scratch(self, name: str, size: str, elements: int | None, dtype) -> str:
         """The statement giving `name` a 1-d scratch array of `size` elements (`elements`
         when known at compile time) of `dtype`: in a loop step, a fixed-size one comes from

@@ -290,10 +290,11 @@ def emit_while(cg, op) -> None:
     if step.workspace:
         line, workspace = step.alloc_workspace(consts + cur, nxt + [go], w)
         lines.append(line)
-    for j in kept:
+    for j in kept:  # (the histories of a loop of the entry kernel are kept: codegen.py)
         x = inits[j]
         shape = ", ".join((str(rows), *cg.dims(x)))
-        lines.append(f"{hist[j]} = np.empty(({shape},), dtype={NB_TYPE[x.dtype]})")
+        value = f"np.empty(({shape},), dtype={NB_TYPE[x.dtype]})"
+        lines.append(f"{hist[j]} = {cg.kept_or((rows, *x.shape), x.dtype, value)}")
     if loop is not None:
         cg.helpers["_direct"] = None
         args = [*consts, *cur, *step.extras, *nxt, go, *workspace, *(hist[j] for j in kept)]

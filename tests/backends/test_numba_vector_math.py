@@ -413,3 +413,29 @@ def test_sin_loop_vectorizes_over_collapsed_views_on_the_other_vector_unit(tmp_p
         _assert_vectorized(facts, f"target {label}, shape {shape}")
         if not report["target"]["avx512f"]:
             assert "zmm" not in facts["packed_widths"], f"{label}: zmm code for an AVX2 target"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 10, 12, 14])
+def test_estrin_evaluates_the_polynomial_in_a_short_chain(n):
+    """`vecmath.estrin` writes the same polynomial as `horner`, in about log2(n) + 2
+    dependent steps: the value within rounding of the exact one, for every length."""
+    from fractions import Fraction
+
+    from tracegrad.backends.numba.vecmath import estrin, horner
+
+    coefs = [repr(1.0 / (k + 1) * (-1) ** k) for k in range(n)]
+    fma = {"_fma": lambda a, b, c: a * b + c}
+    for x in (0.3, -0.7, 1.9):
+        values = {}
+        for scheme in (estrin, horner):
+            scope = dict(fma, r=x)
+            exec(scheme("r", coefs).replace("\n    ", "\n").strip(), scope)  # noqa: S102
+            values[scheme.__name__] = scope["p"]
+        exact = sum(Fraction(float(c)) * Fraction(x) ** k for k, c in enumerate(coefs))
+        scale = sum(abs(float(c)) * abs(x) ** k for k, c in enumerate(coefs))
+        for v in values.values():
+            assert abs(Fraction(v) - exact) <= 4 * n * 2.0 ** -52 * scale
+    fmas = estrin("r", coefs).count("_fma(")  # n - 1 fused multiply-adds, as Horner ...
+    assert fmas == n - 1
+    chain = len([line for line in estrin("r", coefs).splitlines() if "_x" in line.split("=")[0]])
+    assert chain <= max(0, math.ceil(math.log2(n)) - 1)  # ... and the powers r**2, r**4, ...

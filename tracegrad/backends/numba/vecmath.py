@@ -263,7 +263,7 @@ def _exp2_v(x):
     xc = xc if xc < 1030.0 else 1030.0
     k = np.rint(xc)
     r = xc - k
-{horner("r", _EXP2_P)}
+{estrin("r", _EXP2_P)}
     y = _scale2(p, k)
     return x if x != x else y
 """

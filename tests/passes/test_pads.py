@@ -112,6 +112,32 @@ def test_blocks_of_one_region_are_summed_as_the_tree_sums_them():
     assert _count(graph, ops.pad_p) == 3
 
 
+@pytest.mark.parametrize("stride", [2, 3])
+def test_blocks_of_a_stride_at_every_offset_are_interleaved(stride):
+    # the gradient of w[0::2] and w[1::2] (GradBench's LSTM reads its weights and biases
+    # as the even and odd rows of one matrix)
+    w = RNG.normal(size=(4 * stride, 5))
+
+    def f(w):
+        return sum(tnp.sum(tnp.sin(w[k::stride]) * (k + 1.0)) for k in range(stride))
+
+    graph = _optimized(tg.grad(f), w)
+    assert _count(graph, ops.pad_p) == 0 and _count(graph, ops.add_p) == 0
+    want = np.cos(w) * (np.arange(4 * stride) % stride + 1.0)[:, None]
+    np.testing.assert_allclose(tg.function(tg.grad(f))(w), want, rtol=1e-14)
+    np.testing.assert_allclose(tg.function(tg.grad(f), backend="numpy")(w), want, rtol=1e-14)
+
+
+def test_strided_blocks_missing_an_offset_are_left_alone():
+    w = RNG.normal(size=(9, 5))
+
+    def f(w):  # offsets 0 and 1 of stride 3: row 2, 5, 8 stay zero
+        return tnp.sum(tnp.sin(w[0::3])) + tnp.sum(tnp.cos(w[1::3]))
+
+    graph = _optimized(tg.grad(f), w)
+    assert _count(graph, ops.pad_p) == 2 and _count(graph, ops.concatenate_p) == 0
+
+
 @pytest.mark.parametrize("case", ["overlap", "pinwheel", "interior", "one block"])
 def test_near_misses_are_left_alone(case):
     x = RNG.normal(size=(2, 2))

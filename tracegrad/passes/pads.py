@@ -21,7 +21,10 @@ before the blocks, their sum an inner sum of the tree, to which the assembled bl
 added, each region then holding one block: each element is the same sum of the same
 values as before (a term after a block, or two blocks of a region after other terms,
 would be added in another order). Only known shapes, pads without interior padding
-and with non-negative widths are assembled. In a sub-graph, a sum with an input of it among
+and with non-negative widths are assembled, and one kind of interior padding: blocks of
+one stride `s` along one axis at each of the `s + 1` offsets `b, ..., b + s` (the
+gradients of `w[0::2]` and `w[1::2]`), which are interleaved into one block first. In a
+sub-graph, a sum with an input of it among
 its terms (a loop's accumulator) is left to passes/loops.py, which sums each block in a
 carry of its own and pads it once after the loop, where this rule assembles them.
 """
@@ -41,23 +44,38 @@ def sum_of_padded(rw, op, ins):
         return None
     tree = _tree(rw, op)
     terms = list(_leaves(tree))
-    blocks, rest = [], []
+    blocks, rest, strided = [], [], {}
     for t in terms:
         found = _block(t, out)
+        if found is None:
+            found = _strided(t, out)
+            if found is not None:
+                key, lo, x = found
+                strided.setdefault(key, {}).setdefault(lo, []).append((t, x))
+                blocks.append(None)
+                continue
         if found is not None:
             blocks.append((t, *found))
         elif blocks:
             return None  # a term after a block: the sums would be grouped differently
         elif not (is_zeros(t) and t.type == out.type):
             rest.append(t)
-    if len(blocks) < 2 or (rw.parent is not None and any(t.op is None for t in rest)):
+    count = len(blocks)
+    blocks = [b for b in blocks if b is not None]
+    for key, offsets in strided.items():
+        interleaved = _interleaved(rw, op, key, offsets)
+        if interleaved is None:
+            return None
+        blocks.append((None, *interleaved))
+    if count < 2 or (rw.parent is not None and any(t.op is None for t in rest)):
         # an accumulator of a loop body (`acc + pad(a) + ...`): passes/loops.py gives each
         # block a carry of its own, padded once after the loop, where this rule meets them
         return None
     regions: dict = {}
     for t, x, region in blocks:
         regions.setdefault(region, []).append((t, x))
-    if rest and len(regions) < len(blocks):
+    if any(t is None and len(regions[r]) > 1 for t, _, r in blocks) or \
+            (rest and len(regions) < len(blocks)):
         return None  # (R + a1) + a2 is not R + (a1 + a2)
     placed = []
     for region, members in regions.items():
@@ -72,7 +90,7 @@ def sum_of_padded(rw, op, ins):
         return None
     if not rest:
         return [assembled]
-    total = _prefix(tree, len(terms) - len(blocks))
+    total = _prefix(tree, len(terms) - count)
     if total is None:
         return None
     return rw.emit(ew.add_p, [total, assembled], {}, op.source)
@@ -156,6 +174,48 @@ def _block(t, out):
         return None
     x = op.inputs[0]
     return x, tuple((lo, lo + n) for (lo, _, _), n in zip(cfg, x.shape, strict=True))
+
+
+def _strided(t, out):
+    """`(key, lo, block)` when `t` is a block padded with zeros to `out`'s type with
+    interior padding along one axis (a slice's gradient with a stride): `key` holds the
+    axis, the stride, the block's shape and the other axes' widths; `lo` its offset."""
+    op = t.op
+    if op is None or op.primitive is not shape_ops.pad_p or t.type != out.type or \
+            None in op.inputs[0].shape or not is_zeros(op.inputs[1]):
+        return None
+    cfg = op.attrs["padding_config"]
+    axes = [d for d, (_, _, interior) in enumerate(cfg) if interior]
+    if len(axes) != 1 or any(lo < 0 or hi < 0 for lo, hi, _ in cfg):
+        return None
+    (d,) = axes
+    x = op.inputs[0]
+    other = tuple(c[:2] for k, c in enumerate(cfg) if k != d)
+    return (d, cfg[d][2], tuple(x.shape), other), cfg[d][0], x
+
+
+def _interleaved(rw, op, key, offsets):
+    """`(block, region)`: blocks of one stride `s` along axis `d` at the `s + 1` offsets
+    `b ... b + s`, interleaved into one block without interior padding; None when the
+    offsets are not those, or one comes twice."""
+    d, s, shape, other = key
+    base = min(offsets)
+    if sorted(offsets) != list(range(base, base + s + 1)) or \
+            any(len(members) != 1 for members in offsets.values()):
+        return None
+    n = shape[d]
+    split = shape[:d + 1] + (1,) + shape[d + 1:]
+    parts = [rw.emit(shape_ops.reshape_p, [offsets[lo][0][1]], {"new_sizes": split},
+                     op.source)[0] for lo in sorted(offsets)]
+    (stacked,) = rw.emit(shape_ops.concatenate_p, parts, {"dimension": d + 1}, op.source)
+    merged = shape[:d] + (n * (s + 1),) + shape[d + 1:]
+    (block,) = rw.emit(shape_ops.reshape_p, [stacked], {"new_sizes": merged}, op.source)
+    widths = list(other)
+    region = []
+    for k, size in enumerate(merged):
+        lo = base if k == d else widths.pop(0)[0]
+        region.append((lo, lo + size))
+    return block, tuple(region)
 
 
 def _assemble(rw, op, blocks, box, type_):

@@ -41,9 +41,9 @@ from tracegrad.core.op import constant_p
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
 from tracegrad.ops.control_flow import cond_p, while_p, while_results
-from tracegrad.ops.shape_ops import is_zeros
 from tracegrad.passes._rewrite import (Rewriter, captured_tensors, extended_graph, run_pass,
                                        sweep, use_counts)
+from tracegrad.passes.pads import zero_padding
 
 # Ops a loop may compute before it runs (they cannot raise): whatever the shapes ...
 HOIST_ALWAYS = frozenset(UNARY | {
@@ -413,12 +413,8 @@ def _sum_terms(t, uses, root=False) -> list:
 def _padded_block(t):
     """The padding config when `t` is a block padded with zeros (no interior padding,
     known shapes), else None."""
-    op = t.op
-    if op is None or op.primitive is not shape_ops.pad_p or None in t.shape or \
-            None in op.inputs[0].shape or not is_zeros(op.inputs[1]):
-        return None
-    cfg = op.attrs["padding_config"]
-    return cfg if all(interior == 0 for _, _, interior in cfg) else None
+    cfg = zero_padding(t)
+    return cfg if cfg is not None and all(i == 0 for _, _, i in cfg) else None
 
 
 def _summed(terms):

@@ -12,21 +12,21 @@ once: `pad(a, ((0, 1),)) + pad(b, ((1, 0),))` is `concatenate(a, b)`.
 
 Blocks of the same region are first summed as the tree sums them (a recurrent step's
 state gradient adds two blocks per layer: `pad(dh_i) + pad(dh_i') + ...`); blocks of
-different regions must not overlap. A cut is a plane along one axis that crosses no block; the blocks on either side are
-assembled the same way, within their part. When no axis has such a cut (blocks arranged
+different regions must not overlap. A cut is a plane along one axis that crosses no
+block; the blocks on either side are assembled the same way, within their part. When no axis has such a cut (blocks arranged
 like a pinwheel) or blocks overlap, the sum is left as it is. Every element of the result
 is one block's element or zero, and `x + 0 = x` exactly: values are unchanged (but for
 the sign of a zero, as with simplify's `x + 0`). Other terms of the sum must all come
 before the blocks, their sum an inner sum of the tree, to which the assembled blocks are
 added, each region then holding one block: each element is the same sum of the same
 values as before (a term after a block, or two blocks of a region after other terms,
-would be added in another order). Only known shapes, pads without interior padding
-and with non-negative widths are assembled, and one kind of interior padding: blocks of
+would be added in another order). Only known shapes and pads without interior padding
+are assembled, and one kind of interior padding: blocks of
 one stride `s` along one axis at each of the `s + 1` offsets `b, ..., b + s` (the
 gradients of `w[0::2]` and `w[1::2]`), which are interleaved into one block first. In a
-sub-graph, a sum with an input of it among
-its terms (a loop's accumulator) is left to passes/loops.py, which sums each block in a
-carry of its own and pads it once after the loop, where this rule assembles them.
+sub-graph, a sum with an input of it among its terms (a loop's accumulator) is left to
+passes/loops.py, which sums each block in a carry of its own and pads it once after the
+loop, where this rule assembles them.
 """
 
 from __future__ import annotations
@@ -162,17 +162,23 @@ def _prefix(node, count):
     return node.tensor if isinstance(node, _Sum) else node
 
 
-def _block(t, out):
-    """`(block, region)`: when `t` is a block padded with zeros to `out`'s type (no
-    interior padding, non-negative widths), the block and its `(start, stop)` per axis."""
+def zero_padding(t):
+    """The padding config when `t` is a block padded with zeros, both shapes known, else
+    None (pad widths are never negative: `pad`'s shape rule)."""
     op = t.op
-    if op is None or op.primitive is not shape_ops.pad_p or t.type != out.type or \
+    if op is None or op.primitive is not shape_ops.pad_p or None in t.shape or \
             None in op.inputs[0].shape or not is_zeros(op.inputs[1]):
         return None
-    cfg = op.attrs["padding_config"]
-    if any(interior or lo < 0 or hi < 0 for lo, hi, interior in cfg):
+    return op.attrs["padding_config"]
+
+
+def _block(t, out):
+    """`(block, region)`: when `t` is a block padded with zeros to `out`'s type without
+    interior padding, the block and its `(start, stop)` per axis."""
+    cfg = zero_padding(t) if t.type == out.type else None
+    if cfg is None or any(interior for _, _, interior in cfg):
         return None
-    x = op.inputs[0]
+    x = t.op.inputs[0]
     return x, tuple((lo, lo + n) for (lo, _, _), n in zip(cfg, x.shape, strict=True))
 
 
@@ -180,16 +186,12 @@ def _strided(t, out):
     """`(key, lo, block)` when `t` is a block padded with zeros to `out`'s type with
     interior padding along one axis (a slice's gradient with a stride): `key` holds the
     axis, the stride, the block's shape and the other axes' widths; `lo` its offset."""
-    op = t.op
-    if op is None or op.primitive is not shape_ops.pad_p or t.type != out.type or \
-            None in op.inputs[0].shape or not is_zeros(op.inputs[1]):
-        return None
-    cfg = op.attrs["padding_config"]
-    axes = [d for d, (_, _, interior) in enumerate(cfg) if interior]
-    if len(axes) != 1 or any(lo < 0 or hi < 0 for lo, hi, _ in cfg):
+    cfg = zero_padding(t) if t.type == out.type else None
+    axes = [d for d, (_, _, interior) in enumerate(cfg or ()) if interior]
+    if len(axes) != 1:
         return None
     (d,) = axes
-    x = op.inputs[0]
+    x = t.op.inputs[0]
     other = tuple(c[:2] for k, c in enumerate(cfg) if k != d)
     return (d, cfg[d][2], tuple(x.shape), other), cfg[d][0], x
 

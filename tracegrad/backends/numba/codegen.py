@@ -415,12 +415,9 @@ class CodeGen:
         value = f"np.empty({size}, dtype={NB_TYPE[dtype]})"
         if elements is None or self.workspace is None:
             return f"{name} = {value}"
-        if self.sub:
-            self.workspace.append(f"np.empty({elements}, dtype={NB_TYPE[dtype]})")
-        elif self._keeps((elements,), dtype):
-            self.workspace.append("")
-        else:
-            return f"{name} = {value}"
+        if not self.sub:
+            return f"{name} = {self.kept_or((elements,), dtype, value)}"
+        self.workspace.append(f"np.empty({elements}, dtype={NB_TYPE[dtype]})")
         return f"{name} = {slot(f'ws{len(self.workspace) - 1}')}"
 
     def set_scalar(self, t, expr: str, keep_open: bool = False):

@@ -81,9 +81,6 @@ def estrin(var: str, coefs, acc: str = "p") -> str:
         if k:
             lines.append(f"    {acc}_x{k} = {power} * {power}")
             power = f"{acc}_x{k}"
-        elif not var.isidentifier():
-            lines.append(f"    {acc}_x = {var}")
-            power = f"{acc}_x"
         nxt = []
         for i in range(0, len(level), 2):
             name = f"{acc}_{k}_{i // 2}"

@@ -105,6 +105,11 @@ class Config:
     - `num_threads`: the threads a numba kernel's loops and its BLAS calls may use (default:
       the cores available to the process, after its CPU affinity and cgroup quota; env
       TRACEGRAD_NUM_THREADS).
+    - `compile_memory_limit`: the memory a numba compile may take, in bytes (an int, or a
+      string such as "8G"), or None for no limit (the default; env
+      TRACEGRAD_COMPILE_MEMORY_LIMIT). With a limit, every compile runs in a child process
+      (Linux), and one that exceeds it warns and runs the function on the numpy backend
+      (docs/numba.md, "Large compiles run in a child process").
     """
 
     def __init__(self):
@@ -143,6 +148,18 @@ class Config:
                 f"tg.config.vector_width must be 256, 512 or None (LLVM's choice), got "
                 f"{bits!r}")
         backends.vector_width = bits
+
+
+    @property
+    def compile_memory_limit(self) -> int | None:
+        return backends.compile_memory_limit
+
+    @compile_memory_limit.setter
+    def compile_memory_limit(self, size):
+        try:
+            backends.compile_memory_limit = backends.parse_bytes(size)
+        except ValueError as e:
+            raise InvalidArgumentError(f"tg.config.compile_memory_limit: {e}") from None
 
 
 config = Config()

@@ -43,7 +43,10 @@ import time
 import types
 import warnings
 
-STATS = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
+from tracegrad.backends.numba import child
+
+STATS = {"compiled": 0, "compiled_in_child": 0, "disk_hits": 0, "memory_hits": 0,
+         "rebuilt": 0}
 _MEMORY: dict = {}
 _LOCK = threading.RLock()
 _FALLBACK: dict = {}  # a refused or unwritable cache directory -> the private one used instead
@@ -369,7 +372,16 @@ def load_kernel(source: str, signature, entry: str):
         d = _writable_dir()
         try:
             _ensure_helpers(d, True)
+            in_child = child.wanted(source.count("\n")) and not _numba_cache_files(
+                os.path.join(d, f"tg_{key}.py"))
+            if in_child:
+                _compile_in_child(d, key, source, signature, entry)
+            hits = STATS["disk_hits"]
             result = _load_from_disk(d, key, source, signature, entry, True)
+            if in_child and STATS["disk_hits"] > hits:  # compiled by the child
+                STATS["disk_hits"] -= 1
+                STATS["compiled"] += 1
+                STATS["compiled_in_child"] += 1
         except OSError as e:  # the disk is full, or the directory stopped being writable
             warnings.warn(f"tracegrad: cannot write to the kernel cache directory {d} ({e}); "
                           "compiling this kernel in memory", RuntimeWarning, stacklevel=3)
@@ -377,6 +389,27 @@ def load_kernel(source: str, signature, entry: str):
             result = _load_from_disk(d, key, source, signature, entry, False)
         _MEMORY[key] = result
         return result
+
+
+def _compile_in_child(d, key, source, signature, entry) -> None:
+    """Compile the kernel into the cache in a forked child (child.py), for `_load_from_disk`
+    to load. A child that could not write the cache raises OSError here (load_kernel then
+    compiles in memory)."""
+    from tracegrad.errors import CompileMemoryError
+
+    try:
+        child.run(_load_from_disk, d, key, source, signature, entry, True)
+    except child.ChildError as e:
+        path = os.path.join(d, f"tg_{key}.py")
+        if e.kind == "memory":
+            raise CompileMemoryError(
+                str(e) if str(e).startswith("tracegrad: ") else
+                f"tracegrad: the numba compile of {path} ran out of memory: {e}") from None
+        if e.kind == "oserror":
+            raise OSError(str(e)) from None
+        raise RuntimeError(str(e) if str(e).startswith("tracegrad: ") else
+                           f"tracegrad: Numba failed to compile the generated kernel {path} "
+                           f"(a tracegrad bug; the numpy backend runs this graph): {e}") from None
 
 
 def _load_from_disk(d, key, source, signature, entry, cached):
@@ -491,8 +524,9 @@ def _out_of_memory(path: str, e: BaseException):
 
 
 def cache_info() -> dict:
-    """Counters of this process: kernels `compiled`, loaded from disk (`disk_hits`), found
-    in memory (`memory_hits`), and cache entries `rebuilt` after corruption."""
+    """Counters of this process: kernels `compiled` (of them, `compiled_in_child` by a
+    child process: child.py), loaded from disk (`disk_hits`), found in memory
+    (`memory_hits`), and cache entries `rebuilt` after corruption."""
     return dict(STATS)
 
 

@@ -133,7 +133,7 @@ def _gemm(cg, op):
     for k in (0, 1):
         x, b, free, c = _operand_dims(op, k)
         order = [*b, *(free + list(c) if k == 0 else list(c) + free)]
-        views.append(f"np.transpose({cg.array(x)}, ({', '.join(map(str, order))},))")
+        views.append(cg.transposed(cg.array(x), order))
     t = op.outputs[0]
     prefix = BLAS_PREFIX[t.dtype][0]
     cg.helpers[f"_gemm_{prefix}"] = cg.helpers[f"_blas_{prefix}gemm"] = None

@@ -345,6 +345,15 @@ class CodeGen:
         self.helpers["_cview"] = None
         return f"_cview({array}, {shape})"
 
+    def transposed(self, array: str, axes) -> str:
+        """The expression of `np.transpose(array, axes)`, a view (`_tview`; a parallel
+        kernel keeps NumPy's, for the reason `view` gives)."""
+        order = f"({', '.join(map(str, axes))},)"
+        if self.parallel:
+            return f"np.transpose({array}, {order})"
+        self.helpers["_tview"] = None
+        return f"_tview({array}, {order})"
+
     def new_nest(self, dims, parallel: bool = False) -> Nest:
         """A nest for a block; the caller renders it with `add_nest` when done."""
         return Nest(self, dims, parallel and self.parallel)

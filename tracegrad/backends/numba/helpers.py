@@ -664,6 +664,40 @@ def _cview(typingctx, a, shape):
     return ret(a, shape), codegen
 
 
+# `np.transpose(a, axes)` as a view, without Numba's own: its first use in a process
+# compiled a permutation routine with checks whose messages pull in Numba's string
+# formatting and hashing (about 3 s, never cached on disk; a child compile paid it again).
+# The axes are run-time values; constant at every call site, the selects fold away.
+@_intrinsic
+def _tview(typingctx, a, axes):
+    if not (isinstance(a, _nbtypes.Array) and isinstance(axes, _nbtypes.BaseTuple)
+            and len(axes) == a.ndim and all(isinstance(t, _nbtypes.Integer) for t in axes)):
+        return None
+    ret = _nbtypes.Array(a.dtype, a.ndim, "A")
+
+    def codegen(context, builder, sig, args):
+        n = sig.args[0].ndim
+        src = context.make_array(sig.args[0])(context, builder, args[0])
+        out = context.make_array(ret)(context, builder)
+        shape = _cgutils.unpack_tuple(builder, src.shape, n)
+        strides = _cgutils.unpack_tuple(builder, src.strides, n)
+        picks = [context.cast(builder, v, t, _nbtypes.intp) for v, t in
+                 zip(_cgutils.unpack_tuple(builder, args[1], n), sig.args[1], strict=True)]
+        dims, steps = [], []
+        for pick in picks:
+            dim, step = shape[0], strides[0]
+            for k in range(1, n):
+                hit = builder.icmp_signed("==", pick, context.get_constant(_nbtypes.intp, k))
+                dim = builder.select(hit, shape[k], dim)
+                step = builder.select(hit, strides[k], step)
+            dims.append(dim)
+            steps.append(step)
+        context.populate_array(out, data=src.data, shape=dims, strides=steps,
+                               itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+        return _borrowed(context, builder, ret, out._getvalue())
+    return ret(a, axes), codegen
+
+
 def _same_c(dst, src):
     return isinstance(dst, _nbtypes.Array) and isinstance(src, _nbtypes.Array) and \
         dst.layout == "C" and src.layout == "C" and dst.dtype == src.dtype

@@ -331,10 +331,9 @@ class Nest:
         copy = self.memo.get(key)
         if copy is None:
             copy = self.memo[key] = self.cg.fresh("ct")
-            axes = ", ".join(map(str, perm))
             # it defines `copy`: an outlined nest makes it a local, not a parameter
-            self.prologue.append(Stmt(f"{copy} = np.ascontiguousarray(np.transpose({name}, "
-                                      f"({axes},)))", (name_of(copy),)))
+            self.prologue.append(Stmt(f"{copy} = np.ascontiguousarray("
+                                      f"{self.cg.transposed(name, perm)})", (name_of(copy),)))
 
         def read(idx):
             parts = ["0" if dims[a] == "1" else idx[a][0] for a in perm]

@@ -232,12 +232,13 @@ def _expm1_poly(r):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _exp_v(x):
-    xc = x if x > -746.0 else -746.0
-    xc = xc if xc < 710.0 else 710.0
+    # the clamps keep a NaN (maxpd/minpd return their second operand for one), which then
+    # passes through every step to the result
+    xc = -746.0 if x < -746.0 else x
+    xc = 710.0 if xc > 710.0 else xc
     k, r = _exp_reduce(xc)
     y = _scale2(1.0 + _expm1_poly(r), k)
-    y = np.inf if x > 709.782712893384 else y
-    return x if x != x else y
+    return np.inf if x > 709.782712893384 else y
 
 
 @njit(cache=True, forceinline=True, **_OPTS)
@@ -256,13 +257,12 @@ def _expm1_v(x):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _exp2_v(x):
-    xc = x if x > -1080.0 else -1080.0
-    xc = xc if xc < 1030.0 else 1030.0
+    xc = -1080.0 if x < -1080.0 else x  # (a NaN passes, as in _exp_v)
+    xc = 1030.0 if xc > 1030.0 else xc
     k = np.rint(xc)
     r = xc - k
 {estrin("r", _EXP2_P)}
-    y = _scale2(p, k)
-    return x if x != x else y
+    return _scale2(p, k)
 """
 
 # log, log1p, log2, log10: x = m 2**e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s),

@@ -75,33 +75,29 @@ def run(fn, *args) -> None:
     SIGKILL). Warnings the child issued are issued again here."""
     from numba.core.compiler_lock import global_compiler_lock
 
-    with tempfile.TemporaryFile() as err:
-        read, write = os.pipe()
+    # The child's report and what it prints go to files, not pipes: a pipe's end copied
+    # into another process forked meanwhile (multiprocessing's workers) would keep a read
+    # to its end waiting for as long as that process lives.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # No other thread may be inside Numba or LLVM when the process is copied: the
+        # child would find their locks held forever.
+        with global_compiler_lock, warnings.catch_warnings():
+            # JAX (and Python 3.12+) warn that forking a threaded process may deadlock the
+            # child; this child only compiles, under the locks held here.
+            warnings.filterwarnings("ignore", message=r".*fork\(\)")
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child: never returns
+                _child(fn, args, parent, out.fileno(), err.fileno())
+            with _RUNNING_LOCK:
+                _RUNNING.add(pid)
         try:
-            # No other thread may be inside Numba or LLVM when the process is copied: the
-            # child would find their locks held forever.
-            with global_compiler_lock, warnings.catch_warnings():
-                # JAX (and Python 3.12+) warn that forking a threaded process may deadlock
-                # the child; this child only compiles, under the locks held here.
-                warnings.filterwarnings("ignore", message=r".*fork\(\)")
-                parent = os.getpid()
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - the child: never returns
-                    _child(fn, args, parent, read, write, err.fileno())
-                with _RUNNING_LOCK:
-                    _RUNNING.add(pid)
-        except BaseException:
-            os.close(read)
-            os.close(write)
-            raise
-        os.close(write)
-        try:
-            with os.fdopen(read, "rb") as f:
-                data = f.read()  # until the child ends (the GIL is released meanwhile)
-            _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, 0)  # (the GIL is released meanwhile)
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(pid)
+        out.seek(0)
+        data = out.read()
         err.seek(0)
         printed = err.read().decode(errors="replace")
     try:
@@ -150,12 +146,11 @@ _NO_MEMORY_WORDS = ("out of memory", "unable to allocate", "allocation failed", 
                     "cannot allocate memory")
 
 
-def _child(fn, args, parent: int, read: int, write: int, err: int) -> None:  # pragma: no cover
-    """The child's whole life: compile, report through `write`, and end without running
+def _child(fn, args, parent: int, out: int, err: int) -> None:  # pragma: no cover
+    """The child's whole life: compile, write its report to `out`, and end without running
     the parent's exit handlers or flushing its buffers."""
     status = 1
     try:
-        os.close(read)
         os.dup2(err, 2)
         if faulthandler.is_enabled():  # its dumps go where the child's stderr goes
             faulthandler.enable(file=2)
@@ -183,7 +178,7 @@ def _child(fn, args, parent: int, read: int, write: int, err: int) -> None:  # p
                  for w in caught]
         view = memoryview(pickle.dumps((*report, notes)))
         while view:
-            view = view[os.write(write, view):]
+            view = view[os.write(out, view):]
         status = 0
     except MemoryError:
         status = _NO_MEMORY

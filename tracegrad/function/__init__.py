@@ -149,7 +149,6 @@ class Config:
                 f"{bits!r}")
         backends.vector_width = bits
 
-
     @property
     def compile_memory_limit(self) -> int | None:
         return backends.compile_memory_limit

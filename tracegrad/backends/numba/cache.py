@@ -395,21 +395,18 @@ def _compile_in_child(d, key, source, signature, entry) -> None:
     """Compile the kernel into the cache in a forked child (child.py), for `_load_from_disk`
     to load. A child that could not write the cache raises OSError here (load_kernel then
     compiles in memory)."""
-    from tracegrad.errors import CompileMemoryError
-
     try:
         child.run(_load_from_disk, d, key, source, signature, entry, True)
     except child.ChildError as e:
-        path = os.path.join(d, f"tg_{key}.py")
-        if e.kind == "memory":
-            raise CompileMemoryError(
-                str(e) if str(e).startswith("tracegrad: ") else
-                f"tracegrad: the numba compile of {path} ran out of memory: {e}") from None
         if e.kind == "oserror":
             raise OSError(str(e)) from None
-        raise RuntimeError(str(e) if str(e).startswith("tracegrad: ") else
-                           f"tracegrad: Numba failed to compile the generated kernel {path} "
-                           f"(a tracegrad bug; the numpy backend runs this graph): {e}") from None
+        from tracegrad.errors import CompileMemoryError
+
+        memory = e.kind == "memory"
+        if str(e).startswith("tracegrad: "):  # the child's own _out_of_memory or _failed
+            raise (CompileMemoryError if memory else RuntimeError)(str(e)) from None
+        raise (_out_of_memory if memory else _failed)(os.path.join(d, f"tg_{key}.py"),
+                                                      str(e)) from None
 
 
 def _load_from_disk(d, key, source, signature, entry, cached):
@@ -433,22 +430,15 @@ def _load_from_disk(d, key, source, signature, entry, cached):
         except OSError:
             raise  # Numba could not write its cache: load_kernel compiles in memory
         except MemoryError as e:  # the compile, not the cache: keep every file
-            raise _out_of_memory(path, e) from e
+            raise _out_of_memory(path, f"{type(e).__name__}: {e}") from e
         except NumbaError as e:
             if isinstance(e.__cause__ or e.__context__, MemoryError):
-                raise _out_of_memory(path, e) from e
-            raise RuntimeError(
-                f"tracegrad: Numba failed to compile the generated kernel {path} "
-                f"(a tracegrad bug; the numpy backend runs this graph): {e}"
-            ) from e
+                raise _out_of_memory(path, f"{type(e).__name__}: {e}") from e
+            raise _failed(path, str(e)) from e
         except Exception as e:  # a Numba cache file that cannot be loaded
             if attempt or not cached or not (_numba_cache_files(path) or _numba_cache_files(
                     os.path.join(d, helpers.MODULE + ".py"))):
-                raise RuntimeError(
-                    f"tracegrad: Numba failed to compile the generated kernel {path} "
-                    f"(a tracegrad bug; the numpy backend runs this graph): "
-                    f"{type(e).__name__}: {e}"
-                ) from e
+                raise _failed(path, f"{type(e).__name__}: {e}") from e
             warnings.warn(f"tracegrad: the compiled-kernel cache of {path} could not be "
                           f"loaded ({type(e).__name__}: {e}); rebuilding it",
                           RuntimeWarning, stacklevel=4)
@@ -516,11 +506,18 @@ def _load_callees(module, source: str, path: str) -> None:
             direct(dispatcher, sig)
 
 
-def _out_of_memory(path: str, e: BaseException):
+def _out_of_memory(path: str, why: str):
+    """The `CompileMemoryError` of the compile of `path`, out of memory for `why`."""
     from tracegrad.errors import CompileMemoryError
 
     return CompileMemoryError(f"tracegrad: the numba compile of {path} ran out of memory "
-                              f"({type(e).__name__}: {e})")
+                              f"({why})")
+
+
+def _failed(path: str, why: str) -> RuntimeError:
+    """The error of a compile of `path` that failed for `why` (a tracegrad bug)."""
+    return RuntimeError(f"tracegrad: Numba failed to compile the generated kernel {path} (a "
+                        f"tracegrad bug; the numpy backend runs this graph): {why}")
 
 
 def cache_info() -> dict:

@@ -237,8 +237,8 @@ def _expm1_poly(r):
 
 @njit(cache=True, forceinline=True, **_OPTS)
 def _exp_v(x):
-    # the clamps keep a NaN (maxpd/minpd return their second operand for one), which then
-    # passes through every step to the result
+    # the clamps keep a NaN (it compares false, so each select returns x: one maxpd/minpd
+    # on x86), which then passes through every step to the result
     xc = -746.0 if x < -746.0 else x
     xc = 710.0 if xc > 710.0 else xc
     k, r = _exp_reduce(xc)

@@ -179,3 +179,24 @@ def test_a_graph_whose_serial_kernel_can_raise_stays_serial_by_default(monkeypat
     np.testing.assert_array_equal(ex([x, e])[0], x ** 3 + x)
     with pytest.raises(ValueError, match="power"):
         ex([x, np.int64(-1)])
+
+
+def test_a_row_split_kernel_reads_0d_array_arguments(monkeypatch):
+    """Black-Scholes' rates are 0-d arrays: Numba's parallel loop passes a 0-d array to the
+    function it calls as a scalar, so the row-split kernel failed to type (each part now
+    reads a one-element view)."""
+    monkeypatch.setattr(tg.config, "background_compile", False)
+    monkeypatch.setattr(threads, "num_threads", 2)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_ELEMENTS", 1000)
+
+    def f(x, y, r, v):
+        return tnp.log(x / y) * r + v * tnp.sqrt(y), x * r - v
+
+    rng = np.random.default_rng(11)
+    x, y = rng.random(5000) + 1.0, rng.random(5000) + 1.0
+    r, v = np.float64(0.03), np.float64(0.25)
+    fn = tg.function(f)
+    assert _ran_rows(fn, x, y, r, v)
+    got = fn(x, y, r, v)
+    np.testing.assert_allclose(got[0], np.log(x / y) * r + v * np.sqrt(y), rtol=1e-14)
+    np.testing.assert_allclose(got[1], x * r - v, rtol=1e-15)

@@ -11,6 +11,8 @@ how many rows its call has: OpenBLAS's does).
 
 from __future__ import annotations
 
+import re
+
 from tracegrad.backends.numba.parallel import largest
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.records import DECORATOR, ENTRY
@@ -88,12 +90,19 @@ def generate(plan: Plan, d: int, codegen):
     split = {f"a{k}" for k, t in enumerate(graph.all_inputs)
              if t.ndim and plan.dim_class.get((id(t), 0)) == d}
     split |= {f"out{k}" for k in range(len(graph.outputs))}
-    args = [f"{p}[r0:r1]" if p in split else ("Ip" if p == "I" else p) for p in cg.params]
+    # Numba's parallel loop hands a 0-d array to the functions it calls as its scalar (a
+    # part's `a[()]` then failed to type): a part reads a one-element view instead
+    scalars = {f"a{k}" for k, t in enumerate(graph.all_inputs) if t.ndim == 0}
+    for p in scalars:
+        body = re.sub(rf"= {p}\[\(\)\]$", f"= {p}[0]", body, flags=re.M)
+    args = [f"{p}[r0:r1]" if p in split else "Ip" if p == "I" else
+            f"{p}_1" if p in scalars else p for p in cg.params]
     entry = "\n".join([
         f"{DECORATOR}, parallel=True)",
         f"def {ENTRY}({', '.join(cg.params)}):",
         f"    rows = I[{d}]",
         f"    parts = I[{parts}]",
+        *(f"    {p}_1 = {p}.reshape((1,))" for p in sorted(scalars)),
         "    saved = _blas_one(0)  # every part's products on one BLAS thread",
         "    for part_u in prange(parts):",
         "        part = np.int64(part_u)",

@@ -289,6 +289,49 @@ def test_a_small_costly_value_read_by_several_nests_of_a_loop_step_is_computed_o
     assert _count_calls(source_of(wide, big, xb), "_tanh_v") > 2
 
 
+
+def logsumexp(x):
+    m = tnp.max(x)
+    return m + tnp.log(tnp.sum(tnp.exp(x - m)))
+
+
+@pytest.mark.parametrize("n", [fusion._SMALL_SHARED * 3 + 5, 100_003])
+def test_a_large_transcendental_reduced_before_the_gradient_reads_it_is_computed_once(n):
+    """The gradient of a log-sum-exp multiplies each exp by 1/sum(exp): its loop cannot be
+    the sum's, so the exp the sum's loop evaluates is stored and read back, not evaluated
+    again (Fusion._store_shared_values; the larger part of the gradient's time)."""
+    x = np.random.default_rng(5).standard_normal(n) * 3.0
+    fn = tg.value_and_grad(logsumexp)
+    source = source_of(fn, x)
+    assert _count_calls(source, "_exp_v") == 1, source
+    value, grad = tg.function(fn, backend="numba")(x)
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(value, x.max() + np.log(e.sum()), rtol=1e-13)
+    np.testing.assert_allclose(grad, e / e.sum(), rtol=1e-12, atol=1e-300)
+    both_backends(lambda x: tuple(fn(x)), x)
+
+
+def test_a_large_value_whose_ends_share_a_loop_or_cost_little_is_not_stored():
+    """Stored only where it saves a transcendental: sum(exp(x)) and its gradient exp(x)
+    are one loop evaluating exp once, with no array of x's size but the gradient; a
+    quotient reduced before the gradient reads it is recomputed (a division costs less
+    than storing a float64 and reading it back)."""
+    n = fusion._SMALL_SHARED * 3 + 5
+    x = np.random.default_rng(6).random(n) + 0.5
+    source = source_of(tg.value_and_grad(lambda x: tnp.sum(tnp.exp(x))), x)
+    assert outer_loops(source) == 1 and _count_calls(source, "_exp_v") == 1, source
+    assert "np.empty(n" not in source, source
+
+    def quotient(x):
+        q = 1.0 / (x + 1.0)
+        return tnp.sum(q) * tnp.sum(q * q)
+    fn = tg.value_and_grad(quotient)
+    source = source_of(fn, x)
+    assert "np.empty(n" not in source and "ws" not in source.split("def kernel")[1].split(
+        ":")[0], source
+    both_backends(lambda x: tuple(fn(x)), x)
+
+
 def w2(x):
     return tnp.sum(tnp.tanh(x) * tnp.sin(x) + x ** 2)
 

@@ -18,6 +18,7 @@ import os
 from tracegrad.backends.numba.blocks_linalg import copies_operand
 from tracegrad.backends.numba.lowering import COSTLY, REDUCTION, REMAP, VIEW, lowering
 from tracegrad.backends.numba.plan import Plan, data_inputs
+from tracegrad.core import dtypes
 from tracegrad.core.op import constant_p
 from tracegrad.core.shapes import size
 from tracegrad.ops.linalg import dot_general_p
@@ -50,6 +51,9 @@ _NARROW = 8
 # The most elements of a costly value read by several loop nests that is stored rather than
 # recomputed in each (32 KB of float64: it stays in the L1 cache between the nests).
 _SMALL_SHARED = 4096
+# The most ops `Fusion._feeds` walks back from a tensor (it runs for every large value
+# whose consumers end apart, so its walks must stay short in unrolled graphs).
+_FEEDS_WALK = 2048
 
 
 def _enlarges(before, after) -> bool:
@@ -92,6 +96,7 @@ class Fusion:
         self.plan = plan
         self.kinds: dict = {}
         self.regions: dict = {}
+        self._tensors: dict | None = None
         self._decide()
 
     def _decide(self):
@@ -168,15 +173,22 @@ class Fusion:
         the forward and the backward pass), or a costly one (`_costly`) of at most
         `_SMALL_SHARED` elements, which stays in cache (the gates of a recurrent step, read
         by the next layer, the state outputs, the loss and the backward pass: each of their
-        nests recomputed the whole step)."""
+        nests recomputed the whole step). A larger one is stored when its region holds a
+        transcendental (`_transcendental`) and one of its ends is reduced or transformed
+        before another end reads the result, so their nests cannot be one (a log-sum-exp's
+        gradient reads the sum of the `exp` it multiplies)."""
         ends: dict = {}
         for op in reversed(self.plan.graph.operations):
             for t in op.outputs:
                 if self.kinds.get(id(t)) != "virtual":
                     continue
-                if not (self._from_random_bits(t) or (_small(t.shape) and self._costly(t))):
+                if self._from_random_bits(t) or (_small(t.shape) and self._costly(t)):
+                    apart = self._ends_apart(t, ends)
+                elif self._transcendental(t):
+                    apart = self._ends_in_turn(t, ends)
+                else:
                     continue
-                if self._ends_apart(t, ends):
+                if apart:
                     self.kinds[id(t)] = "root"
                     ends.clear()
 
@@ -196,6 +208,45 @@ class Fusion:
         each of their loop nests would evaluate `t`)."""
         return len({frozenset().union(*(self._reached(out, ends) for out in c.outputs))
                     for c, _ in self.plan.consumers[id(t)]}) > 1
+
+    def _ends_in_turn(self, t, ends: dict) -> bool:
+        """Whether an end of a consumer of virtual `t` that is not evaluated element by
+        element (a reduction, a block) feeds the end of another consumer."""
+        groups = {frozenset().union(*(self._reached(out, ends) for out in c.outputs))
+                  for c, _ in self.plan.consumers[id(t)]}
+        if len(groups) < 2:
+            return False
+        if self._tensors is None:
+            self._tensors = {id(x): (x, i) for i, op in enumerate(self.plan.graph.operations)
+                             for x in op.outputs}
+        tensors = self._tensors
+        for group in groups:
+            firsts = {e for e in group if e in tensors and
+                      self.kinds.get(e) not in ("root", "virtual")}
+            if firsts and any(self._feeds(firsts, tensors[e][0]) for other in groups
+                              if other is not group for e in other if e in tensors):
+                return True
+        return False
+
+    def _feeds(self, sources: set, t) -> bool:
+        """Whether a tensor of `sources` (ids of op outputs) is `t` or one it is computed
+        from (looked for among the ops after the first source's, up to `_FEEDS_WALK` of
+        them: a long graph's answer is no)."""
+        first = min(self._tensors[s][1] for s in sources)
+        seen: set = set()
+        stack = [t]
+        while stack:
+            x = stack.pop()
+            if id(x) in sources:
+                return True
+            found = self._tensors.get(id(x))
+            if found is None or found[1] < first or id(x.op) in seen:
+                continue
+            seen.add(id(x.op))
+            if len(seen) > _FEEDS_WALK:
+                return False
+            stack.extend(x.op.inputs)
+        return False
 
     def _place_small_contractions(self):
         """A small contraction (blocks_linalg.SMALL_CONTRACTION terms) is evaluated in its
@@ -226,6 +277,13 @@ class Fusion:
     def _costly(self, t) -> bool:
         return self._region_has(
             t, lambda op, n: lowering(op.primitive).cost == COSTLY or n >= _COSTLY_REGION)
+
+    def _transcendental(self, t) -> bool:
+        """Whether `t`'s fused region holds a transcendental of floats (an op computed by a
+        vector-math helper, 1-2 ns an element: more than storing a float64 and reading it
+        back costs, about 0.6 ns at 25 GB/s; a division or a square root costs less)."""
+        return self._region_has(t, lambda op, n: lowering(op.primitive).vector_math is not None
+                                and dtypes.is_float(op.outputs[0].dtype))
 
     def _region_has(self, t, found) -> bool:
         """Whether `found(op, ops seen so far)` holds for an op of `t`'s fused region."""

@@ -43,10 +43,10 @@ import time
 import types
 import warnings
 
-from tracegrad.backends.numba import child
+from tracegrad.backends.numba import child, forks
 
-STATS = {"compiled": 0, "compiled_in_child": 0, "disk_hits": 0, "memory_hits": 0,
-         "rebuilt": 0}
+STATS = {"compiled": 0, "compiled_in_child": 0, "callees_compiled_apart": 0, "disk_hits": 0,
+         "memory_hits": 0, "rebuilt": 0}
 _MEMORY: dict = {}
 _LOCK = threading.RLock()
 _FALLBACK: dict = {}  # a refused or unwritable cache directory -> the private one used instead
@@ -396,7 +396,8 @@ def _compile_in_child(d, key, source, signature, entry) -> None:
     to load. A child that could not write the cache raises OSError here (load_kernel then
     compiles in memory)."""
     try:
-        child.run(_load_from_disk, d, key, source, signature, entry, True)
+        STATS["callees_compiled_apart"] += child.run(_compile_with_forks, d, key, source,
+                                                     signature, entry)
     except child.ChildError as e:
         if e.kind == "oserror":
             raise OSError(str(e)) from None
@@ -407,6 +408,18 @@ def _compile_in_child(d, key, source, signature, entry) -> None:
             raise (CompileMemoryError if memory else RuntimeError)(str(e)) from None
         raise (_out_of_memory if memory else _failed)(os.path.join(d, f"tg_{key}.py"),
                                                       str(e)) from None
+
+
+def _compile_with_forks(d, key, source, signature, entry) -> int:  # pragma: no cover
+    """In a compile child: compile the kernel into the cache, its large callees in
+    processes of their own (forks.py); how many were."""
+    forks.enable()
+    try:
+        _load_from_disk(d, key, source, signature, entry, True)
+        forks.finish()
+        return forks.STATS["compiled"]
+    finally:
+        forks.abandon()
 
 
 def _load_from_disk(d, key, source, signature, entry, cached):
@@ -522,8 +535,10 @@ def _failed(path: str, why: str) -> RuntimeError:
 
 def cache_info() -> dict:
     """Counters of this process: kernels `compiled` (of them, `compiled_in_child` by a
-    child process: child.py), loaded from disk (`disk_hits`), found in memory
-    (`memory_hits`), and cache entries `rebuilt` after corruption."""
+    child process: child.py), the functions of their modules compiled by processes of their
+    own beside their callers (`callees_compiled_apart`: forks.py), kernels loaded from disk
+    (`disk_hits`), found in memory (`memory_hits`), and cache entries `rebuilt` after
+    corruption."""
     return dict(STATS)
 
 

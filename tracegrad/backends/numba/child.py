@@ -69,10 +69,11 @@ class ChildError(Exception):
         self.kind = kind
 
 
-def run(fn, *args) -> None:
-    """Call `fn(*args)` in a forked child and wait for it. Raise `ChildError` for what it
-    raised, or when it died by a signal ("memory" for LLVM's out-of-memory abort and for
-    SIGKILL). Warnings the child issued are issued again here."""
+def run(fn, *args):
+    """Call `fn(*args)` in a forked child, wait for it and return what it returned (which
+    must pickle). Raise `ChildError` for what it raised, or when it died by a signal
+    ("memory" for LLVM's out-of-memory abort and for SIGKILL). Warnings the child issued
+    are issued again here."""
     from numba.core.compiler_lock import global_compiler_lock
 
     # The child's report and what it prints go to files, not pipes: a pipe's end copied
@@ -101,7 +102,7 @@ def run(fn, *args) -> None:
         err.seek(0)
         printed = err.read().decode(errors="replace")
     try:
-        _report(data, status, printed)
+        result = _report(data, status, printed)
     except ChildError as e:
         # What a child out of memory printed (tracebacks, LLVM's message) is noise beside
         # the warning that says so; a crash's output is the evidence.
@@ -110,9 +111,10 @@ def run(fn, *args) -> None:
         raise
     if printed and not _EXITING[0]:
         sys.stderr.write(printed)
+    return result
 
 
-def _report(data: bytes, status: int, printed: str) -> None:
+def _report(data: bytes, status: int, printed: str):
     tail = printed.strip()[-2000:]
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -138,6 +140,7 @@ def _report(data: bytes, status: int, printed: str) -> None:
             warnings.warn(message, category, stacklevel=4)
     if outcome != "ok":
         raise ChildError(outcome, payload)
+    return payload
 
 
 _NO_MEMORY = 3  # the child's exit status when it could not even report a MemoryError
@@ -155,12 +158,11 @@ def _child(fn, args, parent: int, out: int, err: int) -> None:  # pragma: no cov
         if faulthandler.is_enabled():  # its dumps go where the child's stderr goes
             faulthandler.enable(file=2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an abort leaves no core file
-        _die_with_parent(parent)
+        die_with_parent(parent)
         limit = _set_memory_limit()
         with warnings.catch_warnings(record=True) as caught:
             try:
-                fn(*args)
-                report = ("ok", None)
+                report = ("ok", fn(*args))
             except MemoryError as e:
                 _unset(limit)
                 report = ("memory", _message(e))
@@ -240,9 +242,9 @@ def _unset(old) -> None:  # pragma: no cover - runs in the child
             resource.setrlimit(resource.RLIMIT_AS, old)
 
 
-def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child
-    """SIGKILL this child if the thread that forked it ends (Linux's PR_SET_PDEATHSIG), so a
-    killed parent leaves no compile behind."""
+def die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child
+    """SIGKILL this process (forked by `parent`) if the thread that forked it ends (Linux's
+    PR_SET_PDEATHSIG), so a killed parent leaves no compile behind."""
     with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it ended before the request

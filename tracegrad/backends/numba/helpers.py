@@ -793,6 +793,8 @@ import hashlib as _hashlib
 
 import llvmlite.binding as _llvm
 
+from tracegrad.backends.numba.forks import typed_elsewhere as _typed_elsewhere
+
 
 def _direct_symbol(disp, argtys):
     key = f"{disp.py_func.__module__}.{disp.py_func.__name__}{tuple(argtys)}"
@@ -816,8 +818,12 @@ def _direct(typingctx, fn, args):
     if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
         return None
     argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
-    cres, name = _direct_compile(fn.dispatcher, argtys)
-    restype = cres.signature.return_type
+    restype = _typed_elsewhere(fn.dispatcher, argtys)  # compiled by another process (forks.py)
+    if restype is None:
+        cres, name = _direct_compile(fn.dispatcher, argtys)
+        restype = cres.signature.return_type
+    else:
+        name = _direct_symbol(fn.dispatcher, argtys)
 
     def codegen(context, builder, sig, llargs):
         values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]

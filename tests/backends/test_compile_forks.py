@@ -1,0 +1,113 @@
+"""In a compile child, large functions a module calls by `_direct` are compiled by processes
+forked for them while their caller compiles (forks.py): the kernel computes the same values,
+comes back through the cache, and a callee whose process fails or is killed is compiled by
+the child instead."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.numpy as tnp
+
+nb = pytest.importorskip("tracegrad.backends.numba")
+from tests.backends.test_compile_child import in_child  # noqa: E402, F401 (a fixture)
+from tracegrad.backends.numba import child, forks, fusion, split  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not child.available(), reason="child compiles need Linux")
+
+
+@pytest.fixture
+def forking(in_child, monkeypatch):
+    """`in_child`, and every `_direct` callee forked (two cores, whatever the machine has),
+    the loop nests of large steps outlined into callees too."""
+    monkeypatch.setattr(forks, "MIN_LINES", 1)
+    monkeypatch.setattr(forks, "_cores", lambda: 2)
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 0)
+
+
+def rnn_loss(w, xs):
+    def step(h, x):
+        h = tnp.tanh(h * w[0] + x * w[1] + w[2])
+        return h, tnp.sum(tnp.exp(-h * h)) + tnp.sum(tnp.sin(h) * x)
+    _, ys = tg.scan(step, tnp.zeros(w.shape[1]), xs)
+    return tnp.sum(ys)
+
+
+RNG = np.random.default_rng(7)
+W = RNG.standard_normal((3, 6)) * 0.5
+XS = RNG.standard_normal((9, 6))
+LOSS = tg.value_and_grad(rnn_loss)
+
+
+def _want():
+    value, grad = tg.function(LOSS, backend="numpy")(W, XS)
+    return float(value), np.asarray(grad)
+
+
+def _check(out):
+    value, grad = _want()
+    assert float(out[0]) == pytest.approx(value, rel=1e-13)
+    np.testing.assert_allclose(np.asarray(out[1]), grad, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_callees_compile_in_processes_of_their_own_and_come_back_through_the_cache(
+        forking, monkeypatch, parts):
+    if parts:  # the entry cut into parts, whose code calls the steps' (forked before them)
+        monkeypatch.setattr(split, "SPLIT_LINES", 12)
+        monkeypatch.setattr(split, "SPLIT_ABOVE", 0)
+        monkeypatch.setattr(split, "SPLIT_LOOPS", 0)
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1
+    # the forward and backward steps at least, the loop nests outlined from them, the parts
+    assert after["callees_compiled_apart"] - before["callees_compiled_apart"] >= 2 + 2 * parts
+    nb.clear_memory_cache()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    assert nb.cache_info()["disk_hits"] - after["disk_hits"] == 1
+    assert nb.cache_info()["compiled"] == after["compiled"]
+
+
+@pytest.mark.parametrize("how", ["fails", "is killed"])
+def test_a_callee_whose_process_fails_is_compiled_by_the_child(forking, monkeypatch, how):
+    def fail(dispatcher, argtys, read, write):
+        if how == "fails":
+            os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(forks, "_compile_and_exit", fail)
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1
+    assert after["callees_compiled_apart"] == before["callees_compiled_apart"]
+
+
+def test_one_core_forks_nothing(forking, monkeypatch):
+    monkeypatch.setattr(forks, "_cores", lambda: 1)
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1
+    assert after["callees_compiled_apart"] == before["callees_compiled_apart"]
+
+
+def test_the_return_type_typed_alone_is_the_compiled_ones():
+    from numba import njit, types
+
+    @njit(cache=False)
+    def f(a, n):
+        s = a[:n].sum()
+        return (s, a[1:], n * 2, s > 0.0)
+
+    argtys = (types.float64[::1], types.int64)
+    typed = forks._type_only(f, argtys)
+    f.compile(argtys)
+    assert typed == f.overloads[argtys].signature.return_type
+    assert isinstance(typed, types.BaseTuple) and len(typed) == 4

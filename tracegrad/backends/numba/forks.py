@@ -1,0 +1,255 @@
+"""Large callees compiled by processes of their own, beside their caller's compile.
+
+A function that calls another by `_direct` (helpers.py) needs of it only its return type
+while it is typed and lowered, and its machine code only when its own is linked. In a
+compile child (child.py) on a machine with more than one core, a callee of at least
+`MIN_LINES` lines is therefore only typed where it is called (Numba's untyped passes and
+type inference: no lowering, no LLVM), and a process forked for it compiles it into the
+kernel cache meanwhile. Just before a caller's machine code is linked, the processes of
+the callees it calls are waited for and those callees loaded from the cache; a callee
+whose process failed is compiled there instead, so its error is reported as usual. A
+scan's forward and backward steps, and the parts of a split entry (split.py), compile
+side by side, each on a core.
+
+The processes end when their compile does: each holds the write end of a pipe whose read
+end every later process inherits, so any of them can wait for it (the read ends at the
+end of the writer's life). A forked process forks no further; at most as many run at once
+as the process may use cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import select
+import signal
+import sys
+
+from tracegrad.backends.numba import child
+
+# The fewest lines of a callee that is compiled by a process of its own (env
+# TRACEGRAD_COMPILE_FORK_LINES; 0: none is). A callee forked is typed twice and its
+# machine code loaded back; the LSTM l=4 gradient's first call took as long with its
+# 20-80-line loop nests forked (a bound of 40) as without (150: docs/performance.md).
+MIN_LINES = int(os.environ.get("TRACEGRAD_COMPILE_FORK_LINES", "150"))
+
+
+class _Pending:
+    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "mine")
+
+    def __init__(self, pid, read, dispatcher, argtys, restype):
+        self.pid, self.read = pid, read
+        self.dispatcher, self.argtys, self.restype = dispatcher, argtys, restype
+        self.mine = True  # forked by this process (so it reaps it)
+
+
+_PENDING: dict = {}  # symbol -> _Pending, of the callees compiled elsewhere
+STATS = {"compiled": 0}  # callees whose machine code came from a process forked for them
+_STATE = {"slots": 0}  # how many forked processes may compile at once (0: none)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def enable() -> None:
+    """Let this process (a compile child) fork processes for large callees."""
+    cores = _cores()
+    if MIN_LINES <= 0 or cores < 2:
+        return
+    _STATE["slots"] = cores
+    from numba.core import codegen
+
+    cls = codegen.CPUCodeLibrary
+    if not getattr(cls._finalize_final_module, "_tg_waits", False):
+        original = cls._finalize_final_module
+
+        def _finalize_final_module(self):  # before the module goes to the JIT engine
+            if _PENDING:
+                _collect(self._final_module)
+            return original(self)
+
+        _finalize_final_module._tg_waits = True
+        cls._finalize_final_module = _finalize_final_module
+
+
+def typed_elsewhere(dispatcher, argtys: tuple):
+    """The return type of `dispatcher`'s function for `argtys` when its machine code comes
+    from another process (forked now, or earlier), else None (compile it here)."""
+    if not _PENDING and not _STATE["slots"]:
+        return None
+    from tracegrad.backends.numba import helpers
+
+    symbol = sys.modules[helpers.MODULE]._direct_symbol(dispatcher, argtys)
+    found = _PENDING.get(symbol)
+    if found is not None:
+        return found.restype
+    if not _STATE["slots"] or argtys in dispatcher.overloads or _lines(dispatcher) < MIN_LINES \
+            or _running() >= _STATE["slots"]:
+        return None
+    try:
+        restype = _type_only(dispatcher, argtys)
+    except Exception:  # noqa: BLE001 - the compile here reports it
+        return None
+    found = _PENDING.get(symbol)  # forked meanwhile by a typing inside this one
+    if found is not None:
+        return found.restype
+    parent = os.getpid()
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to be had: compile it here
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # pragma: no cover - the forked process: never returns
+        _compile_and_exit(dispatcher, argtys, parent, read)
+    os.close(write)
+    _PENDING[symbol] = _Pending(pid, read, dispatcher, argtys, restype)
+    return restype
+
+
+def _running() -> int:
+    """How many of the processes this one forked still compile."""
+    mine = [p.read for p in _PENDING.values() if p.mine]
+    ended = select.select(mine, [], [], 0)[0] if mine else []
+    return len(mine) - len(ended)
+
+
+def _lines(dispatcher) -> int:
+    try:
+        return len(inspect.getsourcelines(dispatcher.py_func)[0])
+    except (OSError, TypeError):
+        return 0
+
+
+def _compile_and_exit(dispatcher, argtys, parent: int, read: int) -> None:  # pragma: no cover
+    """The forked process's life: compile into the cache, exit 0 (1 when it failed: the
+    caller's process then compiles the function itself, and reports what fails)."""
+    status = 1
+    try:
+        os.close(read)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)  # (what failed here fails again there, where it is reported)
+        os.close(devnull)
+        child.die_with_parent(parent)
+        for p in _PENDING.values():
+            p.mine = False  # the processes forked before this one are its siblings
+        _STATE["slots"] = 0
+        dispatcher.compile(argtys)
+        status = 0
+    except BaseException:  # noqa: BLE001, S110 - see above
+        pass
+    finally:
+        os._exit(status)
+
+
+def _type_only(dispatcher, argtys: tuple):
+    """The return type Numba infers for `dispatcher`'s function called with `argtys`."""
+    from numba.core import compiler
+
+    c = dispatcher._compiler
+    flags = compiler.Flags()
+    c.targetdescr.options.parse_as_flags(flags, c.targetoptions)
+    flags = c._customize_flags(flags)
+    return compiler.compile_extra(c.targetdescr.typing_context, c.targetdescr.target_context,
+                                  c.py_func, args=argtys, return_type=None, flags=flags,
+                                  locals=c.locals, pipeline_class=_typing_pipeline())
+
+
+_PIPELINE: list = []
+
+
+def _typing_pipeline():
+    """A Numba compiler class whose pipeline ends after type inference with the return type
+    (built once: Numba registers its passes by class)."""
+    if _PIPELINE:
+        return _PIPELINE[0]
+    from numba.core import compiler
+    from numba.core.compiler_machinery import FunctionPass, PassManager, register_pass
+    from numba.core.typed_passes import NopythonTypeInference
+
+    @register_pass(mutates_CFG=False, analysis_only=True)
+    class TgTyped(FunctionPass):
+        _name = "tg_typed"
+
+        def __init__(self):
+            FunctionPass.__init__(self)
+
+        def run_pass(self, state):
+            raise compiler._EarlyPipelineCompletion(state.return_type)
+
+    class TgTypeOnly(compiler.CompilerBase):
+        def define_pipelines(self):
+            pm = PassManager("tg_type_only")
+            pm.passes.extend(compiler.DefaultPassBuilder.define_untyped_pipeline(
+                self.state).passes)
+            pm.add_pass(NopythonTypeInference, "nopython frontend")
+            pm.add_pass(TgTyped, "return type")
+            pm.finalize()
+            return [pm]
+
+    _PIPELINE.append(TgTypeOnly)
+    return TgTypeOnly
+
+
+def _collect(module) -> None:
+    """Wait for the processes compiling the callees `module` declares, and load their
+    machine code (compiled here when a process failed)."""
+    names = [f.name for f in module.functions if f.is_declaration and f.name in _PENDING]
+    for name in names:
+        _wait(name)
+
+
+def _wait(name: str) -> None:
+    """Wait for the process compiling callee `name` and load its machine code, after
+    those of the processes forked before it: its code may call theirs (a callee typed
+    while it was typed, or before it and called by a function it calls directly)."""
+    if name not in _PENDING:
+        return
+    for other in list(_PENDING):
+        if other == name:
+            break
+        _wait_one(other)
+    _wait_one(name)
+
+
+def _wait_one(name: str) -> None:
+    from tracegrad.backends.numba import helpers
+
+    found = _PENDING.pop(name, None)
+    if found is None:
+        return
+    try:
+        while os.read(found.read, 1):  # the pipe reads as closed once the process has ended
+            pass
+    finally:
+        os.close(found.read)
+        if found.mine:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(found.pid, 0)[1] == 0:
+                    STATS["compiled"] += 1
+    sys.modules[helpers.MODULE]._direct_compile(found.dispatcher, found.argtys)
+
+
+def finish() -> None:
+    """Wait for every process still compiling, and load what they compiled."""
+    for name in list(_PENDING):
+        _wait(name)
+
+
+def abandon() -> None:
+    """Stop every process still compiling (the compile they served failed)."""
+    for name, found in list(_PENDING.items()):
+        _PENDING.pop(name, None)
+        if found.mine:
+            with contextlib.suppress(OSError):
+                os.kill(found.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(found.pid, 0)
+        with contextlib.suppress(OSError):
+            os.close(found.read)

@@ -13,6 +13,7 @@ import pytest
 
 import tracegrad as tg
 import tracegrad.numpy as tnp
+from tracegrad import backends
 
 nb = pytest.importorskip("tracegrad.backends.numba")
 from tests.backends.test_compile_child import in_child  # noqa: E402, F401 (a fixture)
@@ -89,8 +90,12 @@ def test_a_callee_whose_process_fails_is_compiled_by_the_child(forking, monkeypa
     assert after["callees_compiled_apart"] == before["callees_compiled_apart"]
 
 
-def test_one_core_forks_nothing(forking, monkeypatch):
-    monkeypatch.setattr(forks, "_cores", lambda: 1)
+@pytest.mark.parametrize("why", ["one core", "a memory limit"])
+def test_nothing_is_forked_on_one_core_or_under_a_memory_limit(forking, monkeypatch, why):
+    if why == "one core":
+        monkeypatch.setattr(forks, "_cores", lambda: 1)
+    else:  # the memory one compile may add: each process would have it
+        monkeypatch.setattr(backends, "compile_memory_limit", 8 << 30)
     before = nb.cache_info()
     _check(tg.function(LOSS, backend="numba")(W, XS))
     after = nb.cache_info()

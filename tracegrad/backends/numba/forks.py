@@ -14,7 +14,7 @@ side by side, each on a core.
 The processes end when their compile does: each holds the write end of a pipe whose read
 end every later process inherits, so any of them can wait for it (the read ends at the
 end of the writer's life). A forked process forks no further; at most as many run at once
-as the process may use cores.
+as the process may use cores (and `MAX_PROCESSES`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import select
 import signal
 import sys
 
+from tracegrad import backends
 from tracegrad.backends.numba import child
 
 # The fewest lines of a callee that is compiled by a process of its own (env
@@ -33,6 +34,11 @@ from tracegrad.backends.numba import child
 # machine code loaded back; the LSTM l=4 gradient's first call took as long with its
 # 20-80-line loop nests forked (a bound of 40) as without (150: docs/performance.md).
 MIN_LINES = int(os.environ.get("TRACEGRAD_COMPILE_FORK_LINES", "150"))
+
+
+# The most forked processes compiling at once (each holds its own copy of the memory its
+# compile changes: one compiling an LSTM l=4 step peaked at 299 MB resident).
+MAX_PROCESSES = 8
 
 
 class _Pending:
@@ -57,11 +63,13 @@ def _cores() -> int:
 
 
 def enable() -> None:
-    """Let this process (a compile child) fork processes for large callees."""
+    """Let this process (a compile child) fork processes for large callees: not on one
+    core, nor under `tg.config.compile_memory_limit` (the memory one compile may add: each
+    process would have it)."""
     cores = _cores()
-    if MIN_LINES <= 0 or cores < 2:
+    if MIN_LINES <= 0 or cores < 2 or backends.compile_memory_limit is not None:
         return
-    _STATE["slots"] = cores
+    _STATE["slots"] = min(cores, MAX_PROCESSES)
     from numba.core import codegen
 
     cls = codegen.CPUCodeLibrary

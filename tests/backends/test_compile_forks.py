@@ -17,7 +17,7 @@ from tracegrad import backends
 
 nb = pytest.importorskip("tracegrad.backends.numba")
 from tests.backends.test_compile_child import in_child  # noqa: E402, F401 (a fixture)
-from tracegrad.backends.numba import child, forks, fusion, split  # noqa: E402
+from tracegrad.backends.numba import cache, child, forks, fusion, split  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not child.available(), reason="child compiles need Linux")
 
@@ -63,12 +63,19 @@ def test_callees_compile_in_processes_of_their_own_and_come_back_through_the_cac
         monkeypatch.setattr(split, "SPLIT_LINES", 12)
         monkeypatch.setattr(split, "SPLIT_ABOVE", 0)
         monkeypatch.setattr(split, "SPLIT_LOOPS", 0)
+    monkeypatch.setattr(forks, "_cores", lambda: 8)  # a process for each, whatever is free
     before = nb.cache_info()
-    _check(tg.function(LOSS, backend="numba")(W, XS))
+    f = tg.function(LOSS, backend="numba")
+    _check(f(W, XS))
     after = nb.cache_info()
     assert after["compiled_in_child"] - before["compiled_in_child"] == 1
-    # the forward and backward steps at least, the loop nests outlined from them, the parts
-    assert after["callees_compiled_apart"] - before["callees_compiled_apart"] >= 2 + 2 * parts
+    # every function the module calls by `_direct` (the parts, the forward and backward
+    # steps, the loop nests outlined from them) came from a forked process: the large
+    # ones forked, those they call typed in the child and compiled by their caller's
+    source = tg.compiled_source(f.get_concrete_function(W, XS).graph)
+    callees = cache._direct_callees(source)
+    assert len(callees) >= 3 + 2 * parts, source
+    assert after["callees_compiled_apart"] - before["callees_compiled_apart"] == len(callees)
     nb.clear_memory_cache()
     _check(tg.function(LOSS, backend="numba")(W, XS))
     assert nb.cache_info()["disk_hits"] - after["disk_hits"] == 1
@@ -77,7 +84,7 @@ def test_callees_compile_in_processes_of_their_own_and_come_back_through_the_cac
 
 @pytest.mark.parametrize("how", ["fails", "is killed"])
 def test_a_callee_whose_process_fails_is_compiled_by_the_child(forking, monkeypatch, how):
-    def fail(dispatcher, argtys, read, write):
+    def fail(*args):
         if how == "fails":
             os._exit(1)
         os.kill(os.getpid(), signal.SIGKILL)

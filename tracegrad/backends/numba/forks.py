@@ -42,17 +42,22 @@ MAX_PROCESSES = 8
 
 
 class _Pending:
-    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "mine")
+    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine")
 
-    def __init__(self, pid, read, dispatcher, argtys, restype):
+    def __init__(self, pid, read, dispatcher, argtys, restype, inner):
         self.pid, self.read = pid, read
         self.dispatcher, self.argtys, self.restype = dispatcher, argtys, restype
+        self.inner = inner  # (dispatcher, argtys) of the callees it calls by `_direct`, in
+        # an order that puts a callee before its callers: its process compiles them too
         self.mine = True  # forked by this process (so it reaps it)
 
 
 _PENDING: dict = {}  # symbol -> _Pending, of the callees compiled elsewhere
-STATS = {"compiled": 0}  # callees whose machine code came from a process forked for them
-_STATE = {"slots": 0}  # how many forked processes may compile at once (0: none)
+STATS = {"compiled": 0}  # functions whose machine code came from a forked process
+# `slots`: how many forked processes may compile at once (0: none); `typing`: the depth of
+# `_type_only` calls running; `inner`: for each callee being typed to be forked, the
+# callees typed inside it
+_STATE = {"slots": 0, "typing": 0, "inner": []}
 
 
 def _cores() -> int:
@@ -96,13 +101,24 @@ def typed_elsewhere(dispatcher, argtys: tuple):
     found = _PENDING.get(symbol)
     if found is not None:
         return found.restype
-    if not _STATE["slots"] or argtys in dispatcher.overloads or _lines(dispatcher) < MIN_LINES \
-            or _running() >= _STATE["slots"]:
+    if not _STATE["slots"] or argtys in dispatcher.overloads:
         return None
+    if _STATE["typing"]:  # a callee of a callee forked: its process compiles this one too
+        try:
+            restype = _type_only(dispatcher, argtys)
+        except Exception:  # noqa: BLE001 - the compile there (or here) reports it
+            return None
+        _STATE["inner"][-1].append((dispatcher, argtys))
+        return restype
+    if _lines(dispatcher) < MIN_LINES or _running() >= _STATE["slots"]:
+        return None
+    _STATE["inner"].append([])
     try:
         restype = _type_only(dispatcher, argtys)
     except Exception:  # noqa: BLE001 - the compile here reports it
         return None
+    finally:
+        inner = _STATE["inner"].pop()
     found = _PENDING.get(symbol)  # forked meanwhile by a typing inside this one
     if found is not None:
         return found.restype
@@ -115,10 +131,21 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         os.close(write)
         return None
     if pid == 0:  # pragma: no cover - the forked process: never returns
-        _compile_and_exit(dispatcher, argtys, parent, read)
+        _compile_and_exit(dispatcher, argtys, inner, parent, read)
     os.close(write)
-    _PENDING[symbol] = _Pending(pid, read, dispatcher, argtys, restype)
+    _PENDING[symbol] = _Pending(pid, read, dispatcher, argtys, restype, inner)
     return restype
+
+
+def typed_only(dispatcher, argtys: tuple) -> bool:
+    """Whether a `_direct` call being lowered calls a function that was only typed here
+    and is compiled by no process: Numba remembers the types of an intrinsic's call, so a
+    call typed once in `_type_only` is not typed (nor its callee compiled) again."""
+    if argtys in dispatcher.overloads or not (_PENDING or _STATE["slots"]):
+        return False
+    from tracegrad.backends.numba import helpers
+
+    return sys.modules[helpers.MODULE]._direct_symbol(dispatcher, argtys) not in _PENDING
 
 
 def _running() -> int:
@@ -135,9 +162,11 @@ def _lines(dispatcher) -> int:
         return 0
 
 
-def _compile_and_exit(dispatcher, argtys, parent: int, read: int) -> None:  # pragma: no cover
-    """The forked process's life: compile into the cache, exit 0 (1 when it failed: the
-    caller's process then compiles the function itself, and reports what fails)."""
+def _compile_and_exit(dispatcher, argtys, inner, parent: int, read: int) -> None:  # pragma: no cover
+    """The forked process's life: compile into the cache the function and the callees
+    typed inside it (`inner`: their calls' types are remembered from that typing, so its
+    compile would not compile them), exit 0 (1 when it failed: the caller's process then
+    compiles them itself, and reports what fails)."""
     status = 1
     try:
         os.close(read)
@@ -147,7 +176,12 @@ def _compile_and_exit(dispatcher, argtys, parent: int, read: int) -> None:  # pr
         child.die_with_parent(parent)
         for p in _PENDING.values():
             p.mine = False  # the processes forked before this one are its siblings
-        _STATE["slots"] = 0
+        _STATE["slots"] = _STATE["typing"] = 0
+        from tracegrad.backends.numba import helpers
+
+        direct = sys.modules[helpers.MODULE]._direct_compile
+        for d, a in inner:
+            direct(d, a)
         dispatcher.compile(argtys)
         status = 0
     except BaseException:  # noqa: BLE001, S110 - see above
@@ -164,9 +198,14 @@ def _type_only(dispatcher, argtys: tuple):
     flags = compiler.Flags()
     c.targetdescr.options.parse_as_flags(flags, c.targetoptions)
     flags = c._customize_flags(flags)
-    return compiler.compile_extra(c.targetdescr.typing_context, c.targetdescr.target_context,
-                                  c.py_func, args=argtys, return_type=None, flags=flags,
-                                  locals=c.locals, pipeline_class=_typing_pipeline())
+    _STATE["typing"] += 1
+    try:
+        return compiler.compile_extra(c.targetdescr.typing_context,
+                                      c.targetdescr.target_context, c.py_func, args=argtys,
+                                      return_type=None, flags=flags, locals=c.locals,
+                                      pipeline_class=_typing_pipeline())
+    finally:
+        _STATE["typing"] -= 1
 
 
 _PIPELINE: list = []
@@ -239,9 +278,12 @@ def _wait_one(name: str) -> None:
         os.close(found.read)
         if found.mine:
             with contextlib.suppress(ChildProcessError):
-                if os.waitpid(found.pid, 0)[1] == 0:
-                    STATS["compiled"] += 1
-    sys.modules[helpers.MODULE]._direct_compile(found.dispatcher, found.argtys)
+                os.waitpid(found.pid, 0)
+    direct = sys.modules[helpers.MODULE]._direct_compile
+    for dispatcher, argtys in [*found.inner, (found.dispatcher, found.argtys)]:  # callees first
+        hits = dispatcher.stats.cache_hits.get(argtys, 0)
+        direct(dispatcher, argtys)
+        STATS["compiled"] += dispatcher.stats.cache_hits.get(argtys, 0) > hits
 
 
 def finish() -> None:

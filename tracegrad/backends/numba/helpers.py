@@ -794,6 +794,7 @@ import hashlib as _hashlib
 import llvmlite.binding as _llvm
 
 from tracegrad.backends.numba.forks import typed_elsewhere as _typed_elsewhere
+from tracegrad.backends.numba.forks import typed_only as _typed_only
 
 
 def _direct_symbol(disp, argtys):
@@ -826,6 +827,8 @@ def _direct(typingctx, fn, args):
         name = _direct_symbol(fn.dispatcher, argtys)
 
     def codegen(context, builder, sig, llargs):
+        if _typed_only(fn.dispatcher, argtys):  # (its typing remembered: forks.py)
+            _direct_compile(fn.dispatcher, argtys)
         values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
         fnty = context.call_conv.get_function_type(restype, argtys)
         callee = _cgutils.get_or_insert_function(builder.module, fnty, name)

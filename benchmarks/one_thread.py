@@ -17,9 +17,14 @@ if THREADS == "1":
     # and on one core: XLA's runtime still ran independent ops (the GP's, the batched eigh's)
     # on a second thread under the flags above
     if hasattr(os, "sched_setaffinity"):
+        # the cores the process had, for a child at the default settings (first calls)
+        os.environ.setdefault("TRACEGRAD_BENCH_CORES", ",".join(
+            map(str, sorted(os.sched_getaffinity(0)))))
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 elif THREADS != "default":
     raise SystemExit(f"TRACEGRAD_BENCH_THREADS={THREADS!r}: '1' (the default) or 'default'")
+elif os.environ.get("TRACEGRAD_BENCH_CORES") and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(c) for c in os.environ["TRACEGRAD_BENCH_CORES"].split(",")})
 os.environ.setdefault("XLA_FLAGS", "")
 
 # TRACEGRAD_BENCH_ISA=avx2: every library generates AVX2 code, no AVX-512, on any x86-64

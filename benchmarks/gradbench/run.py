@@ -11,9 +11,10 @@ checked against a float64 NumPy reference written separately (gradbench_problems
 every gradient against JAX's (and the closed-form gradient where there is one). Steady-state
 times are medians of 9 batches after a warm-up (benchmarks/run.py's `median_time`; 3 for a
 call of more than half a second), kernels compiled first. The first call of value+grad is
-timed in a fresh process per library (tracegrad with an empty kernel cache and its default
-settings, so the background compile on; JAX's jit; torch.compile). float64, one thread for
-every library (benchmarks/one_thread.py).
+timed in a fresh process per library at every library's default settings (tracegrad with
+an empty kernel cache and the background compile on; JAX's jit; torch.compile; all of the
+machine's cores: `TRACEGRAD_BENCH_THREADS=default`, which a compile of either library may
+use). The steady state: float64, one thread for every library (benchmarks/one_thread.py).
 Sizes: GradBench's standard ones (`--sizes all`), by default the largest or the ones of the
 issue. Not a test: it asserts only that every library computes the same values.
 """
@@ -168,7 +169,7 @@ def first_call_child(lib, name, size):
 
 def first_call(lib, name, size):
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache)
+        env = dict(os.environ, TRACEGRAD_CACHE_DIR=cache, TRACEGRAD_BENCH_THREADS="default")
         out = subprocess.run([sys.executable, __file__, "--child", lib, name, json.dumps(size)],
                              env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode:

@@ -237,3 +237,21 @@ def test_a_memory_limit_that_is_not_one_is_refused(given, monkeypatch):
     assert tg.config.compile_memory_limit is None
     tg.config.compile_memory_limit = "2G"
     assert backends.compile_memory_limit == 2 << 30
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_background_compiles_child_yields_the_cores(in_child, monkeypatch, tmp_path,
+                                                      background):
+    """The child of a background compile runs `child.NICE` below its parent's priority, so
+    the program it compiles for (on the numpy backend meanwhile) keeps the cores; a
+    synchronous compile's child, which the program waits for, does not."""
+    seen = tmp_path / "nice"
+    monkeypatch.setattr(cache, "_load_from_disk",
+                        _in_the_child(lambda: seen.write_text(str(os.nice(0)))))
+    monkeypatch.setattr(tg.config, "background_compile", background)
+    monkeypatch.setattr(tg.config, "defer_compile_above", None)
+    f = tg.function(_model, backend="numba")
+    np.testing.assert_allclose(f(X, W), WANT, rtol=1e-13)
+    tg.wait_for_compiles()
+    np.testing.assert_allclose(f(X, W), WANT, rtol=1e-13)
+    assert int(seen.read_text()) == min(os.nice(0) + (child.NICE if background else 0), 19)

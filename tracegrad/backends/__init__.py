@@ -6,6 +6,10 @@ import os
 # now on: 256 or 512, or None for LLVM's choice on the host CPU (`tg.config.vector_width`).
 vector_width: int | None = None
 
+# The name of the thread that compiles in the background (tg.config.background_compile): a
+# compile child it forks runs at a lower priority than the program it compiles for.
+BACKGROUND_THREAD = "tracegrad-compile"
+
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 

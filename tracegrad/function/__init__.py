@@ -385,7 +385,7 @@ class _CompileThread:
         self._busy = 0  # compiles submitted and not ended
         self._closing = False
         atexit.register(self._at_exit)
-        self._thread = threading.Thread(target=self._work, name="tracegrad-compile",
+        self._thread = threading.Thread(target=self._work, name=backends.BACKGROUND_THREAD,
                                         daemon=True)
         self._thread.start()
 

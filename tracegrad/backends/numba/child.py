@@ -44,6 +44,9 @@ _ENV = os.environ.get("TRACEGRAD_COMPILE_IN_CHILD", "").strip()
 if _ENV.isdigit():
     ABOVE_LINES = int(_ENV) or None
 
+# How much less priority a background compile's child takes than its parent (os.nice).
+NICE = 10
+
 _RUNNING: set = set()  # pids of children compiling now
 _RUNNING_LOCK = threading.Lock()
 _EXITING = [False]
@@ -87,9 +90,10 @@ def run(fn, *args):
             # child; this child only compiles, under the locks held here.
             warnings.filterwarnings("ignore", message=r".*fork\(\)")
             parent = os.getpid()
+            background = threading.current_thread().name == backends.BACKGROUND_THREAD
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child: never returns
-                _child(fn, args, parent, out.fileno(), err.fileno())
+                _child(fn, args, parent, out.fileno(), err.fileno(), background)
             with _RUNNING_LOCK:
                 _RUNNING.add(pid)
         try:
@@ -149,11 +153,17 @@ _NO_MEMORY_WORDS = ("out of memory", "unable to allocate", "allocation failed", 
                     "cannot allocate memory")
 
 
-def _child(fn, args, parent: int, out: int, err: int) -> None:  # pragma: no cover
+def _child(fn, args, parent: int, out: int, err: int,
+           background: bool) -> None:  # pragma: no cover
     """The child's whole life: compile, write its report to `out`, and end without running
-    the parent's exit handlers or flushing its buffers."""
+    the parent's exit handlers or flushing its buffers. A background compile's child (and
+    the processes it forks) yields the cores to the program meanwhile running on the numpy
+    backend (`NICE` more than its niceness)."""
     status = 1
     try:
+        if background:
+            with contextlib.suppress(OSError):
+                os.nice(NICE)
         os.dup2(err, 2)
         if faulthandler.is_enabled():  # its dumps go where the child's stderr goes
             faulthandler.enable(file=2)

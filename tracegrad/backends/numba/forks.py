@@ -103,7 +103,7 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         return found.restype
     if not _STATE["slots"] or argtys in dispatcher.overloads:
         return None
-    if _STATE["typing"]:  # a callee of a callee forked: its process compiles this one too
+    if _STATE["typing"]:  # called by one typed for a fork: that fork compiles this one too
         try:
             restype = _type_only(dispatcher, argtys)
         except Exception:  # noqa: BLE001 - the compile there (or here) reports it
@@ -119,9 +119,6 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         return None
     finally:
         inner = _STATE["inner"].pop()
-    found = _PENDING.get(symbol)  # forked meanwhile by a typing inside this one
-    if found is not None:
-        return found.restype
     parent = os.getpid()
     read, write = os.pipe()
     try:

@@ -63,7 +63,10 @@ def test_callees_compile_in_processes_of_their_own_and_come_back_through_the_cac
         monkeypatch.setattr(split, "SPLIT_LINES", 12)
         monkeypatch.setattr(split, "SPLIT_ABOVE", 0)
         monkeypatch.setattr(split, "SPLIT_LOOPS", 0)
-    monkeypatch.setattr(forks, "_cores", lambda: 8)  # a process for each, whatever is free
+    # a process for each large callee, however many still run (else the next compiles in
+    # the child, and how many do depends on the machine's load)
+    monkeypatch.setattr(forks, "_cores", lambda: 64)
+    monkeypatch.setattr(forks, "MAX_PROCESSES", 64)
     before = nb.cache_info()
     f = tg.function(LOSS, backend="numba")
     _check(f(W, XS))

@@ -113,6 +113,9 @@ class CodeGen:
         self.loop_classes: set = set()
         self.kept: list = []
         self.outline = False  # elementwise nests become functions: see `function`
+        # the index a 0-d input array is read at: `()`, or `0` where it comes as a
+        # one-element view (the parts of a row-split kernel: rows.py)
+        self.scalar_index = "()"
         self.loop = None  # a loop step's function runs the whole loop (control.Loop)
 
     # -- names -------------------------------------------------------------------------------
@@ -620,7 +623,8 @@ class CodeGen:
             params.append(name)
             if t.ndim == 0:
                 self.refs[id(t)] = Ref("scal", slot(f"x{k}"))
-                self.lines.append(Stmt(f"{{x{k}}} = {{{name}}}[()]", (f"x{k}",)))
+                self.lines.append(Stmt(f"{{x{k}}} = {{{name}}}[{self.scalar_index}]",
+                                       (f"x{k}",)))
             else:
                 self.refs[id(t)] = Ref("arr", slot(name))
         for op in plan_fusion.schedule():

@@ -91,8 +91,9 @@ def enable() -> None:
 
 
 def typed_elsewhere(dispatcher, argtys: tuple):
-    """The return type of `dispatcher`'s function for `argtys` when its machine code comes
-    from another process (forked now, or earlier), else None (compile it here)."""
+    """`(return type, symbol)` of `dispatcher`'s function for `argtys` when its machine
+    code comes from another process (forked now, or earlier), else None (compile it
+    here)."""
     if not _PENDING and not _STATE["slots"]:
         return None
     from tracegrad.backends.numba import helpers
@@ -100,7 +101,7 @@ def typed_elsewhere(dispatcher, argtys: tuple):
     symbol = sys.modules[helpers.MODULE]._direct_symbol(dispatcher, argtys)
     found = _PENDING.get(symbol)
     if found is not None:
-        return found.restype
+        return found.restype, symbol
     if not _STATE["slots"] or argtys in dispatcher.overloads:
         return None
     if _STATE["typing"]:  # called by one typed for a fork: that fork compiles this one too
@@ -109,7 +110,7 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         except Exception:  # noqa: BLE001 - the compile there (or here) reports it
             return None
         _STATE["inner"][-1].append((dispatcher, argtys))
-        return restype
+        return restype, symbol
     if _lines(dispatcher) < MIN_LINES or _running() >= _STATE["slots"]:
         return None
     _STATE["inner"].append([])
@@ -131,7 +132,7 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         _compile_and_exit(dispatcher, argtys, inner, parent, read)
     os.close(write)
     _PENDING[symbol] = _Pending(pid, read, dispatcher, argtys, restype, inner)
-    return restype
+    return restype, symbol
 
 
 def typed_only(dispatcher, argtys: tuple) -> bool:

@@ -203,17 +203,20 @@ class Fusion:
                                               for out in op.outputs))
         return ends[id(t)]
 
+    def _end_groups(self, t, ends: dict) -> set:
+        """For each consumer of virtual `t`, the stored tensors it ends in (distinct sets)."""
+        return {frozenset().union(*(self._reached(out, ends) for out in c.outputs))
+                for c, _ in self.plan.consumers[id(t)]}
+
     def _ends_apart(self, t, ends: dict) -> bool:
         """Whether the consumers of virtual `t` end in different stored tensors (so that
         each of their loop nests would evaluate `t`)."""
-        return len({frozenset().union(*(self._reached(out, ends) for out in c.outputs))
-                    for c, _ in self.plan.consumers[id(t)]}) > 1
+        return len(self._end_groups(t, ends)) > 1
 
     def _ends_in_turn(self, t, ends: dict) -> bool:
         """Whether an end of a consumer of virtual `t` that is not evaluated element by
         element (a reduction, a block) feeds the end of another consumer."""
-        groups = {frozenset().union(*(self._reached(out, ends) for out in c.outputs))
-                  for c, _ in self.plan.consumers[id(t)]}
+        groups = self._end_groups(t, ends)
         if len(groups) < 2:
             return False
         if self._tensors is None:

@@ -819,12 +819,12 @@ def _direct(typingctx, fn, args):
     if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
         return None
     argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
-    restype = _typed_elsewhere(fn.dispatcher, argtys)  # compiled by another process (forks.py)
-    if restype is None:
+    elsewhere = _typed_elsewhere(fn.dispatcher, argtys)  # compiled by another process (forks.py)
+    if elsewhere is None:
         cres, name = _direct_compile(fn.dispatcher, argtys)
         restype = cres.signature.return_type
     else:
-        name = _direct_symbol(fn.dispatcher, argtys)
+        restype, name = elsewhere
 
     def codegen(context, builder, sig, llargs):
         if _typed_only(fn.dispatcher, argtys):  # (its typing remembered: forks.py)

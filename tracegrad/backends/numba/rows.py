@@ -11,8 +11,6 @@ how many rows its call has: OpenBLAS's does).
 
 from __future__ import annotations
 
-import re
-
 from tracegrad.backends.numba.parallel import largest
 from tracegrad.backends.numba.plan import Plan
 from tracegrad.backends.numba.records import DECORATOR, ENTRY
@@ -83,6 +81,9 @@ def generate(plan: Plan, d: int, codegen):
     parts = plan.int_slot(_Parts(d))
     cg = codegen(plan, False, entry=BODY)
     cg.helpers["_blas_one"] = cg.helpers["_blas_restore"] = None
+    # Numba's parallel loop hands a 0-d array to the functions it calls as its scalar (a
+    # part's `a[()]` failed to type): the parts read one-element views instead
+    cg.scalar_index = "0"
     body = split_entry(cg.generate(), BODY)
     if cg.raises:
         return None
@@ -90,11 +91,7 @@ def generate(plan: Plan, d: int, codegen):
     split = {f"a{k}" for k, t in enumerate(graph.all_inputs)
              if t.ndim and plan.dim_class.get((id(t), 0)) == d}
     split |= {f"out{k}" for k in range(len(graph.outputs))}
-    # Numba's parallel loop hands a 0-d array to the functions it calls as its scalar (a
-    # part's `a[()]` then failed to type): a part reads a one-element view instead
     scalars = {f"a{k}" for k, t in enumerate(graph.all_inputs) if t.ndim == 0}
-    for p in scalars:
-        body = re.sub(rf"= {p}\[\(\)\]$", f"= {p}[0]", body, flags=re.M)
     args = [f"{p}[r0:r1]" if p in split else "Ip" if p == "I" else
             f"{p}_1" if p in scalars else p for p in cg.params]
     entry = "\n".join([

@@ -195,10 +195,10 @@ def _gated_scan(w, xs):
 
 
 def _gated_scan_case(seed):
-    """Arguments of `_gated_scan` (300 steps), the numba function of its value and gradient,
+    """Arguments of `_gated_scan` (3000 steps), the numba function of its value and gradient,
     and that function on the numpy backend."""
     rng = np.random.default_rng(seed)
-    w, xs = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((300, 4))
+    w, xs = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((3000, 4))
     vg = tg.value_and_grad(_gated_scan)
     return (w, xs), tg.function(vg, backend="numba"), tg.function(vg, backend="numpy")
 

@@ -18,6 +18,7 @@ from tracegrad.errors import (
     TracerBoolError,
     UnsupportedOpError,
 )
+from tracegrad.transforms import evaluate
 
 
 def here(offset=0) -> str:
@@ -334,11 +335,15 @@ RUN_TIME_FAILURES = {
 }
 
 
-@pytest.mark.parametrize("mode", ["eager", "numpy", "numba"])
+@pytest.mark.parametrize("mode", ["eager", "numpy", "numpy code", "numba"])
 @pytest.mark.parametrize("name", list(RUN_TIME_FAILURES))
-def test_failures_found_when_an_op_runs_name_the_op_and_its_line(name, mode):
-    """Data-dependent failures keep NumPy's error type, on every backend and eagerly."""
+def test_failures_found_when_an_op_runs_name_the_op_and_its_line(name, mode, monkeypatch):
+    """Data-dependent failures keep NumPy's error type, on every backend and eagerly, and in
+    the numpy backend's generated code (a graph it runs often)."""
     error, fn = RUN_TIME_FAILURES[name]
+    if mode == "numpy code":
+        monkeypatch.setattr(evaluate, "_WALKS_BEFORE_CODE", 0)
+        mode = "numpy"
     x, i = np.arange(6.0).reshape(3, 2), np.array([0, 7])
     with pytest.raises(error) as info:
         if mode == "eager":

@@ -17,6 +17,7 @@ from tracegrad.core import tree
 from tracegrad.core.ir import EagerTensor, GraphTensor, Tensor
 from tracegrad.core.op import REGISTRY
 from tracegrad.numpy._core import is_python_scalar
+from tracegrad.transforms import evaluate
 
 
 def _leaves(out):
@@ -49,6 +50,21 @@ def test_traced_numpy_backend_matches_numpy(case):
     for leaf in _leaves(got):
         assert isinstance(leaf, (np.ndarray, np.generic)), f"traced result {type(leaf)}"
     _assert_same(case, got, _expected(case), "traced (numpy backend)")
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_numpy_backend_code_matches_its_walk(case, monkeypatch):
+    """The numpy backend's generated code (a graph run often, evaluate.py) gives the op-by-op
+    walk's values bit for bit."""
+    walked = tg.function(case.fn, backend="numpy")(*case.args)
+    monkeypatch.setattr(evaluate, "_WALKS_BEFORE_CODE", 0)
+    coded = tg.function(case.fn, backend="numpy")(*case.args)
+    walked, coded = _leaves(walked), _leaves(coded)
+    assert len(walked) == len(coded)
+    for w, c in zip(walked, coded, strict=True):
+        w, c = np.asarray(w), np.asarray(c)
+        assert (c.shape, c.dtype) == (w.shape, w.dtype)
+        assert np.array_equal(c, w, equal_nan=w.dtype.kind in "fc"), f"{c!r} != {w!r}"
 
 
 @pytest.mark.parametrize("taped", [False, True], ids=["plain", "taped"])

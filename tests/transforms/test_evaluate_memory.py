@@ -5,8 +5,11 @@ import tracemalloc
 
 import numpy as np
 
+import pytest
+
 import tracegrad as tg
 import tracegrad.numpy as tnp
+from tracegrad.transforms import evaluate
 from tracegrad.transforms.evaluate import Interpreter
 
 SIZE = 20_000  # float64 elements: 160 kB an array
@@ -26,6 +29,7 @@ def _peak_arrays(steps):
     graph = tg.function(tg.value_and_grad(_chain(steps))).get_concrete_function(
         np.ones(SIZE)).graph
     run = Interpreter(graph)
+    run([np.zeros(SIZE)])  # (code mode: the code is generated before memory is traced)
     x = np.linspace(0.0, 1.0, SIZE)
     tracemalloc.start()
     try:
@@ -36,6 +40,15 @@ def _peak_arrays(steps):
     return peak / (8 * SIZE), value, gradient
 
 
+@pytest.fixture(params=["walked", "code"])
+def how(request, monkeypatch):
+    """The interpreter walks its plan op by op, or runs it as generated code."""
+    if request.param == "code":
+        monkeypatch.setattr(evaluate, "_WALKS_BEFORE_CODE", 0)
+    return request.param
+
+
+@pytest.mark.usefixtures("how")
 def test_peak_memory_is_the_live_values():
     # the backward pass needs one array a step from the forward pass (the step's input);
     # every other value (7 arrays a step, 279 arrays at 40 steps when all were kept) dies
@@ -53,10 +66,12 @@ def test_peak_memory_is_the_live_values():
     np.testing.assert_allclose(gradient, d, rtol=1e-12)
 
 
+@pytest.mark.usefixtures("how")
 def test_forward_chain_holds_a_few_arrays():
     # no gradient: each step's values die at the next step, whatever the length
     graph = tg.function(_chain(60)).get_concrete_function(np.ones(SIZE)).graph
     run = Interpreter(graph)
+    run([np.zeros(SIZE)])  # (code mode: the code is generated before memory is traced)
     x = np.linspace(0.0, 1.0, SIZE)
     tracemalloc.start()
     try:

@@ -226,9 +226,9 @@ def _op_count(graph: FuncGraph) -> int:
 
 # The numpy backend's time per op run on small arrays and per element an op writes,
 # assumed for a graph's first call before this process has timed interim calls of its own
-# (measured, one thread: the LSTM objective's scan steps of 14 elements took 1.2 us per
-# op, its gradient's 5.6 us; NumPy's elementwise loops write about 1 ns per float64).
-INTERIM_SECONDS_PER_OP = 5e-6
+# (measured, one thread, loop bodies run as generated code: 0.5-1.1 us per op of a scan
+# step of 0-d or 14-element values; NumPy's elementwise loops write about 1 ns per float64).
+INTERIM_SECONDS_PER_OP = 1e-6
 INTERIM_SECONDS_PER_ELEMENT = 1e-9
 # `tg.optimize`'s time per op (measured: the LSTM l=4 gradient's 1140 ops, 0.19 ms each):
 # the interim runs the optimized graph when its run is expected to take longer than that

@@ -79,8 +79,10 @@ def set_build_graph(build_graph) -> None:
     _build_graph.install(build_graph)
 
 
-def run_graph(graph, arrays) -> list:
-    return _run(graph, list(arrays))
+def run_graph(graph, arrays, fresh: bool = True) -> list:
+    """`graph`'s outputs on `arrays` by the reference interpreter; not `fresh`: an output
+    may be one of `arrays` or a view of one."""
+    return _run(graph, list(arrays), fresh)
 
 
 def _fits(t: TensorType, want: TensorType) -> bool:
@@ -231,12 +233,12 @@ def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=No
     history: list = []
     i = 0
     while maximum_iterations is None or i < maximum_iterations:
-        (go,) = run_graph(cond_graph, consts + carry)
+        (go,) = run_graph(cond_graph, consts + carry, fresh=False)
         if not bool(go):
             break
         if keep_history:
             history.append(carry)
-        carry = [np.asarray(c) for c in run_graph(body_graph, consts + carry)]
+        carry = run_graph(body_graph, consts + carry, fresh=False)
         i += 1
     if not keep_history:
         return tuple(carry)

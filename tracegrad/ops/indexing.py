@@ -75,7 +75,7 @@ def _gather_dims(op):
 @gather_p.def_impl
 def _gather_impl(operand, indices, *, axis):
     try:
-        return np.take(operand, indices, axis=axis)
+        return np.asarray(operand).take(indices, axis=axis)
     except IndexError:
         _check_bounds("gather", operand.shape[axis], indices)  # the message the backends give
         raise

@@ -29,7 +29,16 @@ from tracegrad.ops import elementwise as ew
 from tracegrad.ops._batching import bdim_at, moveaxis
 from tracegrad.ops.reductions import reduce_sum_p
 from tracegrad.ops.indexing import gather_p
-from tracegrad.ops.shape_ops import broadcast_like, is_zeros, scalar_like, zeros_like
+from tracegrad.ops.shape_ops import (
+    broadcast_in_dim_p,
+    broadcast_like,
+    concatenate_p,
+    is_zeros,
+    reshape_p,
+    scalar_like,
+    slice_along,
+    zeros_like,
+)
 
 # The transforms the rules need (ops import no transforms; these install them when imported).
 _run = Hook("the reference interpreter of control-flow sub-graphs",
@@ -285,20 +294,31 @@ def _while_grad(op, *out_grads):
     # the final carry after the last step) instead of computing it again, and the costly
     # values of the step (`stored`) from the histories of more carries the replay keeps
     vjp_body, stored = _vjp_residuals(attrs["body_graph"], range(k, k + m))
-    r = len(stored)
+    # residuals of one type are one carry, stacked (fewer values for a backend to thread
+    # through the loop: an LSTM's step stores tens of vectors of one size)
+    res_packs = _packs([t.type for t in stored], PACK_MAX_ELEMENTS)
+    r = len(res_packs)
     if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs
     else:  # with the residuals: cse runs this loop in place of the forward one
-        cond, body, types = attrs["cond_graph"], attrs["body_graph"], [t.type for t in stored]
+        cond, body = attrs["cond_graph"], attrs["body_graph"]
+        types = [_packed_type(stored[p[0]].type, p) for p in res_packs]
         if r:
-            cond, body = _extended(cond, types, []), _extended(body, types, stored)
-        replay = while_p.bind(*consts, *init, *[zeros_like(t) for t in stored],
+            cond = _extended(cond, types, [])
+            longer = _extended(body, types, stored)
+            body = _build_graph(body.name, [t.type for t in longer.inputs], lambda *v: _packed(
+                run_inline(longer, v), len(longer.outputs) - len(stored), res_packs))
+        replay = while_p.bind(*consts, *init, *[_zeros(stored[p[0]], p) for p in res_packs],
                               cond_graph=cond, body_graph=body, num_consts=k,
                               maximum_iterations=attrs.get("maximum_iterations"),
                               keep_history=True)
     _, res_finals, count, history, res_history = while_results(replay, m, r)
     cts = [out_grads[i] for i in float_carry]
-    accs = [zeros_like(consts[i]) for i in float_consts]
+    # the consts' gradients summed over the steps: one stacked sum per type, for consts of
+    # up to PACK_MAX_ELEMENTS (a larger one read in slices is left to the loop pass, which
+    # sums each slice's gradient in a carry of its own)
+    acc_packs = _packs([consts[i].type for i in float_consts], PACK_MAX_ELEMENTS)
+    accs = [_zeros(consts[float_consts[p[0]]], p) for p in acc_packs]
 
     joined = [j for j, i in enumerate(float_carry) if i in ct_history]  # carry cts that join
     ct_history = [ct_history[float_carry[j]] for j in joined]
@@ -325,10 +345,14 @@ def _while_grad(op, *out_grads):
         nexts = [ew.select_p.bind(broadcast_like(in_history, f, ()),
                                   gather_p.bind(hist[i], row, axis=0), f)
                  for i, f in zip([*float_carry, *range(m, m + r)], final, strict=True)]
+        n_carry = len(float_carry)
+        nexts = nexts[:n_carry] + _unpacked(nexts[n_carry:], res_packs,
+                                            [t.type for t in stored])
         grads = run_inline(vjp_body, cs + carry_at + ct + nexts)
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
         for j, h in zip(joined, ct_hist, strict=True):
             g_carry[j] = ew.add_p.bind(g_carry[j], gather_p.bind(h, step, axis=0))
+        g_consts = _packed(g_consts, 0, acc_packs)
         return [step, *g_carry, *[ew.add_p.bind(a, g) for a, g in zip(acc, g_consts,
                                                                     strict=True)]]
 
@@ -338,13 +362,72 @@ def _while_grad(op, *out_grads):
                         cond_graph=_build_graph("while_grad_cond", types, back_cond),
                         body_graph=_build_graph("while_grad_body", types, back_body),
                         num_consts=len(fixed))
-    g_init, g_consts = back[1:1 + len(cts)], back[1 + len(cts):]
+    g_init = back[1:1 + len(cts)]
+    g_consts = _unpacked(back[1 + len(cts):], acc_packs, [consts[i].type for i in float_consts])
     grads = [None] * len(op.inputs)
     for i, g in zip(float_consts, g_consts, strict=True):
         grads[i] = g
     for i, g in zip(float_carry, g_init, strict=True):
         grads[k + i] = g
     return grads
+
+
+# The largest value (in elements) that a loop's gradient stacks with others of its type: a
+# residual, or the sum of a const's gradient over the steps (`_while_grad`); a larger one's
+# carry costs little beside its work
+PACK_MAX_ELEMENTS = 1024
+
+
+def _packs(types: list, max_elements: int | None = None) -> list:
+    """`types`' positions grouped by type, in order of first appearance: each group of more
+    than one (all dims known, at most `max_elements` elements) is one stacked value, the
+    others stay as they are."""
+    groups: dict = {}
+    for i, t in enumerate(types):
+        size = None if None in t.shape else int(np.prod(t.shape, dtype=np.int64))
+        alone = size is None or (max_elements is not None and size > max_elements)
+        key = ("alone", i) if alone else (tuple(t.shape), t.dtype, t.weak)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def _packed_type(t: TensorType, pack: list) -> TensorType:
+    return t if len(pack) == 1 else TensorType((len(pack), *t.shape), t.dtype, t.weak)
+
+
+def _zeros(x, pack: list):
+    """Zeros like `x`, stacked `len(pack)` times if the pack has more than one value."""
+    z = zeros_like(x)
+    if len(pack) == 1:
+        return z
+    return broadcast_in_dim_p.bind(z, shape=(len(pack), *x.shape),
+                                   broadcast_dimensions=tuple(range(1, len(x.shape) + 1)))
+
+
+def _packed(values: list, start: int, packs: list) -> list:
+    """`values[:start]`, then `values[start:]` stacked by `packs`."""
+    rest = values[start:]
+    out = list(values[:start])
+    for p in packs:
+        if len(p) == 1:
+            out.append(rest[p[0]])
+        else:
+            out.append(concatenate_p.bind(*[reshape_p.bind(
+                rest[i], new_sizes=(1, *rest[i].shape)) for i in p], dimension=0))
+    return out
+
+
+def _unpacked(values: list, packs: list, types: list) -> list:
+    """The values stacked by `packs` (`_packed`), one per type of `types`."""
+    out = [None] * len(types)
+    for v, p in zip(values, packs, strict=True):
+        if len(p) == 1:
+            out[p[0]] = v
+        else:
+            for j, i in enumerate(p):
+                out[i] = reshape_p.bind(slice_along(v, 0, j, j + 1),
+                                        new_sizes=tuple(types[i].shape))
+    return out
 
 
 @while_p.def_batch

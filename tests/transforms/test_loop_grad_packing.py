@@ -1,7 +1,7 @@
 """A loop's gradient stacks values of one type: the residuals its replay stores at each step
-are one carry per type, and so are the sums of its consts' gradients. A step reading six
-weight vectors threads two stacked values through the backward loop, not six (issue 30:
-the LSTM's backward loop had 133 operands)."""
+are one carry per type, and so are the sums of the gradients of the const slices a step
+reads. A step reading six weight rows threads one stacked sum through the backward loop,
+not six (issue 30: the LSTM's backward loop had 133 operands)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
 from tracegrad.ops import control_flow
 from tracegrad.ops.control_flow import while_p
-from tracegrad.passes import optimize
+from tracegrad.passes import loops, optimize
+from tracegrad.transforms.evaluate import Interpreter
 
 RNG = np.random.default_rng(7)
 N, STEPS = 5, 40
@@ -61,10 +62,11 @@ def test_the_backward_loop_stacks_the_weights_gradients_and_the_residuals():
     # (without stacking, a carry each)
     carries = [tuple(t.shape) for t in forward.inputs[forward.attrs["num_consts"]:]]
     assert (3, N) in carries and len(carries) == 4, carries
-    # the backward loop's carries: the step, the cotangents of the float carries, one
-    # stacked sum of the gradients of w and b (both 3 x N), and x0's
+    # the backward loop's carries: the step, the cotangents of the float carries, x0's
+    # gradient, and one stacked sum of the gradients of the six rows of w and b the step
+    # reads (without stacking, a carry per row)
     carries = [tuple(t.shape) for t in backward.inputs[backward.attrs["num_consts"]:]]
-    assert (2, 3, N) in carries and len(carries) <= 6, carries
+    assert (6, 1, N) in carries and len(carries) == 5, carries
 
 
 @pytest.mark.parametrize("backend_name", ["numpy", "numba"])
@@ -137,10 +139,10 @@ def test_a_taped_loop_gradient_stacks_eagerly_too():
                                rtol=1e-6, atol=1e-8)
 
 
-def test_a_large_const_read_in_rows_keeps_a_carry_per_row():
-    # above PACK_MAX_ELEMENTS the loop pass sums each row's gradient in a carry of its own
-    # (passes/loops.py, `_split_accumulators`); stacked, the step would add whole zero-padded
-    # matrices
+def test_rows_of_a_large_const_are_stacked_not_the_const():
+    # the loop pass sums each row's gradient in a carry of its own (passes/loops.py,
+    # `_split_accumulators`), the rows of one size stacked; a const above PACK_MAX_ELEMENTS
+    # is never stacked whole (the step would add zero-padded matrices)
     big = int(np.sqrt(control_flow.PACK_MAX_ELEMENTS)) + 8
     a, b = RNG.standard_normal((2, big, big)) * 0.1
     xs = RNG.standard_normal((6, big))
@@ -156,10 +158,37 @@ def test_a_large_const_read_in_rows_keeps_a_carry_per_row():
     backward = _loops(graph)[-1]
     carries = [tuple(t.shape) for t in backward.inputs[backward.attrs["num_consts"]:]]
     assert (2, big, big) not in carries and (big, big) not in carries, carries
-    assert carries.count((1, big)) == 4, carries
+    assert (4, 1, big) in carries, carries
     ga, gb = tg.function(tg.grad(f, argnums=(0, 1)))(a, b)
     run = tg.function(f, backend="numpy")
     np.testing.assert_allclose(ga, central_difference(lambda v: run(v, b), a), rtol=1e-6,
                                atol=1e-8)
     np.testing.assert_allclose(gb, central_difference(lambda v: run(a, v), b), rtol=1e-6,
                                atol=1e-8)
+
+
+def test_stacked_row_sums_keep_the_bits_of_the_unstacked(monkeypatch):
+    # each row read twice a step: its two terms are added in their order, stacked or not
+    xs = RNG.standard_normal((30, 4))
+
+    def f(w):
+        def step(h, x):
+            h = tnp.tanh(h * w[0] + x * w[1]) * tnp.cos(h * w[0] - x * w[1] + w[2])
+            return h, tnp.sum(h)
+
+        return tnp.sum(tg.scan(step, tnp.zeros(4), xs)[1])
+
+    w = RNG.standard_normal((3, 4)) * 0.5
+    graph = tg.function(tg.grad(f)).get_concrete_function(w).graph
+    stacked = optimize(graph)
+    backward = _loops(stacked)[-1]
+    carries = [tuple(t.shape) for t in backward.inputs[backward.attrs["num_consts"]:]]
+    assert (2, 1, 4) in carries, carries  # rows 0 and 1, two terms each
+    monkeypatch.setattr(loops, "PACK_MAX_ELEMENTS", 0)
+    apart = optimize(graph)
+    backward = _loops(apart)[-1]
+    assert (2, 1, 4) not in [tuple(t.shape) for t in backward.inputs]
+    got = Interpreter(stacked)([w])[0]
+    np.testing.assert_array_equal(got, Interpreter(apart)([w])[0])
+    np.testing.assert_allclose(got, central_difference(
+        lambda v: tg.function(f, backend="numpy")(v), w), rtol=1e-6, atol=1e-8)

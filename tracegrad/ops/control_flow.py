@@ -314,11 +314,7 @@ def _while_grad(op, *out_grads):
                               keep_history=True)
     _, res_finals, count, history, res_history = while_results(replay, m, r)
     cts = [out_grads[i] for i in float_carry]
-    # the consts' gradients summed over the steps: one stacked sum per type, for consts of
-    # up to PACK_MAX_ELEMENTS (a larger one read in slices is left to the loop pass, which
-    # sums each slice's gradient in a carry of its own)
-    acc_packs = _packs([consts[i].type for i in float_consts], PACK_MAX_ELEMENTS)
-    accs = [_zeros(consts[float_consts[p[0]]], p) for p in acc_packs]
+    accs = [zeros_like(consts[i]) for i in float_consts]
 
     joined = [j for j, i in enumerate(float_carry) if i in ct_history]  # carry cts that join
     ct_history = [ct_history[float_carry[j]] for j in joined]
@@ -352,7 +348,6 @@ def _while_grad(op, *out_grads):
         g_consts, g_carry = grads[:len(float_consts)], grads[len(float_consts):]
         for j, h in zip(joined, ct_hist, strict=True):
             g_carry[j] = ew.add_p.bind(g_carry[j], gather_p.bind(h, step, axis=0))
-        g_consts = _packed(g_consts, 0, acc_packs)
         return [step, *g_carry, *[ew.add_p.bind(a, g) for a, g in zip(acc, g_consts,
                                                                     strict=True)]]
 
@@ -363,7 +358,7 @@ def _while_grad(op, *out_grads):
                         body_graph=_build_graph("while_grad_body", types, back_body),
                         num_consts=len(fixed))
     g_init = back[1:1 + len(cts)]
-    g_consts = _unpacked(back[1 + len(cts):], acc_packs, [consts[i].type for i in float_consts])
+    g_consts = back[1 + len(cts):]
     grads = [None] * len(op.inputs)
     for i, g in zip(float_consts, g_consts, strict=True):
         grads[i] = g
@@ -372,9 +367,9 @@ def _while_grad(op, *out_grads):
     return grads
 
 
-# The largest value (in elements) that a loop's gradient stacks with others of its type: a
-# residual, or the sum of a const's gradient over the steps (`_while_grad`); a larger one's
-# carry costs little beside its work
+# The largest value (in elements) a loop's carry stacks with others of its type: a residual
+# its gradient stores (`_while_grad`), a slice's gradient summed over the steps
+# (passes/loops.py); beside a larger one's work a carry's cost is small
 PACK_MAX_ELEMENTS = 1024
 
 

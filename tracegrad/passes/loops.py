@@ -21,6 +21,8 @@ invariant work once, and a `cond` on a constant predicate becomes the chosen bra
   include zero-padded blocks (the gradient of a slice of a const) gets one carry per
   padded region, of the block's size: the blocks are summed unpadded in the loop and
   padded into the accumulator once after it (not a zero-filled array per term per step).
+  The sums of blocks of one type (and number of terms a step), up to
+  `PACK_MAX_ELEMENTS` elements each, are one carry, stacked along a new first axis.
 
 `cond(pred, *args)`: a constant predicate inlines the chosen branch; an unused result, or
 one both branches pass through from the same argument, is removed from the branches; an
@@ -38,9 +40,10 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
+from tracegrad.core.types import TensorType
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.ops.control_flow import cond_p, while_p, while_results
+from tracegrad.ops.control_flow import PACK_MAX_ELEMENTS, cond_p, while_p, while_results
 from tracegrad.passes._rewrite import (Rewriter, captured_tensors, extended_graph, run_pass,
                                        sweep, use_counts)
 from tracegrad.passes.pads import zero_padding
@@ -369,7 +372,8 @@ def _split_accumulators(rw, op, ins, used):
         return None
     blocks = [(j, cfg, type_, parts) for j, (_, regions) in plans.items()
               for (cfg, type_), parts in regions.items()]
-    types = [type_ for _, _, type_, _ in blocks]
+    stacks = _stacks(blocks)
+    types = [_stacked_type(blocks[b[0]][2], len(b)) for b in stacks]
     read = [t for rest, _ in plans.values() for t in rest] + \
         [t for _, _, _, parts in blocks for t in parts]
     new_body = extended_graph(body, types, read, rw.target)
@@ -380,24 +384,64 @@ def _split_accumulators(rw, op, ins, used):
     with new_body.as_default():
         for j, (rest, _) in plans.items():
             outs[j] = _summed([ins_b[k + j]] + [copies[id(t)] for t in rest])
-        outs += [_summed([acc] + [copies[id(t)] for t in parts])
-                 for acc, (_, _, _, parts) in zip(accs, blocks, strict=True)]
+        for acc, stack in zip(accs, stacks, strict=True):
+            if len(stack) == 1:
+                outs.append(_summed([acc] + [copies[id(t)] for t in blocks[stack[0]][3]]))
+                continue
+            # the blocks' i-th terms side by side: each block's sum in its order
+            terms = zip(*[[copies[id(t)] for t in blocks[b][3]] for b in stack])
+            outs.append(_summed([acc] + [_side_by_side(ts) for ts in terms]))
     new_body.outputs = outs
     sweep(new_body)
     new_cond = extended_graph(cond, types, [], rw.target)
     zeros = [rw.zeros(type_, op.source) for type_ in types]
     new_attrs = dict(attrs, cond_graph=rw.subgraph(new_cond), body_graph=rw.subgraph(new_body))
     outs = rw.emit(while_p, [*ins, *zeros], new_attrs, op.source)
-    results, sums, count, histories, _ = while_results(outs, m, len(blocks))
+    results, stacked, count, histories, _ = while_results(outs, m, len(stacks))
     results += [count] + histories if history else []
     for old, t in zip(op.outputs, results, strict=True):
         t.name = old.name
+    sums = [None] * len(blocks)
+    for total, stack in zip(stacked, stacks, strict=True):
+        for i, b in enumerate(stack):
+            sums[b] = total if len(stack) == 1 else _row(rw, total, i, op.source)
     for i, (j, cfg, type_, _) in enumerate(blocks):
         zero = rw.constant(np.zeros((), type_.dtype), weak=type_.weak, source=op.source)
         block = rw.emit(shape_ops.pad_p, [sums[i], zero], {"padding_config": cfg},
                         op.source)[0]
         results[j] = rw.emit(ew.add_p, [results[j], block], {}, op.source)[0]
     return results
+
+
+def _stacks(blocks) -> list:
+    """The blocks (indices) summed in one stacked carry: those of one type and number of
+    terms, of at most `PACK_MAX_ELEMENTS` elements (an LSTM's 32 weight rows: one carry,
+    not 32 for a backend to pass and copy at every step)."""
+    groups: dict = {}
+    for b, (_, _, type_, parts) in enumerate(blocks):
+        size = int(np.prod(type_.shape, dtype=np.int64))
+        key = (type_, len(parts)) if size <= PACK_MAX_ELEMENTS else b
+        groups.setdefault(key, []).append(b)
+    return list(groups.values())
+
+
+def _side_by_side(tensors):
+    """`tensors` (of one type) stacked along a new first axis."""
+    return shape_ops.concatenate_p.bind(*[shape_ops.reshape_p.bind(
+        t, new_sizes=(1, *t.shape)) for t in tensors], dimension=0)
+
+
+def _stacked_type(type_, n: int):
+    return type_ if n == 1 else TensorType((n, *type_.shape), type_.dtype, type_.weak)
+
+
+def _row(rw, stacked, i: int, source):
+    """Row `i` of `stacked`, without its first axis."""
+    shape = tuple(stacked.shape)
+    row = rw.emit(shape_ops.slice_p, [stacked], {
+        "start_indices": (i,) + (0,) * (len(shape) - 1),
+        "limit_indices": (i + 1,) + shape[1:], "strides": (1,) * len(shape)}, source)[0]
+    return rw.emit(shape_ops.reshape_p, [row], {"new_sizes": shape[1:]}, source)[0]
 
 
 def _sum_terms(t, uses, root=False) -> list:

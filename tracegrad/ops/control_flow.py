@@ -32,11 +32,11 @@ from tracegrad.ops.indexing import gather_p
 from tracegrad.ops.shape_ops import (
     broadcast_in_dim_p,
     broadcast_like,
-    concatenate_p,
     is_zeros,
     reshape_p,
     scalar_like,
     slice_along,
+    stacked,
     zeros_like,
 )
 
@@ -296,7 +296,7 @@ def _while_grad(op, *out_grads):
     vjp_body, stored = _vjp_residuals(attrs["body_graph"], range(k, k + m))
     # residuals of one type are one carry, stacked (fewer values for a backend to thread
     # through the loop: an LSTM's step stores tens of vectors of one size)
-    res_packs = _packs([t.type for t in stored], PACK_MAX_ELEMENTS)
+    res_packs = _packs([t.type for t in stored])
     r = len(res_packs)
     if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs
@@ -357,8 +357,7 @@ def _while_grad(op, *out_grads):
                         cond_graph=_build_graph("while_grad_cond", types, back_cond),
                         body_graph=_build_graph("while_grad_body", types, back_body),
                         num_consts=len(fixed))
-    g_init = back[1:1 + len(cts)]
-    g_consts = back[1 + len(cts):]
+    g_init, g_consts = back[1:1 + len(cts)], back[1 + len(cts):]
     grads = [None] * len(op.inputs)
     for i, g in zip(float_consts, g_consts, strict=True):
         grads[i] = g
@@ -373,15 +372,14 @@ def _while_grad(op, *out_grads):
 PACK_MAX_ELEMENTS = 1024
 
 
-def _packs(types: list, max_elements: int | None = None) -> list:
+def _packs(types: list) -> list:
     """`types`' positions grouped by type, in order of first appearance: each group of more
-    than one (all dims known, at most `max_elements` elements) is one stacked value, the
-    others stay as they are."""
+    than one (all dims known, at most `PACK_MAX_ELEMENTS` elements) is one stacked value,
+    the others stay as they are."""
     groups: dict = {}
     for i, t in enumerate(types):
-        size = None if None in t.shape else int(np.prod(t.shape, dtype=np.int64))
-        alone = size is None or (max_elements is not None and size > max_elements)
-        key = ("alone", i) if alone else (tuple(t.shape), t.dtype, t.weak)
+        alone = None in t.shape or int(np.prod(t.shape, dtype=np.int64)) > PACK_MAX_ELEMENTS
+        key = ("alone", i) if alone else t
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 
@@ -404,11 +402,7 @@ def _packed(values: list, start: int, packs: list) -> list:
     rest = values[start:]
     out = list(values[:start])
     for p in packs:
-        if len(p) == 1:
-            out.append(rest[p[0]])
-        else:
-            out.append(concatenate_p.bind(*[reshape_p.bind(
-                rest[i], new_sizes=(1, *rest[i].shape)) for i in p], dimension=0))
+        out.append(rest[p[0]] if len(p) == 1 else stacked([rest[i] for i in p]))
     return out
 
 

@@ -658,6 +658,12 @@ def ones_like(x, dtype=None):
     return full_like(x, 1, dtype)
 
 
+def stacked(tensors):
+    """`tensors` (of one shape) side by side along a new first axis."""
+    return concatenate_p.bind(*[reshape_p.bind(t, new_sizes=(1, *t.shape))
+                                for t in tensors], dimension=0)
+
+
 def slice_along(x, axis, start, limit, stride=1):
     """`x[start:limit:stride]` along `axis`, every other dim whole."""
     starts = [0] * x.ndim

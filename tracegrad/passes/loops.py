@@ -390,7 +390,7 @@ def _split_accumulators(rw, op, ins, used):
                 continue
             # the blocks' i-th terms side by side: each block's sum in its order
             terms = zip(*[[copies[id(t)] for t in blocks[b][3]] for b in stack])
-            outs.append(_summed([acc] + [_side_by_side(ts) for ts in terms]))
+            outs.append(_summed([acc] + [shape_ops.stacked(ts) for ts in terms]))
     new_body.outputs = outs
     sweep(new_body)
     new_cond = extended_graph(cond, types, [], rw.target)
@@ -423,12 +423,6 @@ def _stacks(blocks) -> list:
         key = (type_, len(parts)) if size <= PACK_MAX_ELEMENTS else b
         groups.setdefault(key, []).append(b)
     return list(groups.values())
-
-
-def _side_by_side(tensors):
-    """`tensors` (of one type) stacked along a new first axis."""
-    return shape_ops.concatenate_p.bind(*[shape_ops.reshape_p.bind(
-        t, new_sizes=(1, *t.shape)) for t in tensors], dimension=0)
 
 
 def _stacked_type(type_, n: int):

@@ -250,6 +250,32 @@ def test_a_loop_step_allocates_nothing_its_temporaries_come_from_before_the_loop
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_a_step_temporaries_function_loads_only_the_sizes_it_allocates():
+    # the LSTM's `_ws` loaded all of its step's 100 sizes and offsets (1.2 s of Numba's
+    # compile) to allocate 30 buffers of 3 sizes
+    rng = np.random.default_rng(5)
+    w, xs = rng.standard_normal((6, 16)) / 4, rng.standard_normal((40, 16))
+
+    def loss(h0):
+        def step(h, x):
+            a = tnp.tanh(h * w[0] + x * w[1] + w[2])
+            return tnp.tanh(a * w[3] + w[4]) * tnp.exp(-h * w[5]), tnp.sum(a * a)
+
+        return tnp.sum(tg.scan(step, h0, xs)[1])
+
+    src = compiled_source(tg.trace(tg.grad(loss))(np.zeros(16)))
+    workspaces = re.findall(r"\ndef (while_step\d+_ws)\(.*?\n(.*?)\n\n", src, re.S)
+    assert workspaces
+    for name, body in workspaces:
+        *loads, ret = body.strip().split("\n")
+        assert ret.strip().startswith("return ("), (name, ret)
+        for line in loads:
+            loaded = line.split("=")[0].strip()
+            assert re.search(rf"\b{loaded}\b", ret), (name, line)
+    got, want = _both(tg.grad(loss), np.full(16, 0.1))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_a_step_temporary_sized_by_a_loop_inside_the_step_is_allocated_in_the_step():
     # under vmap, the inner scan's history is transposed into a temporary whose size is
     # the inner trip count, set only when the inner loop has run: it cannot come from

@@ -713,8 +713,10 @@ class CodeGen:
                 for n, src in loads + list(self.locals_loaded.items())]
 
     def _workspace_function(self, params) -> str:
-        """`{entry}_ws`: the step's temporaries for these arguments, as a tuple."""
-        body = self._loads() + [Stmt(f"return ({', '.join(self.workspace)},)")]
+        """`{entry}_ws`: the step's temporaries for these arguments, as a tuple (loading
+        only the sizes they take: each load is code for Numba to compile)."""
+        ret = Stmt(f"return ({', '.join(self.workspace)},)")
+        body = [s for s in self._loads() if s.defines & set(ret.names)] + [ret]
         return "\n".join([f"{DECORATOR}{CALLED_ONLY})",
                           f"def {self.entry}_ws({', '.join(params)}):",
                           *("    " + line.text() for line in body)]) + "\n"

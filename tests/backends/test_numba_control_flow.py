@@ -250,7 +250,7 @@ def test_a_loop_step_allocates_nothing_its_temporaries_come_from_before_the_loop
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
-def test_a_step_temporaries_function_loads_only_the_sizes_it_allocates():
+def test_functions_load_only_the_sizes_they_read():
     # the LSTM's `_ws` loaded all of its step's 100 sizes and offsets (1.2 s of Numba's
     # compile) to allocate 30 buffers of 3 sizes
     rng = np.random.default_rng(5)
@@ -274,6 +274,13 @@ def test_a_step_temporaries_function_loads_only_the_sizes_it_allocates():
             assert re.search(rf"\b{loaded}\b", ret), (name, line)
     got, want = _both(tg.grad(loss), np.full(16, 0.1))
     np.testing.assert_allclose(got, want, rtol=1e-12)
+    # no function of the module loads a size or scalar it does not read (a loop's
+    # condition loaded all 47 of its operands' sizes to read one)
+    for function in re.split(r"\n(?=@njit)", src):
+        for line in re.findall(r"\n    (\w+) = (?:I|F)\[\d+\]|\n    (\w+) = a\d+\.shape",
+                               function):
+            name = line[0] or line[1]
+            assert len(re.findall(rf"\b{name}\b", function)) > 1, (function[:200], name)
 
 
 def test_a_step_temporary_sized_by_a_loop_inside_the_step_is_allocated_in_the_step():

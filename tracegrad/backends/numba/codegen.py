@@ -54,6 +54,7 @@ from tracegrad.backends.numba.records import (
     ENTRY,
     LOOP_LOCAL,
     Comment,
+    Line,
     Nest,
     Ref,
     Stmt,
@@ -731,13 +732,19 @@ class CodeGen:
 
     def _function(self, params) -> str:
         plan = self.plan
-        head = self._width() + [line.text() for line in self._loads()]
         lines = [line.text() for line in self.lines]
         if self.loop is not None:  # the whole loop: called once (control.Loop)
             params = params + self.loop.params
-            body = head + self.loop.lines(lines, self.helpers)
+            body = self.loop.lines(lines, self.helpers)
         else:
-            body = head + lines + ["return None"]
+            body = lines + ["return None"]
+        # the sizes and scalars the function reads (a load nothing reads is still code for
+        # Numba to compile: a loop's condition read 1 of its 47; the loop's own lines read
+        # none of them)
+        read = {n for line in self.lines
+                for n in (line.shown if isinstance(line, Line) else line.names)}
+        body = self._width() + [line.text() for line in self._loads()
+                                if line.defines & read] + body
         par = ", parallel=True" if self.parallel else ""
         if self.sub and self.loop is None:  # a branch: inlined where it is called
             par += ", forceinline=True"

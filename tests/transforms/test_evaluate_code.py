@@ -4,6 +4,9 @@ errors naming the op and the user's line, and results the caller owns (issue 30)
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -30,16 +33,14 @@ def _loop(x, w):
     return h, acc
 
 
-def _body_interpreters():
-    return [i for g, i in evaluate._INTERPRETERS.items() if "body" in g.name]
-
-
 def test_a_loop_body_runs_as_code_after_its_first_walks():
     x, w = np.linspace(-1.0, 1.0, 5), np.array([[0.5], [1.5], [-0.7]]) * np.ones((3, 5))
     f = tg.function(_loop, backend="numpy")
     h, acc = f(x, w)
-    walked = [i for i in _body_interpreters() if i._code is not None]
-    assert walked, "the body of a 100-step loop was walked op by op every step"
+    (loop,) = [op for op in f.get_concrete_function(x, w).graph.operations
+               if op.name == "while"]
+    body = evaluate.interpreter_of(loop.attrs["body_graph"])
+    assert body._code is not None, "the body of a 100-step loop was walked every step"
     hh, total = x.copy(), 0.0
     for i in range(100):
         hh = np.tanh(hh * w[i % 3] + 0.5) * 0.9
@@ -123,3 +124,18 @@ def keyword_attr():
 def test_an_attribute_named_by_a_python_keyword(keyword_attr):
     f = tg.function(lambda x: keyword_attr.bind(x, **{"lambda": 3.0}) + 1.0, backend="numpy")
     np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) * 3.0 + 1.0)
+
+
+def test_a_sub_graph_interpreter_does_not_keep_its_graph_alive():
+    # interpreters kept in a dict by graph (each holding its graph) kept every loop body
+    # and the functions around them alive for the life of the process
+    refs = []
+    for k in range(4):
+        f = tg.function(lambda x, k=k: tg.while_loop(
+            lambda i, v: i < 30, lambda i, v: (i + 1, v * 0.5 + k), (0, x))[1],
+            backend="numpy")
+        np.testing.assert_allclose(f(np.ones(3)), np.full(3, 0.5 ** 30 + 2 * k * (1 - 0.5 ** 30)))
+        refs.append(weakref.ref(f.get_concrete_function(np.ones(3)).graph))
+        del f
+    gc.collect()
+    assert [r() for r in refs] == [None] * 4

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import keyword
-import weakref
 
 import numpy as np
 
@@ -253,16 +252,21 @@ def evaluate(graph: FuncGraph, *arrays) -> list[np.ndarray]:
     return Interpreter(graph)([np.asarray(a) for a in arrays])
 
 
-_INTERPRETERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def interpreter_of(graph: FuncGraph) -> Interpreter:
+    """The interpreter a sub-graph (a branch, a loop body) runs with, kept on the graph:
+    it lives as long as the graph (held elsewhere, the interpreter, which holds the graph,
+    would keep it alive)."""
+    interp = graph.__dict__.get("_interpreter")
+    if interp is None:
+        interp = graph.__dict__["_interpreter"] = Interpreter(graph)
+    return interp
 
 
 def run_subgraph(graph: FuncGraph, arrays, fresh: bool = True) -> list[np.ndarray]:
-    """Run a sub-graph (a branch, a loop body) on `arrays`; its interpreter is kept as long
-    as the graph lives. Not `fresh`: `arrays` are NumPy arrays, and an output may be one of
-    them or a view (for a caller that only reads them, as a loop reads its body's)."""
-    interp = _INTERPRETERS.get(graph)
-    if interp is None:
-        interp = _INTERPRETERS[graph] = Interpreter(graph)
+    """Run a sub-graph (a branch, a loop body) on `arrays`. Not `fresh`: `arrays` are NumPy
+    arrays, and an output may be one of them or a view (for a caller that only reads them,
+    as a loop reads its body's)."""
+    interp = interpreter_of(graph)
     if not fresh:
         return interp.run(arrays)
     return interp([np.asarray(a) for a in arrays])

@@ -13,7 +13,7 @@ import tracegrad.numpy as tnp
 from tests.finite_diff import central_difference
 from tracegrad.ops import control_flow
 from tracegrad.ops.control_flow import while_p
-from tracegrad.passes import loops, optimize
+from tracegrad.passes import optimize
 from tracegrad.transforms.evaluate import Interpreter
 
 RNG = np.random.default_rng(7)
@@ -184,7 +184,7 @@ def test_stacked_row_sums_keep_the_bits_of_the_unstacked(monkeypatch):
     backward = _loops(stacked)[-1]
     carries = [tuple(t.shape) for t in backward.inputs[backward.attrs["num_consts"]:]]
     assert (2, 1, 4) in carries, carries  # rows 0 and 1, two terms each
-    monkeypatch.setattr(loops, "PACK_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(control_flow, "PACK_MAX_ELEMENTS", 0)
     apart = optimize(graph)
     backward = _loops(apart)[-1]
     assert (2, 1, 4) not in [tuple(t.shape) for t in backward.inputs]

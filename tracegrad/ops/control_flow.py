@@ -238,7 +238,8 @@ def _while_dims(op):
 @while_p.def_impl
 def _while_impl(*args, cond_graph, body_graph, num_consts, maximum_iterations=None,
                 keep_history=False):
-    consts, carry = list(args[:num_consts]), [np.asarray(c) for c in args[num_consts:]]
+    consts = [np.asarray(c) for c in args[:num_consts]]  # the body runs on arrays
+    carry = [np.asarray(c) for c in args[num_consts:]]
     history: list = []
     i = 0
     while maximum_iterations is None or i < maximum_iterations:
@@ -296,13 +297,13 @@ def _while_grad(op, *out_grads):
     vjp_body, stored = _vjp_residuals(attrs["body_graph"], range(k, k + m))
     # residuals of one type are one carry, stacked (fewer values for a backend to thread
     # through the loop: an LSTM's step stores tens of vectors of one size)
-    res_packs = _packs([t.type for t in stored])
+    res_packs = packs([t.type for t in stored])
     r = len(res_packs)
     if attrs.get("keep_history") and not r:  # the loop kept its history already
         replay = op.outputs
     else:  # with the residuals: cse runs this loop in place of the forward one
         cond, body = attrs["cond_graph"], attrs["body_graph"]
-        types = [_packed_type(stored[p[0]].type, p) for p in res_packs]
+        types = [packed_type(stored[p[0]].type, len(p)) for p in res_packs]
         if r:
             cond = _extended(cond, types, [])
             longer = _extended(body, types, stored)
@@ -372,20 +373,21 @@ def _while_grad(op, *out_grads):
 PACK_MAX_ELEMENTS = 1024
 
 
-def _packs(types: list) -> list:
-    """`types`' positions grouped by type, in order of first appearance: each group of more
-    than one (all dims known, at most `PACK_MAX_ELEMENTS` elements) is one stacked value,
-    the others stay as they are."""
+def packs(types: list, tags=None) -> list:
+    """`types`' positions grouped by type (and by `tags[i]`, when given), in order of first
+    appearance: each group of more than one (all dims known, at most `PACK_MAX_ELEMENTS`
+    elements) is one stacked value, the others stay as they are."""
     groups: dict = {}
     for i, t in enumerate(types):
         alone = None in t.shape or int(np.prod(t.shape, dtype=np.int64)) > PACK_MAX_ELEMENTS
-        key = ("alone", i) if alone else t
+        key = ("alone", i) if alone else (t, None if tags is None else tags[i])
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 
 
-def _packed_type(t: TensorType, pack: list) -> TensorType:
-    return t if len(pack) == 1 else TensorType((len(pack), *t.shape), t.dtype, t.weak)
+def packed_type(t: TensorType, n: int) -> TensorType:
+    """The type of `n` values of type `t` stacked (`t` itself for one)."""
+    return t if n == 1 else TensorType((n, *t.shape), t.dtype, t.weak)
 
 
 def _zeros(x, pack: list):

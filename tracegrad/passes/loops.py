@@ -22,7 +22,8 @@ invariant work once, and a `cond` on a constant predicate becomes the chosen bra
   padded region, of the block's size: the blocks are summed unpadded in the loop and
   padded into the accumulator once after it (not a zero-filled array per term per step).
   The sums of blocks of one type (and number of terms a step), up to
-  `PACK_MAX_ELEMENTS` elements each, are one carry, stacked along a new first axis.
+  `control_flow.PACK_MAX_ELEMENTS` elements each, are one carry, stacked along a new first
+  axis.
 
 `cond(pred, *args)`: a constant predicate inlines the chosen branch; an unused result, or
 one both branches pass through from the same argument, is removed from the branches; an
@@ -40,10 +41,9 @@ import numpy as np
 from tracegrad.core import dtypes
 from tracegrad.core.ir import FuncGraph
 from tracegrad.core.op import constant_p
-from tracegrad.core.types import TensorType
 from tracegrad.ops import BINARY, UNARY, linalg, reductions, shape_ops
 from tracegrad.ops import elementwise as ew
-from tracegrad.ops.control_flow import PACK_MAX_ELEMENTS, cond_p, while_p, while_results
+from tracegrad.ops.control_flow import cond_p, packed_type, packs, while_p, while_results
 from tracegrad.passes._rewrite import (Rewriter, captured_tensors, extended_graph, run_pass,
                                        sweep, use_counts)
 from tracegrad.passes.pads import zero_padding
@@ -372,8 +372,10 @@ def _split_accumulators(rw, op, ins, used):
         return None
     blocks = [(j, cfg, type_, parts) for j, (_, regions) in plans.items()
               for (cfg, type_), parts in regions.items()]
-    stacks = _stacks(blocks)
-    types = [_stacked_type(blocks[b[0]][2], len(b)) for b in stacks]
+    # the sums of blocks of one type and number of terms are one stacked carry (an LSTM's
+    # 32 weight rows: one carry, not 32 for a backend to pass and copy at every step)
+    stacks = packs([type_ for _, _, type_, _ in blocks], [len(parts) for *_, parts in blocks])
+    types = [packed_type(blocks[b[0]][2], len(b)) for b in stacks]
     read = [t for rest, _ in plans.values() for t in rest] + \
         [t for _, _, _, parts in blocks for t in parts]
     new_body = extended_graph(body, types, read, rw.target)
@@ -411,22 +413,6 @@ def _split_accumulators(rw, op, ins, used):
                         op.source)[0]
         results[j] = rw.emit(ew.add_p, [results[j], block], {}, op.source)[0]
     return results
-
-
-def _stacks(blocks) -> list:
-    """The blocks (indices) summed in one stacked carry: those of one type and number of
-    terms, of at most `PACK_MAX_ELEMENTS` elements (an LSTM's 32 weight rows: one carry,
-    not 32 for a backend to pass and copy at every step)."""
-    groups: dict = {}
-    for b, (_, _, type_, parts) in enumerate(blocks):
-        size = int(np.prod(type_.shape, dtype=np.int64))
-        key = (type_, len(parts)) if size <= PACK_MAX_ELEMENTS else b
-        groups.setdefault(key, []).append(b)
-    return list(groups.values())
-
-
-def _stacked_type(type_, n: int):
-    return type_ if n == 1 else TensorType((n, *type_.shape), type_.dtype, type_.weak)
 
 
 def _row(rw, stacked, i: int, source):

@@ -224,10 +224,10 @@ class _Generated:
                 body.append(f"del {', '.join(f's{i}' for i in frees)}")
             lines += ["    " + b for b in body]
         lines.append(f"    return [{', '.join(f's{i}' for i in interp.out_slots)}]")
-        self.filename = f"<tracegrad numpy run of {interp.graph.name}>"
-        exec(compile("\n".join(lines), self.filename, "exec"), names)
+        exec(compile("\n".join(lines), f"<tracegrad numpy run of {interp.graph.name}>", "exec"),
+             names)
         self.fn = names["run"]
-        self.interp = interp
+        self.plan = interp.plan
 
     def located(self, e: Exception) -> Exception:
         """`e`, raised while `fn` ran, located at the op whose statement raised it."""
@@ -237,7 +237,7 @@ class _Generated:
         if tb is None:  # (not from an op: a wrong number of arrays)
             return e
         k = bisect.bisect_right(self.first_line, tb.tb_lineno) - 1
-        op, _, _, ins, _, check, _ = self.interp.plan[k]
+        op, _, _, ins, _, check, _ = self.plan[k]
         args = [tb.tb_frame.f_locals.get(f"s{i}") for i in ins]
         return _located(op, check, args, e)
 
@@ -256,9 +256,9 @@ def interpreter_of(graph: FuncGraph) -> Interpreter:
     """The interpreter a sub-graph (a branch, a loop body) runs with, kept on the graph:
     it lives as long as the graph (held elsewhere, the interpreter, which holds the graph,
     would keep it alive)."""
-    interp = graph.__dict__.get("_interpreter")
+    interp = getattr(graph, "_interpreter", None)
     if interp is None:
-        interp = graph.__dict__["_interpreter"] = Interpreter(graph)
+        interp = graph._interpreter = Interpreter(graph)
     return interp
 
 

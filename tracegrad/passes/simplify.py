@@ -15,7 +15,8 @@ product (an outer product), and a transposed operand is read untransposed, the
 transpose moved into its dimension numbers; a `reduce_sum` over a product's free dims is
 taken before the product (`passes/sums.py`); a sum of zero-padded blocks that do not
 overlap (the gradient of many slices of one tensor) is the blocks' concatenation
-(`passes/pads.py`).
+(`passes/pads.py`); a tree of slices, reshapes, transposes and concatenations that reads
+one tensor is one slice or gather of its rows (`passes/moves.py`).
 "1" and "0" are constants of that value, possibly broadcast, reshaped or cast (what
 `ones_like` and unconnected gradients produce). Every rewrite keeps the result type
 exactly (weak types included); one that would not is not made.
@@ -244,7 +245,7 @@ RULES = {
 }
 
 from tracegrad.passes import diagonal  # noqa: E402  (it reads uniform_value above)
-from tracegrad.passes import pads, sums  # noqa: E402
+from tracegrad.passes import moves, pads, sums  # noqa: E402
 
 
 def _reduce_sum(rw, op, ins):
@@ -314,3 +315,16 @@ def _outer(rw, op, ins):
 
 RULES[linalg.dot_general_p] = _dot_general
 RULES[reductions.reduce_sum_p] = _reduce_sum
+
+
+def _or_collapsed(rule):
+    def either(rw, op, ins):
+        outs = rule(rw, op, ins) if rule is not None else None
+        return outs if outs is not None else moves.collapsed(rw, op, ins)
+
+    return either
+
+
+for _prim in (shape_ops.concatenate_p, shape_ops.reshape_p, shape_ops.transpose_p,
+              shape_ops.slice_p, shape_ops.rev_p):
+    RULES[_prim] = _or_collapsed(RULES.get(_prim))

@@ -126,3 +126,24 @@ def test_the_return_type_typed_alone_is_the_compiled_ones():
     f.compile(argtys)
     assert typed == f.overloads[argtys].signature.return_type
     assert isinstance(typed, types.BaseTuple) and len(typed) == 4
+
+
+def test_a_loops_step_is_forked_at_once_its_return_type_declared(forking, monkeypatch,
+                                                                  tmp_path):
+    # a step returns its carries and the iteration count: its caller knows the type, so
+    # the step's process starts when the call is typed, and the step is typed only there
+    log = tmp_path / "typed.txt"
+    real = forks._type_only
+
+    def logged(dispatcher, argtys):
+        with open(log, "a") as f:
+            f.write(dispatcher.py_func.__name__ + "\n")
+        return real(dispatcher, argtys)
+
+    monkeypatch.setattr(forks, "_type_only", logged)
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["callees_compiled_apart"] - before["callees_compiled_apart"] >= 2
+    typed = log.read_text().split() if log.exists() else []
+    assert not [name for name in typed if name.startswith("while_step")], typed

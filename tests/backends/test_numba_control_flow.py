@@ -392,7 +392,7 @@ def test_a_loop_runs_in_its_step_function_compiled_once(tmp_path, monkeypatch):
     kernel = src[src.index("def kernel("):]
     assert len(steps) == 2  # the forward and backward loops
     assert not re.search(r"^ +while ", kernel, re.M)
-    assert all(kernel.count(f"_direct({s}, ") == 1 for s in steps)
+    assert all(kernel.count(f"_direct_step({s}, ") == 1 for s in steps)
     nb.compile_graph(graph)
     module = kernel_module(src)
     llvm = "\n".join(module.kernel.inspect_llvm().values())

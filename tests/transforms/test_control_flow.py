@@ -292,7 +292,7 @@ def test_compiled_source_holds_the_branches_and_loops():
     kernel = source[source.index("def kernel("):]
     step = source[source.index("def while_step"):]
     # the loop runs in its step's function, called once
-    assert "\n    if " in kernel and "= _direct(while_step" in kernel
+    assert "\n    if " in kernel and "= _direct_step(while_step" in kernel
     assert "\n    while " in step[:step.index("\n\n")]
     for sub in ("def true_branch", "def false_branch", "def while_cond", "def while_step"):
         assert sub in source

@@ -90,6 +90,35 @@ def _versions() -> str:
            f"python={sys.version_info[:3]};{sys.platform};llvm={options}"
 
 
+def _lock_index_saves() -> None:
+    """Make Numba's save of a cache entry hold a lock on the function's index file: the
+    save reads the index, picks a data file name not in it and writes both, so two
+    processes saving different signatures of one function at once (compile processes
+    forked side by side: forks.py) could pick the same name, and the index would pair one
+    signature with the other's machine code."""
+    try:
+        import fcntl
+
+        from numba.core import caching
+    except ImportError:  # not POSIX: entries are then saved unlocked, as Numba does
+        return
+    cls = caching.IndexDataCacheFile
+    if getattr(cls.save, "_tg_locked", False):
+        return
+    original = cls.save
+
+    def save(self, key, data):
+        with open(self._index_path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return original(self, key, data)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    save._tg_locked = True
+    cls.save = save
+
+
 @contextlib.contextmanager
 def _llvm_options():
     """`LLVM_OPTIONS` set for the compiles inside (and only those: Numba's compiler lock
@@ -354,6 +383,7 @@ def _ensure_helpers(d: str, cached: bool) -> None:
     """Load the shared helper module (written to `d` once) under its digest name."""
     from tracegrad.backends.numba import helpers
 
+    _lock_index_saves()
     if helpers.MODULE in sys.modules:
         if not cached:
             _in_memory(helpers.MODULE)
@@ -467,7 +497,7 @@ def _load_from_disk(d, key, source, signature, entry, cached):
     raise AssertionError("unreachable")
 
 
-_DIRECT_CALL = re.compile(r"\b_direct\((\w+), ")
+_DIRECT_CALL = re.compile(r"\b_direct(?:_step)?\((\w+), ")
 _DEF = re.compile(r"^def (\w+)\(", re.M)
 
 

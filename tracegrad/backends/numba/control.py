@@ -296,9 +296,10 @@ def emit_while(cg, op) -> None:
         value = f"np.empty(({shape},), dtype={NB_TYPE[x.dtype]})"
         lines.append(f"{hist[j]} = {cg.kept_or((rows, *x.shape), x.dtype, value)}")
     if loop is not None:
-        cg.helpers["_direct"] = None
+        cg.helpers["_direct_step"] = None
         args = [*consts, *cur, *step.extras, *nxt, go, *workspace, *(hist[j] for j in kept)]
-        lines.append(f"{', '.join(cur + [it])}, = _direct({step.name}, {direct_args(args)})")
+        lines.append(f"{', '.join(cur + [it])}, = _direct_step({step.name}, "
+                     f"{direct_args(args)}, {k}, {m})")
     else:  # a history that may grow: the step is inlined here
         lines.append(f"{it} = 0")
         grow = _grow(cg, it, limit, [(hist[j], inits[j]) for j in kept], slot(f"{w}_g"))

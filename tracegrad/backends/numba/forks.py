@@ -5,9 +5,12 @@ while it is typed and lowered, and its machine code only when its own is linked.
 compile child (child.py) on a machine with more than one core, a callee of at least
 `MIN_LINES` lines is therefore only typed where it is called (Numba's untyped passes and
 type inference: no lowering, no LLVM), and a process forked for it compiles it into the
-kernel cache meanwhile. Just before a caller's machine code is linked, the processes of
-the callees it calls are waited for and those callees loaded from the cache; a callee
-whose process failed is compiled there instead, so its error is reported as usual. A
+kernel cache meanwhile. A loop's step is not even typed there: it returns its carries and
+the iteration count, whose types its caller knows (`_direct_step`, helpers.py), so its
+process starts as soon as its call is typed, and compiles the step's own callees, which
+the caller then loads from the cache. Just before a caller's machine code is linked, the
+processes of the callees it calls are waited for and those callees loaded from the cache;
+a callee whose process failed is compiled there instead, so its error is reported as usual. A
 scan's forward and backward steps, and the parts of a split entry (split.py), compile
 side by side, each on a core.
 
@@ -49,6 +52,7 @@ class _Pending:
         self.dispatcher, self.argtys, self.restype = dispatcher, argtys, restype
         self.inner = inner  # (dispatcher, argtys) of the callees it calls by `_direct`, in
         # an order that puts a callee before its callers: its process compiles them too
+        # (None: not typed here; its process compiles its callees as it meets them)
         self.mine = True  # forked by this process (so it reaps it)
 
 
@@ -90,10 +94,11 @@ def enable() -> None:
         cls._finalize_final_module = _finalize_final_module
 
 
-def typed_elsewhere(dispatcher, argtys: tuple):
+def typed_elsewhere(dispatcher, argtys: tuple, declared=None):
     """`(return type, symbol)` of `dispatcher`'s function for `argtys` when its machine
     code comes from another process (forked now, or earlier), else None (compile it
-    here)."""
+    here). `declared`: its return type, when its caller knows it (a loop's step): then it
+    is not typed here, and its process starts at once."""
     if not _PENDING and not _STATE["slots"]:
         return None
     from tracegrad.backends.numba import helpers
@@ -113,13 +118,16 @@ def typed_elsewhere(dispatcher, argtys: tuple):
         return restype, symbol
     if _lines(dispatcher) < MIN_LINES or _running() >= _STATE["slots"]:
         return None
-    _STATE["inner"].append([])
-    try:
-        restype = _type_only(dispatcher, argtys)
-    except Exception:  # noqa: BLE001 - the compile here reports it
-        return None
-    finally:
-        inner = _STATE["inner"].pop()
+    if declared is not None:
+        restype, inner = declared, None  # its callees: those it left in the cache
+    else:
+        _STATE["inner"].append([])
+        try:
+            restype = _type_only(dispatcher, argtys)
+        except Exception:  # noqa: BLE001 - the compile here reports it
+            return None
+        finally:
+            inner = _STATE["inner"].pop()
     parent = os.getpid()
     read, write = os.pipe()
     try:
@@ -178,7 +186,7 @@ def _compile_and_exit(dispatcher, argtys, inner, parent: int, read: int) -> None
         from tracegrad.backends.numba import helpers
 
         direct = sys.modules[helpers.MODULE]._direct_compile
-        for d, a in inner:
+        for d, a in inner or ():
             direct(d, a)
         dispatcher.compile(argtys)
         status = 0
@@ -278,10 +286,36 @@ def _wait_one(name: str) -> None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(found.pid, 0)
     direct = sys.modules[helpers.MODULE]._direct_compile
-    for dispatcher, argtys in [*found.inner, (found.dispatcher, found.argtys)]:  # callees first
+    inner = found.inner if found.inner is not None else _cached_callees(found.dispatcher)
+    for dispatcher, argtys in [*inner, (found.dispatcher, found.argtys)]:  # callees first
         hits = dispatcher.stats.cache_hits.get(argtys, 0)
         direct(dispatcher, argtys)
         STATS["compiled"] += dispatcher.stats.cache_hits.get(argtys, 0) > hits
+
+
+def _cached_callees(dispatcher) -> list:
+    """`(dispatcher, argtys)` of the functions of `dispatcher`'s module defined before it
+    and called by `_direct` that have machine code in the cache and are not loaded yet nor
+    compiling elsewhere, callees first: those a process compiling `dispatcher` left."""
+    from tracegrad.backends.numba import cache, helpers
+
+    module = sys.modules[dispatcher.py_func.__module__]
+    try:
+        with open(module.__file__, encoding="utf-8") as f:
+            names = cache._direct_callees(f.read()) or ()
+    except (OSError, AttributeError, TypeError):
+        return []
+    symbol = sys.modules[helpers.MODULE]._direct_symbol
+    found = []
+    for name in names:
+        d = getattr(module, name, None)
+        if d is dispatcher:
+            break
+        if d is None:
+            continue
+        found += [(d, a) for a in cache._cached_signatures(d)
+                  if a not in d.overloads and symbol(d, a) not in _PENDING]
+    return found
 
 
 def finish() -> None:

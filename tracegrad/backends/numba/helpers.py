@@ -814,15 +814,17 @@ def _direct_compile(disp, argtys):  # compiled, its machine code registered: (cr
     return cres, name
 
 
-@_intrinsic
-def _direct(typingctx, fn, args):
-    if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
-        return None
+def _direct_typed(fn, args, declared):
+    # `(restype, codegen)` of a `_direct` call; `declared`: its return type when the caller
+    # knows it (the callee is then not typed here when another process compiles it)
     argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
-    elsewhere = _typed_elsewhere(fn.dispatcher, argtys)  # compiled by another process (forks.py)
+    elsewhere = _typed_elsewhere(fn.dispatcher, argtys, declared)  # forks.py
     if elsewhere is None:
         cres, name = _direct_compile(fn.dispatcher, argtys)
         restype = cres.signature.return_type
+        if declared is not None and declared != restype:
+            raise TypeError(f"tracegrad: {fn.dispatcher.py_func.__name__} returns {restype}, "
+                            f"declared {declared} (a tracegrad bug)")
     else:
         restype, name = elsewhere
 
@@ -837,7 +839,30 @@ def _direct(typingctx, fn, args):
         with _cgutils.if_unlikely(builder, status.is_error):
             context.call_conv.return_status_propagate(builder, status)
         return res
+    return restype, codegen
+
+
+@_intrinsic
+def _direct(typingctx, fn, args):
+    if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple):
+        return None
+    restype, codegen = _direct_typed(fn, args, None)
     return restype(fn, args), codegen
+
+
+@_intrinsic
+def _direct_step(typingctx, fn, args, first, count):
+    # a loop's step (control.py): it returns its carries, arguments `first` to
+    # `first + count - 1`, and the iteration count
+    if not isinstance(fn, _nbtypes.Dispatcher) or not isinstance(args, _nbtypes.BaseTuple) \
+            or not isinstance(first, _nbtypes.IntegerLiteral) \
+            or not isinstance(count, _nbtypes.IntegerLiteral):
+        return None
+    a, m = first.literal_value, count.literal_value
+    carries = [_nbtypes.unliteral(t) for t in args.types[a:a + m]]
+    declared = _nbtypes.BaseTuple.from_types(carries + [_nbtypes.int64])
+    restype, codegen = _direct_typed(fn, args, declared)
+    return restype(fn, args, first, count), codegen
 """
 
 # The checks of serial kernels raise through these (`CodeGen.index_stmt`, `check_stmt`).

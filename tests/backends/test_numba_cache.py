@@ -624,3 +624,37 @@ def test_a_cache_of_another_tracegrad_version_is_not_read(tmp_path):
     second = run_script(tmp_path)
     assert first["ok"] and second["ok"] and first["compiled"] == second["compiled"] == 1
     assert len(kernel_files(tmp_path)) == 2 and not second["warnings"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_processes_saving_two_signatures_of_one_function_at_once_keep_both(tmp_path,
+                                                                            monkeypatch):
+    # Numba reads a function's index, picks a data file name not in it, and writes both:
+    # two processes at once would pick the same name (forks.py runs such processes)
+    from numba.core import caching
+
+    from tracegrad.backends.numba import cache
+
+    cache._lock_index_saves()
+    original = caching.IndexDataCacheFile._save_index
+
+    def slow(self, overloads):  # widen the window between reading and writing the index
+        import time
+
+        time.sleep(0.3)
+        original(self, overloads)
+
+    monkeypatch.setattr(caching.IndexDataCacheFile, "_save_index", slow)
+    index = caching.IndexDataCacheFile(str(tmp_path), "f-1.py311", ("stamp", 1))
+    pids = []
+    for key in ("sig a", "sig b"):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                index.save(key, key.upper())
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    assert index.load("sig a") == "SIG A" and index.load("sig b") == "SIG B"

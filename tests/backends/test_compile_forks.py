@@ -76,7 +76,7 @@ def test_callees_compile_in_processes_of_their_own_and_come_back_through_the_cac
     # steps, the loop nests outlined from them) came from a forked process: the large
     # ones forked, those they call typed in the child and compiled by their caller's
     source = tg.compiled_source(f.get_concrete_function(W, XS).graph)
-    callees = cache._direct_callees(source)
+    callees = forks.direct_callees(source)
     assert len(callees) >= 3 + 2 * parts, source
     assert after["callees_compiled_apart"] - before["callees_compiled_apart"] == len(callees)
     nb.clear_memory_cache()

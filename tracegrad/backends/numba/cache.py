@@ -33,7 +33,6 @@ import functools
 import glob
 import hashlib
 import os
-import re
 import shutil
 import stat
 import sys
@@ -497,37 +496,6 @@ def _load_from_disk(d, key, source, signature, entry, cached):
     raise AssertionError("unreachable")
 
 
-_DIRECT_CALL = re.compile(r"\b_direct(?:_step)?\((\w+), ")
-_DEF = re.compile(r"^def (\w+)\(", re.M)
-
-
-def _direct_callees(source: str) -> list | None:
-    """The functions `source` calls by `_direct` (helpers.py), each after those it calls;
-    None when a call comes before its callee's definition."""
-    defs = {m.group(1): m.start() for m in _DEF.finditer(source)}
-    found = {}
-    for m in _DIRECT_CALL.finditer(source):
-        at = defs.get(m.group(1))
-        if at is None or at > m.start():
-            return None
-        found[m.group(1)] = at
-    return sorted(found, key=found.get)
-
-
-def _cached_signatures(dispatcher) -> list:
-    """The argument types `dispatcher` has machine code for in Numba's cache."""
-    cache = dispatcher._cache
-    index_file = getattr(cache, "_cache_file", None)
-    if index_file is None:
-        return []
-    codegen = dispatcher.targetctx.codegen()
-    try:
-        index = index_file._load_index()
-    except Exception:  # noqa: BLE001 - an unreadable index is no index
-        return []
-    return [key[0] for key in index if key == cache._index_key(key[0], codegen)]
-
-
 def _load_callees(module, source: str, path: str) -> None:
     """Load, callees first, the cached machine code of every function the module calls by
     `_direct`: a caller's cached code calls theirs by a symbol they define when loaded.
@@ -535,8 +503,8 @@ def _load_callees(module, source: str, path: str) -> None:
     (all of it compiles anew: a compile finds its callees by typing its calls)."""
     from tracegrad.backends.numba import helpers
 
-    names = _direct_callees(source)
-    found = [(getattr(module, name), _cached_signatures(getattr(module, name)))
+    names = forks.direct_callees(source)
+    found = [(getattr(module, name), forks.cached_signatures(getattr(module, name)))
              for name in names or ()]
     if names is None or not all(sigs for _, sigs in found):
         for f in _numba_cache_files(path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import select
 import signal
 import sys
@@ -297,12 +298,12 @@ def _cached_callees(dispatcher) -> list:
     """`(dispatcher, argtys)` of the functions of `dispatcher`'s module defined before it
     and called by `_direct` that have machine code in the cache and are not loaded yet nor
     compiling elsewhere, callees first: those a process compiling `dispatcher` left."""
-    from tracegrad.backends.numba import cache, helpers
+    from tracegrad.backends.numba import helpers
 
     module = sys.modules[dispatcher.py_func.__module__]
     try:
         with open(module.__file__, encoding="utf-8") as f:
-            names = cache._direct_callees(f.read()) or ()
+            names = direct_callees(f.read()) or ()
     except (OSError, AttributeError, TypeError):
         return []
     symbol = sys.modules[helpers.MODULE]._direct_symbol
@@ -313,9 +314,40 @@ def _cached_callees(dispatcher) -> list:
             break
         if d is None:
             continue
-        found += [(d, a) for a in cache._cached_signatures(d)
+        found += [(d, a) for a in cached_signatures(d)
                   if a not in d.overloads and symbol(d, a) not in _PENDING]
     return found
+
+
+_DIRECT_CALL = re.compile(r"\b_direct(?:_step)?\((\w+), ")
+_DEF = re.compile(r"^def (\w+)\(", re.M)
+
+
+def direct_callees(source: str) -> list | None:
+    """The functions `source` calls by `_direct` (helpers.py), each after those it calls;
+    None when a call comes before its callee's definition."""
+    defs = {m.group(1): m.start() for m in _DEF.finditer(source)}
+    found = {}
+    for m in _DIRECT_CALL.finditer(source):
+        at = defs.get(m.group(1))
+        if at is None or at > m.start():
+            return None
+        found[m.group(1)] = at
+    return sorted(found, key=found.get)
+
+
+def cached_signatures(dispatcher) -> list:
+    """The argument types `dispatcher` has machine code for in Numba's cache."""
+    cache = dispatcher._cache
+    index_file = getattr(cache, "_cache_file", None)
+    if index_file is None:
+        return []
+    codegen = dispatcher.targetctx.codegen()
+    try:
+        index = index_file._load_index()
+    except Exception:  # noqa: BLE001 - an unreadable index is no index
+        return []
+    return [key[0] for key in index if key == cache._index_key(key[0], codegen)]
 
 
 def finish() -> None:

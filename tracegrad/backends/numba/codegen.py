@@ -79,6 +79,17 @@ LOWERING_MODULES = (blocks, blocks_linalg, blocks_reduce, control, remap)
 KEEP_MIN_BYTES = 1 << 16
 
 
+def unsigned(e: str) -> str:
+    """Index expression `e` (never negative: an offset into an operand, a loop index) as an
+    unsigned one when it computes anything: Numba wraps a signed index that may be
+    negative around (a compare and a select per index per read), which kept LLVM from
+    vectorizing a loop reading slices at offsets (4.8x slower on rows of 14)."""
+    bare = e[1:-1] if e.startswith("{") and e.endswith("}") else e  # a slot: one name
+    if bare.isidentifier() or not any(c.isalpha() for c in e):
+        return e
+    return f"np.uint64({e})"
+
+
 class CodeGen:
     """Generates the module source for `plan.graph` (see the module docstring)."""
 
@@ -205,7 +216,7 @@ class CodeGen:
             if d == "1":
                 parts.append("0")
             else:
-                parts.append(e)
+                parts.append(unsigned(e))
                 deps |= dep
         return f"{ref.name}[{', '.join(parts)}]" if parts else f"{ref.name}[()]", deps
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegrad.core.op import constant_p
+from tracegrad.core.shapes import size
 from tracegrad.ops import indexing, shape_ops
 
 MAX_ELEMENTS = 1 << 16  # the most elements of a rewritten tree's result
@@ -34,7 +35,7 @@ def collapsed(rw, op, ins):
     """The movement tree rooted at `op` (target-graph operands `ins`) as one gather,
     slice or reshape of the tensor it reads, or None."""
     out = op.outputs[0].type
-    if None in out.shape or not 0 < _size(out.shape) <= MAX_ELEMENTS:
+    if None in out.shape or not 0 < size(out.shape) <= MAX_ELEMENTS:
         return None
     if op.primitive is not shape_ops.concatenate_p and not _reaches_merge(ins[0]):
         return None
@@ -45,7 +46,7 @@ def collapsed(rw, op, ins):
     shape = tuple(src.type.shape)
     if None in shape:
         return None
-    flat = np.arange(_size(shape), dtype=np.int64).reshape(shape)
+    flat = np.arange(size(shape), dtype=np.int64).reshape(shape)
     try:
         index = np.asarray(_evaluate(op, ins, src, flat, {}))
     except (IndexError, ValueError):
@@ -53,7 +54,7 @@ def collapsed(rw, op, ins):
     plan = _plan(shape, index.reshape(-1), out.shape)
     if plan[0] >= walk.ops:
         return None  # no fewer ops (a tree this rule made is left as it is)
-    return _emit(rw, op, src, shape, out.shape, plan)
+    return _emit(rw, op, src, out.shape, plan)
 
 
 class _Walk:
@@ -128,33 +129,30 @@ def _value(t, src, flat, memo):
 
 
 def _plan(shape, index, out_shape):
-    """How `index` (flat) moves a tensor of `shape` to `out_shape`: `(ops, width, rows)`,
-    the ops it takes, the length of the rows moved whole and the rows picked, in order
-    (None: all of them, unmoved)."""
-    n = _size(shape)
+    """How `index` (flat) moves a tensor of `shape` to `out_shape`: `(ops, table, rows)`,
+    the ops it takes, the tensor seen as a table of the rows moved whole (its shape) and
+    the rows picked, in order (None: all of them, unmoved)."""
+    n = size(shape)
     if index.size == n and np.array_equal(index, np.arange(n)):
-        return (int(tuple(shape) != tuple(out_shape)), n, None)
+        return (int(tuple(shape) != tuple(out_shape)), None, None)
     width = _row_width(shape, index)
     rows = index[::width] // width
     table = (n // width, width) if width > 1 else (n,)
-    picked = (rows.size, width) if width > 1 else (rows.size,)
-    ops = 1 + (table != tuple(shape)) + (picked != tuple(out_shape))
-    return (ops, width, rows)
+    picked = (rows.size, *table[1:])
+    return (1 + (table != tuple(shape)) + (picked != tuple(out_shape)), table, rows)
 
 
-def _emit(rw, op, src, shape, out_shape, plan):
-    _, width, rows = plan
+def _emit(rw, op, src, out_shape, plan):
+    _, table_shape, rows = plan
     if rows is None:
         return [_reshaped(rw, op, src, out_shape)]
-    n = _size(shape)
-    table = _reshaped(rw, op, src, (n // width, width) if width > 1 else (n,))
-    m = rows.size
-    if np.array_equal(rows, np.arange(rows[0], rows[0] + m)):
-        lo = int(rows[0])
-        start, limit = (lo, 0)[:table.type.ndim], (lo + m, width)[:table.type.ndim]
+    table = _reshaped(rw, op, src, table_shape)
+    lo, m = int(rows[0]), rows.size
+    if np.array_equal(rows, np.arange(lo, lo + m)):
         picked = rw.emit(shape_ops.slice_p, [table],
-                         {"start_indices": start, "limit_indices": limit,
-                          "strides": (1,) * table.type.ndim}, op.source)[0]
+                         {"start_indices": (lo, 0)[:len(table_shape)],
+                          "limit_indices": (lo + m, *table_shape[1:]),
+                          "strides": (1,) * len(table_shape)}, op.source)[0]
     else:
         at = rw.constant(rows.astype(np.int64), source=op.source)
         picked = rw.emit(indexing.gather_p, [table, at], {"axis": 0}, op.source)[0]
@@ -165,7 +163,7 @@ def _row_width(shape, index) -> int:
     """The longest trailing block of `shape` (a product of its last dims) that `index`
     moves whole: runs of that many consecutive indices, each starting at a multiple of it."""
     for k in range(1, len(shape) + 1):
-        width = _size(shape[k:]) if k < len(shape) else 1
+        width = size(shape[k:])
         if width == 1:
             return 1
         if index.size % width:
@@ -182,10 +180,3 @@ def _reshaped(rw, op, x, shape):
     if tuple(x.type.shape) == shape:
         return x
     return rw.emit(shape_ops.reshape_p, [x], {"new_sizes": shape}, op.source)[0]
-
-
-def _size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

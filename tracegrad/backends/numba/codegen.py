@@ -84,7 +84,7 @@ def unsigned(e: str) -> str:
     unsigned one when it computes anything: Numba wraps a signed index that may be
     negative around (a compare and a select per index per read), which kept LLVM from
     vectorizing a loop reading slices at offsets (4.8x slower on rows of 14)."""
-    bare = e[1:-1] if e.startswith("{") and e.endswith("}") else e  # a slot: one name
+    bare = name_of(e) if e.startswith("{") and e.endswith("}") else e  # a slot: one name
     if bare.isidentifier() or not any(c.isalpha() for c in e):
         return e
     return f"np.uint64({e})"

@@ -101,25 +101,54 @@ class _Source:
 
 def generate_source(graph: FuncGraph, parallel: bool = False) -> str:
     """The Python source of the module the Numba backend compiles for `graph` (for a graph
-    with control flow, the modules of its straight-line runs and of its sub-graphs)."""
+    with control flow, the modules of its straight-line runs and of its sub-graphs): its
+    first kernel, whose slices start at constants (`_kernel_source`)."""
     graph = _lower(graph)
     if has_control_flow(graph):
         try:
-            return split_entry(_generate(graph, parallel)[1].generate(), ENTRY)
+            return split_entry(_generate(graph, parallel, constant_starts=True)[1].generate(),
+                               ENTRY)
         except Segment:
             return SegmentedExecutor(graph, lambda g: _Source(generate_source(g, parallel)),
                                      parallel).source
     found, plan = _row_split(Plan(graph)) if parallel else (None, None)
-    return (found or _source(*_generate(graph, parallel, plan)))[0]
+    return (found or _source(*_generate(graph, parallel, plan, constant_starts=True)))[0]
 
 
-def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None):
+def _generate(graph: FuncGraph, parallel: bool, plan: Plan | None = None,
+              constant_starts: bool = False):
     plan = plan or Plan(graph)
     if has_control_flow(graph):
         check_outer(plan)
-    cg = CodeGen(plan, parallel)
+    cg = CodeGen(plan, parallel, constant_starts=constant_starts)
     cg.keep_temporaries()  # those of known shapes (of a graph with unknown dims too)
     return plan, cg
+
+
+def _kernel_source(graph: FuncGraph, parallel: bool, plan: Plan | None):
+    """`(source, cg)` of the kernel to load for `graph`.
+
+    A slice whose start is a non-negative constant reads at that constant, not at a slot of
+    `I` loaded at kernel entry: an index LLVM folds, and a shorter compile (the LSTM l=4
+    gradient: 274 slot loads fewer). Such starts may be sizes, though (`x[n // 2:]`, a
+    concatenation's gradient), and the generic kernel serves every size. So a graph loads
+    the generic kernel when it is compiled already (in memory or on disk), or when a
+    specialization of it with other starts was loaded before (the function met a second
+    size); else the specialized one: at most two compiles for a function whatever the
+    sizes it meets."""
+    from tracegrad.backends.numba.cache import SPECIALIZED, has_kernel, kernel_key
+
+    generic = _source(*_generate(graph, parallel, plan))
+    signature = _signature(graph, generic[1])
+    if has_kernel(generic[0], signature):
+        return generic
+    special = _source(*_generate(graph, parallel, constant_starts=True))
+    if special[0] == generic[0]:
+        return generic
+    key = kernel_key(special[0], str(_signature(graph, special[1])))
+    if SPECIALIZED.setdefault(kernel_key(generic[0], str(signature)), key) != key:
+        return generic
+    return special
 
 
 def _source(plan: Plan, cg: CodeGen):
@@ -182,7 +211,7 @@ def _executor(graph: FuncGraph, parallel: bool, compile_parallel=None, threaded=
     from tracegrad.backends.numba.executor import Executor
 
     source, cg = found if found is not None and parallel else \
-        _source(*_generate(graph, parallel, plan))
+        _kernel_source(graph, parallel, plan)
     if parallel:
         passive_omp()
     entry = load_kernel(source, _signature(graph, cg), ENTRY)

@@ -420,6 +420,25 @@ def load_kernel(source: str, signature, entry: str):
         return result
 
 
+# The generic kernels (every slice start read from `I`) whose specialization (its starts
+# constants written in) was loaded: generic key -> specialized key (backends/numba's
+# `_kernel_source`).
+SPECIALIZED: dict[str, str] = {}
+
+
+def has_kernel(source: str, signature) -> bool:
+    """Whether `load_kernel(source, signature, ...)` would load machine code (from memory or
+    the disk cache) rather than compile."""
+    key = kernel_key(source, str(signature))
+    if key in _MEMORY:
+        return True
+    try:
+        d = _writable_dir()
+    except OSError:
+        return False
+    return bool(_numba_cache_files(os.path.join(d, f"tg_{key}.py")))
+
+
 def _compile_in_child(d, key, source, signature, entry) -> None:
     """Compile the kernel into the cache in a forked child (child.py), for `_load_from_disk`
     to load. A child that could not write the cache raises OSError here (load_kernel then
@@ -544,3 +563,4 @@ def clear_memory_cache() -> None:
     """Forget the kernels loaded in this process (the disk cache stays)."""
     with _LOCK:
         _MEMORY.clear()
+        SPECIALIZED.clear()

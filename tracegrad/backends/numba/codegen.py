@@ -93,13 +93,14 @@ def unsigned(e: str) -> str:
 class CodeGen:
     """Generates the module source for `plan.graph` (see the module docstring)."""
 
-    def __init__(self, plan: Plan, parallel: bool = False, module=None, entry: str = ENTRY):
+    def __init__(self, plan: Plan, parallel: bool = False, module=None, entry: str = ENTRY,
+                 constant_starts: bool = False):
         self.plan = plan
         self.graph = plan.graph
         self.parallel = parallel
         # the generated module this function is part of: its other functions (the kernels
         # of sub-graphs), the helpers it imports and the raise tags, shared by them all
-        self.module = module if module is not None else control.Module()
+        self.module = module if module is not None else control.Module(constant_starts)
         self.entry = entry
         self.sub = module is not None  # a sub-graph's kernel, called by the entry
         self.lines: list = []  # records (`records.Stmt`, `Comment`, `Line`)

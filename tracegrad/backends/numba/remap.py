@@ -57,11 +57,17 @@ def _v_slice(cg, op, t, idx, nest):
         if x.shape[k] == 1:
             mapped.append(("0", frozenset()))
             continue
-        s = cg.int_local(AttrSlot(tid, _slice_start(k, start, limit, stride)), "st")
-        if stride == 1:
-            mapped.append((f"({s} + {e})", dep))
+        if cg.module.constant_starts and start is not None and start >= 0:
+            s = str(start)  # (strides are positive) the run-time start if an element is read
         else:
-            mapped.append((f"({s} + {stride} * {e})", dep))
+            s = cg.int_local(AttrSlot(tid, _slice_start(k, start, limit, stride)), "st")
+        step = e if stride == 1 else f"{stride} * {e}"
+        if s == "0":
+            mapped.append((e if stride == 1 else f"({step})", dep))
+        elif e == "0":
+            mapped.append((s, dep))
+        else:
+            mapped.append((f"({s} + {step})", dep))
     return cg.elem(x, mapped, nest)
 
 def _v_rev(cg, op, t, idx, nest):

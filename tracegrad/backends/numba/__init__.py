@@ -139,16 +139,14 @@ def _kernel_source(graph: FuncGraph, parallel: bool, plan: Plan | None):
     from tracegrad.backends.numba.cache import SPECIALIZED, has_kernel, kernel_key
 
     generic = _source(*_generate(graph, parallel, plan))
-    signature = _signature(graph, generic[1])
-    if has_kernel(generic[0], signature):
+    generic_key = kernel_key(generic[0], str(_signature(graph, generic[1])))
+    if has_kernel(generic_key):
         return generic
     special = _source(*_generate(graph, parallel, constant_starts=True))
     if special[0] == generic[0]:
         return generic
     key = kernel_key(special[0], str(_signature(graph, special[1])))
-    if SPECIALIZED.setdefault(kernel_key(generic[0], str(signature)), key) != key:
-        return generic
-    return special
+    return special if SPECIALIZED.setdefault(generic_key, key) == key else generic
 
 
 def _source(plan: Plan, cg: CodeGen):

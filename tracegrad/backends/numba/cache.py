@@ -401,8 +401,7 @@ def load_kernel(source: str, signature, entry: str):
         d = _writable_dir()
         try:
             _ensure_helpers(d, True)
-            in_child = child.wanted(source.count("\n")) and not _numba_cache_files(
-                os.path.join(d, f"tg_{key}.py"))
+            in_child = child.wanted(source.count("\n")) and not _on_disk(d, key)
             if in_child:
                 _compile_in_child(d, key, source, signature, entry)
             hits = STATS["disk_hits"]
@@ -426,16 +425,19 @@ def load_kernel(source: str, signature, entry: str):
 SPECIALIZED: dict[str, str] = {}
 
 
-def has_kernel(source: str, signature) -> bool:
-    """Whether `load_kernel(source, signature, ...)` would load machine code (from memory or
-    the disk cache) rather than compile."""
-    key = kernel_key(source, str(signature))
+def has_kernel(key: str) -> bool:
+    """Whether `load_kernel` of the kernel `key` (`kernel_key`) would load machine code
+    (from memory or the disk cache) rather than compile."""
     if key in _MEMORY:
         return True
     try:
-        d = _writable_dir()
+        return _on_disk(_writable_dir(), key)
     except OSError:
         return False
+
+
+def _on_disk(d: str, key: str) -> bool:
+    """Whether Numba's cache in `d` has files of the kernel `key`'s module."""
     return bool(_numba_cache_files(os.path.join(d, f"tg_{key}.py")))
 
 

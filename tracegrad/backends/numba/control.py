@@ -58,7 +58,7 @@ class Module:
     def __init__(self, constant_starts: bool = False):
         self.functions: list[str] = []  # sub-graph kernels, callees before callers
         # a slice's non-negative start is written in as a constant, not read from `I`
-        # (`compile_graph` chooses: backends/numba/__init__.py)
+        # (`_kernel_source` chooses: backends/numba/__init__.py)
         self.constant_starts = constant_starts
         self.helpers: dict = {}  # helper names to import
         self.raises: list = []  # raise tag -> op

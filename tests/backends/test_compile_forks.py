@@ -17,7 +17,7 @@ from tracegrad import backends
 
 nb = pytest.importorskip("tracegrad.backends.numba")
 from tests.backends.test_compile_child import in_child  # noqa: E402, F401 (a fixture)
-from tracegrad.backends.numba import cache, child, forks, fusion, split  # noqa: E402
+from tracegrad.backends.numba import cache, child, forks, fusion, llvmgen, split  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not child.available(), reason="child compiles need Linux")
 
@@ -25,10 +25,12 @@ pytestmark = pytest.mark.skipif(not child.available(), reason="child compiles ne
 @pytest.fixture
 def forking(in_child, monkeypatch):
     """`in_child`, and every `_direct` callee forked (two cores, whatever the machine has),
-    the loop nests of large steps outlined into callees too."""
+    the loop nests of large steps outlined into callees too, none translated to LLVM IR
+    (llvmgen.py: those are not forked)."""
     monkeypatch.setattr(forks, "MIN_LINES", 1)
     monkeypatch.setattr(forks, "_cores", lambda: 2)
     monkeypatch.setattr(fusion, "OUTLINE_OPS", 0)
+    monkeypatch.setattr(llvmgen, "ENABLED", False)  # every callee compiled by Numba
 
 
 def rnn_loss(w, xs):

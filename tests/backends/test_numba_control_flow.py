@@ -347,11 +347,21 @@ def _gated_cells(params, xs):
     return tnp.sum(tg.scan(step, (state, state), (xs[:-1], xs[1:]))[1])
 
 
+def _step_llvm(dispatcher) -> str:
+    """The optimized LLVM IR of a step function: translated (llvmgen.py) or Numba's."""
+    from tracegrad.backends.numba import llvmgen
+
+    return llvmgen.inspect_llvm(dispatcher) or "\n".join(dispatcher.inspect_llvm().values())
+
+
+@pytest.mark.parametrize("translated", [True, False])
 def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothing(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, translated):
     from tests.backends._codegen_probe import kernel_module
     from tracegrad.backends import numba as nb
+    from tracegrad.backends.numba import llvmgen
 
+    monkeypatch.setattr(llvmgen, "ENABLED", translated)
     rng = np.random.default_rng(7)
     weights, xs = rng.uniform(-1, 1, (6, 56)), rng.uniform(0, 1, (40, 14))
     # compiled here (cached machine code has no text to inspect)
@@ -362,10 +372,10 @@ def test_a_step_loop_reading_many_arrays_vectorizes_and_its_sums_allocate_nothin
     step = re.search(r"\ndef (while_step\d+)\(.*?\n(.*?)\n\n", src, re.S)
     assert "np.empty" not in step.group(2)  # the sums' block buffers too: from the workspace
     nb.compile_graph(graph)
-    llvm = "\n".join(getattr(kernel_module(src), step.group(1)).inspect_llvm().values())
+    llvm = _step_llvm(getattr(kernel_module(src), step.group(1)))
     # exp's reduction constant (1/ln 2) multiplies vectors: the step's loop, which stores
     # five arrays and reads twenty, is vectorized (it needed more run-time alias checks
-    # than LLVM allows by default, and ran scalar)
+    # than LLVM allows by default, and ran scalar), translated to LLVM IR or not
     assert re.search(r"fmul (fast )?<\d+ x double> [^\n]*0x3FF71547652B82FE", llvm)
     got, want = _both(_gated_cells, weights, xs)
     np.testing.assert_allclose(got, want, rtol=1e-13)
@@ -397,11 +407,11 @@ def test_a_loop_runs_in_its_step_function_compiled_once(tmp_path, monkeypatch):
     module = kernel_module(src)
     llvm = "\n".join(module.kernel.inspect_llvm().values())
     defined = [line for line in llvm.splitlines() if line.startswith("define")]
-    assert not any("while_step" in line for line in defined)
+    assert not any("while_step" in line or "tg_direct." in line for line in defined)
+    assert len(re.findall(r"^declare .*tg_direct\.", llvm, re.M)) == 2  # the steps, called
     for s in steps:
-        assert any(line.startswith("define") and s in line
-                   for line in "\n".join(getattr(module, s).inspect_llvm().values())
-                   .splitlines())
+        assert any(line.startswith("define") and (s in line or "tg_direct." in line)
+                   for line in _step_llvm(getattr(module, s)).splitlines())
     got, want = _both(tg.grad(loss), np.full(4, 0.1))
     np.testing.assert_allclose(got, want, rtol=1e-13)
 

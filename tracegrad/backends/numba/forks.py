@@ -337,7 +337,13 @@ def direct_callees(source: str) -> list | None:
 
 
 def cached_signatures(dispatcher) -> list:
-    """The argument types `dispatcher` has machine code for in Numba's cache."""
+    """The argument types `dispatcher` has machine code for in Numba's cache (or
+    translated, in the kernel cache: llvmgen.py)."""
+    from tracegrad.backends.numba import llvmgen
+
+    translated = llvmgen.cached_argtys(dispatcher)
+    if translated:
+        return translated
     cache = dispatcher._cache
     index_file = getattr(cache, "_cache_file", None)
     if index_file is None:

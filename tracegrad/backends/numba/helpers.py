@@ -793,6 +793,7 @@ import hashlib as _hashlib
 
 import llvmlite.binding as _llvm
 
+from tracegrad.backends.numba import llvmgen as _llvmgen
 from tracegrad.backends.numba.forks import typed_elsewhere as _typed_elsewhere
 from tracegrad.backends.numba.forks import typed_only as _typed_only
 
@@ -804,6 +805,8 @@ def _direct_symbol(disp, argtys):
 
 def _direct_compile(disp, argtys):  # compiled, its machine code registered: (cres, symbol)
     argtys = tuple(argtys)
+    if _llvmgen.load_or_compile(disp, argtys, _direct_symbol(disp, argtys)) is not None:
+        return None, _direct_symbol(disp, argtys)  # translated to LLVM IR (llvmgen.py)
     disp.compile(argtys)
     cres = disp.overloads[argtys]
     address = cres.library.get_pointer_to_function(cres.fndesc.mangled_name)
@@ -818,6 +821,26 @@ def _direct_typed(fn, args, declared):
     # `(restype, codegen)` of a `_direct` call; `declared`: its return type when the caller
     # knows it (the callee is then not typed here when another process compiles it)
     argtys = tuple(_nbtypes.unliteral(t) for t in args.types)
+    symbol = _direct_symbol(fn.dispatcher, argtys)
+    found = _llvmgen.load_or_compile(fn.dispatcher, argtys, symbol,
+                                     "call" if declared is None else "step")
+    if found is not None:  # translated to LLVM IR (llvmgen.py)
+        picks = found.returns
+        if (picks is None) != (declared is None) or (picks is not None and tuple(
+                argtys[k] for k in picks) != tuple(declared)[:-1]):
+            raise TypeError(f"tracegrad: {fn.dispatcher.py_func.__name__} returns "
+                            f"{picks}, declared {declared} (a tracegrad bug)")
+
+        def translated(context, builder, sig, llargs):
+            values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
+            count = _llvmgen.call(context, builder, argtys, values, symbol)
+            if picks is None:
+                return context.get_dummy_value()
+            items = [values[k] for k in picks]
+            for k, v in zip(picks, items):
+                context.nrt.incref(builder, argtys[k], v)
+            return context.make_tuple(builder, sig.return_type, items + [count])
+        return (_nbtypes.none if declared is None else declared), translated
     elsewhere = _typed_elsewhere(fn.dispatcher, argtys, declared)  # forks.py
     if elsewhere is None:
         cres, name = _direct_compile(fn.dispatcher, argtys)

@@ -281,3 +281,146 @@ def test_steps_and_nests_are_translated_and_cached_beside_the_kernel(tmp_path):
         path.write_bytes(b"not a cache entry")
     fourth = run_script(tmp_path, SCRIPT, **OUTLINED)
     assert fourth["ok"] and fourth["translated"] == first["callees"], fourth
+
+
+# -- the helper module's scalar functions, translated and inlined ---------------------
+
+PROBES = np.array([0.0, -0.0, 1e-310, -1e-310, 2.2250738585072014e-308, 1e-20, 0.3, -0.7,
+                   1.0, -1.0, 2.5, -3.75, 17.0, -30.5, 88.7, -100.25, 709.78, 709.79,
+                   -745.2, -746.5, 1e300, -1e300, np.inf, -np.inf, np.nan, 0.5, 0.6931,
+                   1.4142135623730951, 0.7071067811865476, 3.141592653589793])
+
+
+def _helpers_module():
+    import sys
+
+    from tracegrad.backends.numba import helpers
+
+    tg.function(lambda x: tnp.tanh(tnp.exp(x)), backend="numba")(np.ones(3))  # loaded
+    return sys.modules[helpers.MODULE]
+
+
+def test_scalar_helpers_translated_give_numbas_bits(module):
+    from numba import types
+    from numba.core.registry import CPUDispatcher
+
+    mod = _helpers_module()
+    names = sorted(n for n, v in vars(mod).items() if isinstance(v, CPUDispatcher)
+                   and n.endswith("_v") and v.targetoptions.get("forceinline"))
+    translated = []
+    for name in names:
+        try:
+            llvmgen._helper_ir(getattr(mod, name), (types.float64,))
+        except llvmgen.Unsupported:
+            continue
+        translated.append(name)
+    assert {"_exp_v", "_log_v", "_tanh_v", "_expm1_v"} <= set(translated), translated
+    for name in translated:
+        vars(module)[name] = getattr(mod, name)
+        src = (f"def apply{name}(out, x):\n    for i in range(x.shape[0]):\n"
+               f"        out[i] = {name}(x[i])\n")
+        exec(compile(src, module.__file__, "exec"), vars(module))  # noqa: S102
+        fn = vars(module)[f"apply{name}"]
+        fn.__module__ = module.__name__
+        import inspect
+        import linecache
+
+        lines = src.splitlines(True)
+        linecache.cache[f"<probe {name}>"] = (len(src), None, lines, f"<probe {name}>")
+        fn.__code__ = fn.__code__.replace(co_filename=f"<probe {name}>")
+        assert inspect.getsource(fn) == src
+        out = np.zeros_like(PROBES)
+        rc, *_ = run_translated(fn, out, PROBES)
+        with np.errstate(all="ignore"):
+            want = np.array([getattr(mod, name)(x) for x in PROBES])
+        assert rc == 0
+        np.testing.assert_array_equal(out.view(np.int64), want.view(np.int64), err_msg=name)
+
+
+# -- whole entries: a kernel's body as one part, translated --------------------------------
+
+@pytest.fixture
+def entries_translated(monkeypatch, tmp_path):
+    """Every kernel's entry made one part (split.py), so its body is translated too."""
+    from tracegrad.backends.numba import split
+
+    monkeypatch.setattr(split, "ENTRY_LINES", 1)
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(llvmgen, "_OF_FUNCTION", {})
+    nb.clear_memory_cache()
+    yield
+    nb.clear_memory_cache()
+
+
+def _entry_translated() -> bool:
+    """Whether a kernel run since the fixture ran its body translated (its one part)."""
+    return any(name == "kernel_part0" for _, name in llvmgen._OF_FUNCTION)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 127, 128, 129, 1000, 1024, 1025, 4099, 100_003])
+def test_sums_in_a_translated_entry_are_numbas_bits(entries_translated, monkeypatch, n):
+    x = np.random.default_rng(n).standard_normal(n) * 1e3
+
+    def f(v):
+        return tnp.sum(v), tnp.sum(v * v), tnp.max(v), tnp.sum(v.reshape(1, -1), axis=1)
+
+    got = tg.function(f, backend="numba")(x)
+    assert _entry_translated()
+    monkeypatch.setattr(llvmgen, "ENABLED", False)  # Numba compiles the same source
+    nb.clear_memory_cache()
+    want = tg.function(f, backend="numba")(x)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a).view(np.int64),
+                                      np.asarray(b).view(np.int64))
+    if n <= 1024:  # one block: NumPy's pairwise order
+        assert float(got[0]) == float(np.sum(x)) and float(got[1]) == float(np.sum(x * x))
+
+
+def _program(w, x, idx):
+    h = tnp.tanh(x @ w[:4] + w[4])
+    parts = tnp.concatenate([h[:, :2] * 2.0, tnp.exp(-h[:, 1:]), h[::-1, :1]], axis=1)
+    picked = tnp.take(parts, idx, axis=0)
+    s = tnp.sum(picked * picked) + tnp.sum(tnp.log1p(parts * parts), axis=0)[1]
+    return s / (1.0 + tnp.mean(parts)), tnp.cumsum(parts, axis=0)[-1]
+
+
+def test_a_translated_entry_matches_numpy_with_gradients(entries_translated):
+    rng = np.random.default_rng(11)
+    w, x = rng.standard_normal((5, 3)), rng.standard_normal((6, 4))
+    idx = np.array([0, 5, 2, 2, -1])
+    for f in (_program, tg.value_and_grad(lambda w, x, i: _program(w, x, i)[0])):
+        g = tg.function(f, backend="numba")
+        got = g(w, x, idx)
+        want = tg.function(f, backend="numpy")(w, x, idx)
+        for a, b in zip(tg.tree.flatten(got)[0], tg.tree.flatten(want)[0]):
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+        assert _entry_translated()
+    with pytest.raises(tg.errors.TracegradIndexError, match=r"test_numba_llvmgen.py:"):
+        tg.function(_program, backend="numba")(w, x, np.array([0, 6]))
+
+
+def test_a_translated_entry_runs_a_scan_and_frees_its_buffers(entries_translated):
+    f = tg.function(tg.value_and_grad(rnn_loss), backend="numba")
+    want = tg.function(tg.value_and_grad(rnn_loss), backend="numpy")(W, XS)
+    f(W, XS)
+    assert _entry_translated()
+    import resource
+
+    for k in range(300):
+        got = f(W, XS)
+        if k == 50:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 20_000  # KiB
+    assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-14)
+
+
+def test_a_helper_that_may_raise_leaves_its_caller_to_numba(entries_translated):
+    # int power raises on a negative exponent (a Numba helper's ValueError): the entry
+    # calling it is not translated, and the error is the one Numba raises
+    f = tg.function(lambda a, b: a ** b + a, backend="numba")
+    a = np.array([1, 2, 3, -4])
+    np.testing.assert_array_equal(f(a, np.array([0, 1, 2, 3])), a ** np.array([0, 1, 2, 3]) + a)
+    assert not _entry_translated()
+    with pytest.raises(ValueError, match="integers to negative integer powers"):
+        f(a, np.array([0, -1, 2, 3]))

@@ -35,6 +35,7 @@ import textwrap
 
 INDEX_ERROR = 1
 NUMBA_ERROR = 2
+MEMORY_ERROR = 3
 
 
 class Unsupported(Exception):
@@ -52,7 +53,8 @@ _CASTS = {"float64", "float32", "int64", "int32", "int16", "int8", "uint64", "ui
           "uint16", "uint8", "intp", "bool_"}
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
-           ast.BitXor: operator.xor, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+           ast.BitXor: operator.xor, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.LShift: operator.lshift, ast.RShift: operator.rshift}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
            ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _FCMP = {operator.lt: "olt", operator.le: "ole", operator.gt: "ogt", operator.ge: "oge",
@@ -60,8 +62,12 @@ _FCMP = {operator.lt: "olt", operator.le: "ole", operator.gt: "ogt", operator.ge
 _ICMP = {operator.lt: "lt", operator.le: "le", operator.gt: "gt", operator.ge: "ge"}
 _FLOAT_OPS = {operator.add: "fadd", operator.sub: "fsub", operator.mul: "fmul"}
 _INT_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
-            operator.and_: "and", operator.or_: "or", operator.xor: "xor"}
+            operator.and_: "and", operator.or_: "or", operator.xor: "xor",
+            operator.lshift: "shl"}
 _ARRAY = "array"
+_TUPLE = "tuple"  # of scalars: a list of (value, type)
+_FLOAT_CONSTANTS = {"inf": float("inf"), "nan": float("nan"), "pi": 3.141592653589793,
+                    "e": 2.718281828459045}
 
 
 def _name(t) -> str:
@@ -119,7 +125,8 @@ class _Array:
 class _Fn:
     """The translation of one function."""
 
-    def __init__(self, typing, names: dict, symbol_of):
+    def __init__(self, typing, names: dict, symbol_of, helper: bool = False):
+        self.helper = helper  # a helper module's scalar function: returns its value
         self.typing = typing  # Numba's typing context
         self.names = names  # the module's globals
         self.symbol_of = symbol_of  # (dispatcher, argtys) -> symbol of a `_direct` callee
@@ -134,6 +141,17 @@ class _Fn:
         self.libraries: list = []
         self.callees: list = []  # (name, argtys, symbol) of the functions called by `_direct`
         self.returns = False  # None: returns nothing; a list: the argument indices returned
+        # (of a helper: the types it returns)
+        self.defs: dict = {}  # symbol -> definition of the helpers translated with it
+        self.freed: list = []  # slots of the buffers allocated here, freed at every return
+        self.inits: list = []  # stores at entry, after the allocas
+        self.counters: set = set()  # (scope, name) of int variables never negative
+        self.stores: dict = {}  # name -> how many statements of the function assign it
+        self.branches = 0  # depth of `if` statements around what is translated now
+        self.scope = 0  # of the function inlined now (0: the function itself)
+        self.scopes = 0
+        self.module = None  # the name of the module of the function translated
+        self.inline = None  # of the function inlined now: where its returns go
         self.terminated = False
 
     # -- emission ------------------------------------------------------------------------
@@ -158,6 +176,13 @@ class _Fn:
         t = self.tmp()
         self.allocas.append(f"{t} = alloca {ty}" + (f", i64 {count}" if count > 1 else ""))
         return t
+
+    def ret(self, value: str) -> None:
+        """Return `value` (`i32 <code>`), the buffers allocated here freed first."""
+        for slot in self.freed:
+            self.emit(f"call void @free(ptr {self.op(f'load ptr, ptr {slot}')})")
+        self.emit(f"ret {value}")
+        self.terminated = True
 
     def branch(self, target: str) -> None:
         self.emit(f"br label %{target}")
@@ -219,16 +244,28 @@ class _Fn:
 
     def resolve(self, fn, types_):
         """`(argument types, result type)` of Numba's typing of `fn` on `types_`."""
+        key = (fn, tuple(types_))
+        found = _RESOLVED.get(key)
+        if found is None:
+            found = _RESOLVED[key] = self._resolve(fn, types_)
+        if isinstance(found, Unsupported):
+            raise found
+        return found
+
+    def _resolve(self, fn, types_):
         try:
             sig = self.typing.resolve_function_type(fn, tuple(_nbtype(_scalar(t))
                                                               for t in types_), {})
-        except Unsupported:
-            raise
-        except Exception as e:  # noqa: BLE001 - Numba's typing errors vary
-            raise Unsupported(f"{fn} on {types_}") from e
+        except Unsupported as e:
+            return e
+        except Exception:  # noqa: BLE001 - Numba's typing errors vary
+            return Unsupported(f"{fn} on {types_}")
         if sig is None:
-            raise Unsupported(f"{fn} on {types_}")
-        return [_name(a) for a in sig.args], _name(sig.return_type)
+            return Unsupported(f"{fn} on {types_}")
+        try:
+            return [_name(a) for a in sig.args], _name(sig.return_type)
+        except Unsupported as e:
+            return e
 
     def scalar(self, e) -> tuple[str, str]:
         v, t = self.expr(e)
@@ -260,11 +297,29 @@ class _Fn:
             return self.arrays[e.id], _ARRAY
         found = self.vars.get(e.id)
         if found is None:
+            value = self.names.get(e.id)  # a constant of the module
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return self.e_Constant(ast.Constant(value=value))
             raise Unsupported(f"name {e.id}")
         ptr, t = found
         return self.op(f"load {_LL[t]}, ptr {ptr}"), t
 
+    def e_Attribute(self, e):
+        if isinstance(e.value, ast.Name) and e.value.id in ("np", "math") \
+                and e.attr in _FLOAT_CONSTANTS:
+            return self.e_Constant(ast.Constant(value=_FLOAT_CONSTANTS[e.attr]))
+        raise Unsupported("attribute")
+
+    def e_Tuple(self, e):
+        items = [self.expr(x) for x in e.elts]
+        if any(t not in _LL and t != _ARRAY for _, t in items):
+            raise Unsupported("a tuple of these")
+        return items, _TUPLE
+
     def e_UnaryOp(self, e):
+        c = _constant_int(e)
+        if c is not None and isinstance(e.op, ast.USub) and -2**63 <= c < 0:
+            return str(c), "int64"
         v, t = self.scalar(e.operand)
         if isinstance(e.op, ast.UAdd):
             return v, t
@@ -298,6 +353,8 @@ class _Fn:
             name = _FLOAT_OPS.get(fn)
         elif r == "bool":
             name = _INT_OPS[fn] if fn in (operator.and_, operator.or_, operator.xor) else None
+        elif fn is operator.rshift:
+            name = "ashr" if _is_signed(r) else "lshr"
         else:
             name = _INT_OPS[fn]
         if name is None:
@@ -306,7 +363,7 @@ class _Fn:
 
     def divide(self, fn, right, a, ta, b, tb, args, r):
         # Python's floor division and modulo of signed ints, by a positive constant only
-        c = _constant_int(right)
+        c = self.constant(right)
         if r != "int64" or args != ["int64", "int64"] or c is None or c <= 0:
             raise Unsupported(f"{fn.__name__} on {ta}, {tb}")
         a, b = self.cast(a, ta, "int64"), self.cast(b, tb, "int64")
@@ -394,6 +451,8 @@ class _Fn:
         if t != _ARRAY:
             raise Unsupported("subscript of a scalar")
         s = e.slice
+        if isinstance(s, ast.Slice):
+            return self.slice(arr, s), _ARRAY
         items = s.elts if isinstance(s, ast.Tuple) else [s]
         if any(isinstance(x, ast.Slice) for x in items) or len(items) > len(arr.shape):
             raise Unsupported("slice")
@@ -414,11 +473,31 @@ class _Fn:
         if not _is_signed(t):
             return self.cast(v, t, "uint64")
         v = self.cast(v, t, "int64")
-        c = _constant_int(x)
-        if c is not None and c >= 0:
+        if self.non_negative(x):
             return v
         neg = self.op(f"icmp slt i64 {v}, 0")
         return self.op(f"select i1 {neg}, i64 {self.op(f'add i64 {v}, {n}')}, i64 {v}")
+
+    def constant(self, x) -> int | None:
+        """The value of an int literal or of a module's int constant, else None."""
+        if isinstance(x, ast.Name) and x.id not in self.vars and x.id not in self.arrays:
+            value = self.names.get(x.id)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return _constant_int(x)
+
+    def non_negative(self, x) -> bool:
+        """Whether the int expression `x` is never negative: constants, the variables of
+        loops over `range` counting up from 0 (never assigned otherwise), their sums and
+        products, and `_index`'s results."""
+        c = self.constant(x)
+        if c is not None:
+            return c >= 0
+        if isinstance(x, ast.Name):
+            return (self.scope, x.id) in self.counters
+        if isinstance(x, ast.BinOp) and isinstance(x.op, (ast.Add, ast.Mult)):
+            return self.non_negative(x.left) and self.non_negative(x.right)
+        return False
 
     def address(self, arr: _Array, idx: list[str]) -> str:
         if not idx:
@@ -434,6 +513,32 @@ class _Fn:
             term = self.op(f"mul i64 {v}, {st}")
             off = term if off is None else self.op(f"add i64 {off}, {term}")
         return self.op(f"getelementptr inbounds i8, ptr {arr.data}, i64 {off}")
+
+    def slice(self, arr: _Array, s) -> _Array:
+        """The view `arr[lower:upper]` of its first axis (Python's clamped bounds)."""
+        if s.step is not None or not arr.shape:
+            raise Unsupported("slice step")
+        n = arr.shape[0]
+
+        def bound(x, default):
+            if x is None:
+                return default
+            v, t = self.scalar(x)
+            if _is_float(t) or t == "bool" or not _is_signed(t):
+                raise Unsupported("slice bound type")
+            v = self.cast(v, t, "int64")
+            v = self.op(f"select i1 {self.op(f'icmp slt i64 {v}, 0')}, "
+                        f"i64 {self.op(f'add i64 {v}, {n}')}, i64 {v}")
+            v = self.op(f"select i1 {self.op(f'icmp slt i64 {v}, 0')}, i64 0, i64 {v}")
+            return self.op(f"select i1 {self.op(f'icmp sgt i64 {v}, {n}')}, i64 {n}, i64 {v}")
+        lo, hi = bound(s.lower, "0"), bound(s.upper, n)
+        size = self.op(f"sub i64 {hi}, {lo}")
+        size = self.op(f"select i1 {self.op(f'icmp slt i64 {size}, 0')}, i64 0, i64 {size}")
+        data = self.op(f"getelementptr inbounds i8, ptr {arr.data}, "
+                       f"i64 {self.op(f'mul i64 {lo}, {arr.strides[0]}')}")
+        shape = [size] + arr.shape[1:]
+        return _Array(arr.meminfo, arr.parent, self.product(shape), data, shape,
+                      list(arr.strides), arr.nbtype)
 
     def row(self, arr: _Array, idx: list[str]) -> _Array:
         """The view `arr[idx]` of its leading axes."""
@@ -457,20 +562,207 @@ class _Fn:
         return out
 
     def e_Call(self, e):
-        if e.keywords:
-            raise Unsupported("keywords")
         f = e.func
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
                 and f.value.id == "np" and f.attr in _CASTS and len(e.args) == 1:
             v, t = self.scalar(e.args[0])
             dst = {"intp": "int64", "bool_": "bool"}.get(f.attr, f.attr)
             return self.cast(v, t, dst), dst
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and f.value.id == "np" and f.attr in ("empty", "zeros", "empty_like"):
+            return self.new_array(f.attr, e)
+        if isinstance(f, ast.Attribute) and f.attr == "copy" and not e.args \
+                and not e.keywords:
+            src, t = self.expr(f.value)
+            if t != _ARRAY or not src.contiguous:
+                raise Unsupported("copy")
+            out = self.allocate(src.dtype, src.shape)
+            self.memcpy(out.data, src.data, self.op(f"mul i64 {src.nitems}, {_SIZE[src.dtype]}"))
+            return out, _ARRAY
+        if e.keywords:
+            raise Unsupported("keywords")
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and f.value.id == "np" and f.attr in ("rint", "abs") and len(e.args) == 1:
+            v, t = self.scalar(e.args[0])
+            if f.attr == "abs":
+                return self.c_abs(e.args)
+            if t != "float64":
+                raise Unsupported("np.rint")
+            self.decls["llvm.rint.f64"] = "declare double @llvm.rint.f64(double)"
+            return self.op(f"call double @llvm.rint.f64(double {v})"), t
         if not isinstance(f, ast.Name):
             raise Unsupported("call")
         special = _CALLS.get(f.id)
         if special is not None:
             return special(self, e.args)
+        callee = self.names.get(f.id)
+        if getattr(getattr(callee, "py_func", None), "__module__", None) == self.module:
+            return self.inline_call(callee, e.args)
         return self.helper_call(f.id, e.args)
+
+    def allocate(self, dtype: str, dims: list[str]) -> _Array:
+        """A new C-contiguous array, freed when the function returns."""
+        from numba.core import types
+
+        if all(_is_literal(d) for d in dims) and \
+                _SIZE[dtype] * _prod(int(d) for d in dims) <= _STACK_BYTES:
+            return self.stack_array(dtype, dims)
+        if self.helper or self.loops:
+            raise Unsupported("an allocation in a loop")
+        nitems = self.product(dims)
+        size = self.op(f"mul i64 {nitems}, {_SIZE[dtype]}")
+        rounded = self.op(f"and i64 {self.op(f'add i64 {size}, 63')}, -64")
+        self.decls["aligned_alloc"] = "declare ptr @aligned_alloc(i64, i64)"
+        self.decls["free"] = "declare void @free(ptr)"
+        data = self.op(f"call ptr @aligned_alloc(i64 64, i64 {rounded})")
+        slot = self.alloca("ptr")
+        self.inits.append(f"store ptr null, ptr {slot}")
+        self.emit(f"store ptr {data}, ptr {slot}")
+        self.freed.append(slot)
+        failed = self.op(f"and i1 {self.op(f'icmp eq ptr {data}, null')}, "
+                         f"{self.op(f'icmp ne i64 {rounded}, 0')}")
+        ok = self.fail_if(failed)
+        self.ret(f"i32 {MEMORY_ERROR}")
+        self.resume(ok)
+        strides, step = [], str(_SIZE[dtype])
+        for d in reversed(dims):
+            strides.insert(0, step)
+            step = self.op(f"mul i64 {step}, {d}")
+        return _Array("null", "null", nitems, data, list(dims), strides,
+                      types.Array(_nbtype(dtype), len(dims), "C"))
+
+    def stack_array(self, dtype: str, dims: list[str]) -> _Array:
+        """A new array of a small constant size, on the stack (its contents undefined, as
+        `np.empty`'s; a loop's iterations share it)."""
+        from numba.core import types
+
+        nitems = _prod(int(d) for d in dims)
+        elem = "i8" if dtype == "bool" else _LL[dtype]
+        data = self.tmp()
+        self.allocas.append(f"{data} = alloca {elem}, i64 {max(nitems, 1)}, align 64")
+        strides, step = [], _SIZE[dtype]
+        for d in reversed(dims):
+            strides.insert(0, str(step))
+            step *= int(d)
+        return _Array("null", "null", str(nitems), data, list(dims), strides,
+                      types.Array(_nbtype(dtype), len(dims), "C"))
+
+    def new_array(self, kind: str, e):
+        if kind == "empty_like":
+            if len(e.args) != 1 or e.keywords:
+                raise Unsupported("empty_like")
+            src, t = self.expr(e.args[0])
+            if t != _ARRAY:
+                raise Unsupported("empty_like")
+            return self.allocate(src.dtype, src.shape), _ARRAY
+        dtype = "float64"
+        for k in e.keywords:
+            v = k.value
+            if k.arg != "dtype" or not (isinstance(v, ast.Attribute) and isinstance(
+                    v.value, ast.Name) and v.value.id == "np"):
+                raise Unsupported(f"{kind} keywords")
+            dtype = {"bool_": "bool", "intp": "int64"}.get(v.attr, v.attr)
+            _scalar(dtype)
+        if len(e.args) != 1:
+            raise Unsupported(kind)
+        shape = e.args[0]
+        items = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+        dims = []
+        for x in items:
+            v, t = self.scalar(x)
+            if _is_float(t) or t == "bool":
+                raise Unsupported("shape type")
+            dims.append(self.cast(v, t, "int64"))
+        out = self.allocate(dtype, dims)
+        if kind == "zeros":
+            self.decls["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
+            size = self.op(f"mul i64 {out.nitems}, {_SIZE[dtype]}")
+            self.emit(f"call void @llvm.memset.p0.i64(ptr {out.data}, i8 0, i64 {size}, "
+                      f"i1 false)")
+        return out, _ARRAY
+
+    def inline_call(self, disp, args):
+        """A call of another function of the module, translated in place: its value (None,
+        a scalar, or a tuple of arrays and scalars)."""
+        if self.helper:
+            raise Unsupported("call")
+        _function_def(disp.py_func, args)
+        return self.inline_values(disp, [self.expr(a) for a in args])
+
+    def inline_values(self, disp, values):
+        """`disp`'s function on `values` translated in place (its names in a scope of its
+        own; a `return` jumps to its end)."""
+        fdef = _function_def(disp.py_func, values)
+        saved = (self.vars, self.arrays, self.scope, self.stores, self.names, self.inline,
+                 self.module)
+        self.scopes += 1
+        self.vars, self.arrays, self.scope = {}, {}, self.scopes
+        self.stores = _store_counts(fdef)
+        self.names = disp.py_func.__globals__
+        self.module = disp.py_func.__module__
+        end = self.label()
+        self.inline = {"end": end, "last": fdef.body[-1] if fdef.body else None,
+                       "slot": None, "type": None, "tuple": None}
+        try:
+            for a, (v, t) in zip(fdef.args.args, values):
+                if t == _ARRAY:
+                    self.arrays[a.arg] = v
+                elif t in _LL:
+                    self.assign_name(a.arg, v, t)
+                else:
+                    raise Unsupported("argument")
+            self.stmts(fdef.body)
+            found = self.inline
+            if found["slot"] is not None and not self.terminated:
+                raise Unsupported("a function that may return nothing")
+            self.branch(end)
+            self.start(end)
+        finally:
+            (self.vars, self.arrays, self.scope, self.stores, self.names, self.inline,
+             self.module) = saved
+        if found["tuple"] is not None:
+            return found["tuple"], _TUPLE
+        if found["slot"] is not None:
+            t = found["type"]
+            return self.op(f"load {_LL[t]}, ptr {found['slot']}"), t
+        return None, "none"
+
+    def inline_return(self, s) -> None:
+        found = self.inline
+        v = s.value
+        if v is None or (isinstance(v, ast.Constant) and v.value is None):
+            if found["slot"] is not None or found["tuple"] is not None:
+                raise Unsupported("returns of two kinds")
+        else:
+            value, t = self.expr(v)
+            if t == _TUPLE or t == _ARRAY:
+                if s is not found["last"] or found["slot"] is not None:
+                    raise Unsupported("a tuple or array returned before the end")
+                found["tuple"] = value if t == _TUPLE else None
+                if t == _ARRAY:
+                    raise Unsupported("an array returned")
+            else:
+                t = _scalar(t)
+                if found["slot"] is None:
+                    if found["tuple"] is not None:
+                        raise Unsupported("returns of two kinds")
+                    found["slot"], found["type"] = self.alloca(_LL[t]), t
+                elif found["type"] != t:
+                    raise Unsupported("returns of two types")
+                self.emit(f"store {_LL[t]} {value}, ptr {found['slot']}")
+        self.branch(found["end"])
+
+    def snapshot(self):
+        return (len(self.body), len(self.allocas), len(self.inits), len(self.freed),
+                dict(self.decls), dict(self.defs), len(self.libraries), len(self.callees),
+                self.terminated, set(self.counters), list(self.loops), self.branches)
+
+    def restore(self, snap) -> None:
+        (nb, na, ni, nf, decls, defs, nl, nc, self.terminated, self.counters, self.loops,
+         self.branches) = snap
+        del self.body[nb:], self.allocas[na:], self.inits[ni:], self.freed[nf:]
+        del self.libraries[nl:], self.callees[nc:]
+        self.decls, self.defs = decls, defs
 
     def c_abs(self, args):
         if len(args) != 1:
@@ -501,7 +793,7 @@ class _Fn:
         return self._extreme(args, operator.gt)
 
     def c_index(self, args):
-        if len(args) != 3:
+        if len(args) != 3 or self.helper:
             raise Unsupported("_index")
         (e, te), (n, tn), (tag, tt) = [self.scalar(a) for a in args]
         if any(_is_float(t) or t == "bool" for t in (te, tn, tt)):
@@ -515,7 +807,7 @@ class _Fn:
         ok = self.fail_if(self.op(f"or i1 {low}, {high}"))
         for k, v in enumerate((self.cast(tag, tt, "int64"), g, n)):
             self.emit(f"store i64 {v}, ptr {self.op(f'getelementptr i64, ptr %err, i64 {k}')}")
-        self.emit(f"ret i32 {INDEX_ERROR}")
+        self.ret(f"i32 {INDEX_ERROR}")
         self.resume(ok)
         return g2, "int64"
 
@@ -581,6 +873,63 @@ class _Fn:
                       types.Array(src.nbtype.dtype, len(dims), "C",
                                   readonly=not src.nbtype.mutable)), _ARRAY
 
+    def c_bits_of_f64(self, args):
+        v, t = self.scalar(args[0]) if len(args) == 1 else (None, None)
+        if t != "float64":
+            raise Unsupported("_bits_of_f64")
+        return self.op(f"bitcast double {v} to i64"), "int64"
+
+    def c_f64_from_bits(self, args):
+        v, t = self.scalar(args[0]) if len(args) == 1 else (None, None)
+        if t != "int64":
+            raise Unsupported("_f64_from_bits")
+        return self.op(f"bitcast i64 {v} to double"), "float64"
+
+    def c_lanes8(self, args):
+        # NumPy's pairwise leaf: 8 running sums of elements i = j (mod 8) of b[lo:lo + m]
+        if len(args) != 3:
+            raise Unsupported("_lanes8")
+        b, tb = self.expr(args[0])
+        (lo, tl), (m, tm) = self.scalar(args[1]), self.scalar(args[2])
+        if tb != _ARRAY or len(b.shape) != 1 or b.dtype not in ("float64", "float32") \
+                or any(_is_float(t) or t == "bool" for t in (tl, tm)):
+            raise Unsupported("_lanes8")
+        lo, m = self.cast(lo, tl, "int64"), self.cast(m, tm, "int64")
+        elt = _LL[b.dtype]
+        vec = f"<8 x {elt}>"
+
+        def load(start):
+            at = self.op(f"add i64 {start}, {lo}")
+            if b.contiguous:
+                p = self.op(f"getelementptr inbounds {elt}, ptr {b.data}, i64 {at}")
+                return self.op(f"load {vec}, ptr {p}, align {_SIZE[b.dtype]}")
+            v = "undef"
+            for j in range(8):
+                off = self.op(f"mul i64 {self.op(f'add i64 {at}, {j}')}, {b.strides[0]}")
+                p = self.op(f"getelementptr inbounds i8, ptr {b.data}, i64 {off}")
+                v = self.op(f"insertelement {vec} {v}, {elt} "
+                            f"{self.op(f'load {elt}, ptr {p}')}, i32 {j}")
+            return v
+        acc = self.alloca(vec)
+        self.emit(f"store {vec} {load('0')}, ptr {acc}")
+        blocks = self.op(f"sdiv i64 {m}, 8")
+        counter = self.alloca("i64")
+        self.emit(f"store i64 1, ptr {counter}")
+        head, body, end = self.label(), self.label(), self.label()
+        self.start(head)
+        k = self.op(f"load i64, ptr {counter}")
+        self.cbranch(self.op(f"icmp slt i64 {k}, {blocks}"), body, end)
+        self.start(body)
+        added = self.op(f"fadd {vec} {self.op(f'load {vec}, ptr {acc}')}, "
+                        f"{load(self.op(f'mul i64 {k}, 8'))}")
+        self.emit(f"store {vec} {added}, ptr {acc}")
+        self.emit(f"store i64 {self.op(f'add i64 {k}, 1')}, ptr {counter}")
+        self.branch(head)
+        self.start(end)
+        v = self.op(f"load {vec}, ptr {acc}")
+        return [(self.op(f"extractelement {vec} {v}, i32 {j}"), b.dtype) for j in range(8)], \
+            _TUPLE
+
     def c_fma(self, args):
         if len(args) != 3:
             raise Unsupported("_fma")
@@ -595,37 +944,54 @@ class _Fn:
         vals, argtys = [], []
         for a in args:
             v, t = self.expr(a)
-            if t == "none":
-                raise Unsupported("None passed")
+            if t == "none" or t == _TUPLE:
+                raise Unsupported(f"{t} passed")
             vals.append((v, t))
             argtys.append(v.nbtype if t == _ARRAY else _nbtype(t))
         return vals, tuple(argtys)
 
     def c_direct(self, args):
+        if len(args) != 2:
+            raise Unsupported("_direct")
+        self.translated_call(args[0], args[1], "call", None)
+        return None, "none"
+
+    def c_direct_step(self, args):
+        if len(args) != 4:
+            raise Unsupported("_direct_step")
+        first, count = _constant_int(args[2]), _constant_int(args[3])
+        if first is None or count is None:
+            raise Unsupported("_direct_step")
+        picks = tuple(range(first, first + count))
+        vals, n = self.translated_call(args[0], args[1], "step", picks)
+        return [vals[k] for k in picks] + [(n, "int64")], _TUPLE
+
+    def translated_call(self, name, tup, kind: str, picks):
+        """Call the function `name` translated too (`kind` and `picks` as
+        `load_or_compile` has them), on the values of tuple `tup`: (values, the count)."""
         from numba.core.registry import CPUDispatcher
 
-        if len(args) != 2 or not isinstance(args[0], ast.Name) \
-                or not isinstance(args[1], ast.Tuple):
-            raise Unsupported("_direct")
-        disp = self.names.get(args[0].id)
+        if self.helper or not isinstance(name, ast.Name) or not isinstance(tup, ast.Tuple):
+            raise Unsupported("a direct call")
+        disp = self.names.get(name.id)
         if not isinstance(disp, CPUDispatcher):
-            raise Unsupported("_direct of a non-dispatcher")
-        vals, argtys = self.values_and_types(args[1].elts)
+            raise Unsupported("a direct call of a non-dispatcher")
+        vals, argtys = self.values_and_types(tup.elts)
         symbol = self.symbol_of(disp, argtys)
-        found = load_or_compile(disp, argtys, symbol, "call")
-        if found is None or found.returns is not None:
-            raise Unsupported(f"_direct of {args[0].id}, not translated")
-        if (args[0].id, argtys, symbol) not in self.callees:
-            self.callees.append((args[0].id, argtys, symbol))
+        found = load_or_compile(disp, argtys, symbol, kind)
+        if found is None or found.returns != picks:
+            raise Unsupported(f"{name.id} is not translated")
+        if (name.id, argtys, symbol) not in self.callees:
+            self.callees.append((name.id, argtys, symbol))
         flat = self.flat_args(vals)
         self.decls[symbol] = f"declare i32 @\"{symbol}\"(ptr, ptr, " + \
             ", ".join(x.split(" ")[0] for x in flat) + ")"
         slot = self.alloca("i64")
         rc = self.op(f"call i32 @\"{symbol}\"(ptr %err, ptr {slot}, {', '.join(flat)})")
         ok = self.fail_if(self.op(f"icmp ne i32 {rc}, 0"))
-        self.emit(f"ret i32 {rc}")
+        self.ret(f"i32 {rc}")
         self.resume(ok)
-        return None, "none"
+        return vals, self.op(f"load i64, ptr {slot}")
 
     def flat_args(self, vals) -> list[str]:
         out = []
@@ -646,6 +1012,22 @@ class _Fn:
                 or not getattr(disp.py_func, "__module__", "").startswith("tg_helpers"):
             raise Unsupported(f"call of {callee}")
         vals, argtys = self.values_and_types(args)
+        if all(t in _LL for _, t in vals):
+            try:
+                return self.inline_helper(disp, vals, argtys)
+            except Unsupported as e:
+                if _DEBUG:
+                    print(f"llvmgen: helper {callee}: {e}", file=sys.stderr)
+        elif not self.helper:  # arrays: translated in place
+            snap = self.snapshot()
+            try:
+                return self.inline_values(disp, vals)
+            except Unsupported as e:
+                self.restore(snap)
+                if _DEBUG:
+                    print(f"llvmgen: helper {callee} inlined: {e}", file=sys.stderr)
+        if _can_raise(disp):  # its exception would cross translated code: Numba's then
+            raise Unsupported(f"{callee} may raise")
         cres = _helper(disp, argtys)
         restype = cres.signature.return_type
         ret = "none" if str(restype) == "none" else _name(restype)
@@ -666,13 +1048,26 @@ class _Fn:
         self.emit(f"store i64 {self.op(f'sext i32 {rc} to i64')}, ptr %err")
         p1 = self.op("getelementptr i64, ptr %err, i64 1")
         self.emit(f"store ptr {self.op(f'load ptr, ptr {exc}')}, ptr {p1}")
-        self.emit(f"ret i32 {NUMBA_ERROR}")
+        self.ret(f"i32 {NUMBA_ERROR}")
         self.resume(ok)
         if ret == "none":
             return None, "none"
         if ret == "bool":
             return self.op(f"trunc i8 {self.op(f'load i8, ptr {out}')} to i1"), ret
         return self.op(f"load {_LL[ret]}, ptr {out}"), ret
+
+    def inline_helper(self, disp, vals, argtys):
+        """A call of a scalar helper translated too, as an internal function LLVM inlines."""
+        symbol, returns, defs = _helper_ir(disp, argtys)
+        self.defs.update(defs)
+        args = ", ".join(f"{_LL[t]} {v}" for v, t in vals)
+        if len(returns) == 1:
+            t = returns[0]
+            return self.op(f"call {_LL[t]} @\"{symbol}\"({args})"), t
+        ty = _struct(returns)
+        agg = self.op(f"call {ty} @\"{symbol}\"({args})")
+        return [(self.op(f"extractvalue {ty} {agg}, {k}"), t)
+                for k, t in enumerate(returns)], _TUPLE
 
     # -- statements ----------------------------------------------------------------------
     def stmts(self, body) -> None:
@@ -687,7 +1082,7 @@ class _Fn:
             raise Unsupported("array name reassigned")
         found = self.vars.get(name)
         if found is None:
-            ptr = f"%v.{name}"
+            ptr = f"%v{self.scope}.{name}"
             self.allocas.append(f"{ptr} = alloca {_LL[t]}")
             self.vars[name] = found = (ptr, t)
         ptr, tv = found
@@ -700,15 +1095,42 @@ class _Fn:
             raise Unsupported("assignment")
         target = s.targets[0]
         v, t = self.expr(s.value)
+        if isinstance(target, ast.Tuple):
+            if t != _TUPLE or len(v) != len(target.elts) \
+                    or not all(isinstance(x, (ast.Name, ast.Subscript)) for x in target.elts):
+                raise Unsupported("tuple assignment")
+            for x, (vi, ti) in zip(target.elts, v):
+                if ti == _ARRAY:
+                    if not isinstance(x, ast.Name):
+                        raise Unsupported("an array stored")
+                    self.bind(x.id, vi)
+                else:
+                    self.store(x, vi, ti)
+            return
+        if t == _TUPLE:
+            raise Unsupported("a tuple assigned")
+        if isinstance(target, ast.Name) and isinstance(s.value, ast.Call) \
+                and isinstance(s.value.func, ast.Name) and s.value.func.id == "_index" \
+                and self.stores.get(target.id) == 1:
+            self.counters.add((self.scope, target.id))  # in [0, size)
         if t == "none":
             raise Unsupported("None assigned")
         if t == _ARRAY:
-            if not isinstance(target, ast.Name) or target.id in self.vars \
-                    or target.id in self.arrays:
+            if not isinstance(target, ast.Name):
                 raise Unsupported("array assignment")
-            self.arrays[target.id] = v
+            self.bind(target.id, v)
             return
         self.store(target, v, t)
+
+    def bind(self, name: str, arr: _Array) -> None:
+        """`name` names `arr` from here on: a name is bound at translation, so one bound
+        before may be bound again only outside loops and branches."""
+        if name in self.vars:
+            raise Unsupported("a scalar name made an array")
+        old = self.arrays.get(name)
+        if old is not None and old is not arr and (self.loops or self.branches):
+            raise Unsupported("an array name bound again in a loop or branch")
+        self.arrays[name] = arr
 
     def store(self, target, v, t):
         if isinstance(target, ast.Name):
@@ -748,9 +1170,31 @@ class _Fn:
 
     def s_Return(self, s):
         v = s.value
+        if self.inline is not None:
+            self.inline_return(s)
+            return
+        if self.helper:
+            if v is None:
+                raise Unsupported("a helper returning nothing")
+            value, t = self.expr(v)
+            items = value if t == _TUPLE else [(value, _scalar(t))]
+            if any(ti not in _LL for _, ti in items):
+                raise Unsupported("a helper returning arrays")
+            types_ = tuple(ti for _, ti in items)
+            self.returned(types_)
+            if t != _TUPLE:
+                self.emit(f"ret {_LL[t]} {value}")
+            else:
+                ty = _struct(types_)
+                agg = "undef"
+                for k, (vi, ti) in enumerate(items):
+                    agg = self.op(f"insertvalue {ty} {agg}, {_LL[ti]} {vi}, {k}")
+                self.emit(f"ret {ty} {agg}")
+            self.terminated = True
+            return
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
             self.returned(None)
-            self.emit("ret i32 0")
+            self.ret("i32 0")
         else:
             if not isinstance(v, ast.Tuple) or not v.elts:
                 raise Unsupported("return value")
@@ -765,7 +1209,7 @@ class _Fn:
                 raise Unsupported("return count type")
             self.returned(tuple(picks))
             self.emit(f"store i64 {count}, ptr %ret")
-            self.emit("ret i32 0")
+            self.ret("i32 0")
         self.terminated = True
 
     def returned(self, what) -> None:
@@ -777,11 +1221,13 @@ class _Fn:
         c, tc = self.scalar(s.test)
         yes, no, end = self.label(), self.label(), self.label()
         self.cbranch(self.cast(c, tc, "bool"), yes, no)
+        self.branches += 1
         self.start(yes)
         self.stmts(s.body)
         self.branch(end)
         self.start(no)
         self.stmts(s.orelse)
+        self.branches -= 1
         self.branch(end)
         self.start(end)
 
@@ -823,6 +1269,9 @@ class _Fn:
         i = self.op(f"load i64, ptr {counter}")
         self.cbranch(self.op(f"icmp {'sgt' if down else 'slt'} i64 {i}, {stop}"), body, end)
         self.start(body)
+        if step > 0 and self.stores.get(s.target.id) == 1 and (
+                start == "0" or self.non_negative(it.args[0])):
+            self.counters.add((self.scope, s.target.id))
         self.assign_name(s.target.id, i, "int64")
         self.loops.append((latch, end))
         self.stmts(s.body)
@@ -848,14 +1297,102 @@ class _Fn:
 # what translates each kind of expression and statement, and the calls known by name
 _EXPRS = {ast.Constant: _Fn.e_Constant, ast.Name: _Fn.e_Name, ast.UnaryOp: _Fn.e_UnaryOp,
           ast.BinOp: _Fn.e_BinOp, ast.Compare: _Fn.e_Compare, ast.IfExp: _Fn.e_IfExp,
-          ast.BoolOp: _Fn.e_BoolOp, ast.Subscript: _Fn.e_Subscript, ast.Call: _Fn.e_Call}
+          ast.BoolOp: _Fn.e_BoolOp, ast.Subscript: _Fn.e_Subscript, ast.Call: _Fn.e_Call,
+          ast.Attribute: _Fn.e_Attribute, ast.Tuple: _Fn.e_Tuple}
 _STMTS = {ast.Assign: _Fn.s_Assign, ast.AugAssign: _Fn.s_AugAssign, ast.Expr: _Fn.s_Expr,
           ast.Pass: _Fn.s_Pass, ast.Return: _Fn.s_Return, ast.If: _Fn.s_If,
           ast.While: _Fn.s_While, ast.For: _Fn.s_For, ast.Break: _Fn.s_Break,
           ast.Continue: _Fn.s_Continue}
 _CALLS = {"abs": _Fn.c_abs, "min": _Fn.c_min, "max": _Fn.c_max, "_index": _Fn.c_index,
           "_ccopy": _Fn.c_ccopy, "_crow": _Fn.c_crow, "_cview": _Fn.c_cview,
-          "_fma": _Fn.c_fma, "_direct": _Fn.c_direct}
+          "_fma": _Fn.c_fma, "_direct": _Fn.c_direct, "_bits_of_f64": _Fn.c_bits_of_f64,
+          "_f64_from_bits": _Fn.c_f64_from_bits, "_direct_step": _Fn.c_direct_step,
+          "_lanes8": _Fn.c_lanes8}
+
+
+def _struct(types_) -> str:
+    return "{" + ", ".join(_LL[t] for t in types_) + "}"
+
+
+_HELPER_IR: dict = {}  # (dispatcher, argtys) -> (symbol, return types, definitions)
+
+
+def _helper_ir(disp, argtys):
+    """`(symbol, return types, {symbol: definition})` of the helper `disp`'s function for
+    scalar `argtys`, translated as an internal function (with the helpers it calls), or
+    Unsupported. Translated once per process."""
+    key = (disp, argtys)
+    found = _HELPER_IR.get(key)
+    if isinstance(found, Unsupported):
+        raise found
+    if found is not None:
+        return found
+    from numba.core.registry import cpu_target
+
+    py_func = disp.py_func
+    symbol = f"tgh.{py_func.__name__}." + ".".join(str(t) for t in argtys)
+    try:
+        fdef = _function_def(py_func, argtys)
+        fn = _Fn(cpu_target.typing_context, py_func.__globals__, None, helper=True)
+        params = []
+        for k, (a, t) in enumerate(zip(fdef.args.args, argtys)):
+            n = _name(t)
+            params.append(f"{_LL[n]} %a{k}")
+            fn.assign_name(a.arg, f"%a{k}", n)
+        fn.stmts(fdef.body)
+        if not fn.terminated or not fn.returns:
+            raise Unsupported("a helper that may return nothing")
+        if fn.libraries:
+            raise Unsupported("a helper calling Numba's code")
+        if fn.decls:
+            fn.defs.update({k: v for k, v in fn.decls.items()})
+    except Unsupported as e:
+        _HELPER_IR[key] = e
+        raise
+    returns = fn.returns
+    ret = _LL[returns[0]] if len(returns) == 1 else _struct(returns)
+    lines = [f"define internal {ret} @\"{symbol}\"({', '.join(params)}) alwaysinline {{",
+             "entry:"] + ["  " + a for a in fn.allocas] + fn.body + ["}"]
+    defs = dict(fn.defs)
+    defs[symbol] = "\n".join(lines)
+    found = _HELPER_IR[key] = (symbol, returns, defs)
+    return found
+
+
+def _function_def(py_func, argtys) -> ast.FunctionDef:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
+    except (OSError, TypeError, SyntaxError) as e:
+        raise Unsupported("no source") from e
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef) or fdef.args.vararg or fdef.args.kwarg \
+            or fdef.args.kwonlyargs or fdef.args.defaults or fdef.args.posonlyargs \
+            or len(fdef.args.args) != len(argtys):
+        raise Unsupported("signature")
+    return fdef
+
+
+_STACK_BYTES = 16384  # the largest constant-size buffer on the stack
+
+
+def _is_literal(v: str) -> bool:
+    return v.lstrip("-").isdigit()
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _store_counts(fdef) -> dict:
+    """How many statements of `fdef` assign each name (its parameters count one)."""
+    counts = {a.arg: 1 for a in fdef.args.args}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    return counts
 
 
 def _constant_int(e) -> int | None:
@@ -869,7 +1406,34 @@ def _constant_int(e) -> int | None:
     return None
 
 
+_RAISES = ("raise ", "_value_error", "_index(", "objmode", "np.linalg", "_lapack")
+_CAN_RAISE: dict = {}
+
+
+def _can_raise(disp) -> bool:
+    """Whether the helper `disp`'s function, or one of the module's functions it names,
+    may raise (read from their text)."""
+    from numba.core.registry import CPUDispatcher
+
+    found = _CAN_RAISE.get(disp)
+    if found is None:
+        _CAN_RAISE[disp] = False  # (a cycle of names does not raise by itself)
+        try:
+            text = inspect.getsource(disp.py_func)
+        except (OSError, TypeError):
+            found = True
+        else:
+            names = disp.py_func.__globals__
+            found = any(r in text for r in _RAISES) or any(
+                _can_raise(names[n.id]) for n in ast.walk(ast.parse(textwrap.dedent(text)))
+                if isinstance(n, ast.Name) and isinstance(names.get(n.id), CPUDispatcher)
+                and names[n.id] is not disp)
+        _CAN_RAISE[disp] = found
+    return found
+
+
 _HELPER_CRES: dict = {}
+_RESOLVED: dict = {}  # (operator, operand types) -> Numba's typing, or Unsupported
 
 
 def _helper(disp, argtys):
@@ -894,18 +1458,12 @@ def translate(py_func, argtys, symbol: str, symbol_of):
     from numba.core import types
     from numba.core.registry import cpu_target
 
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
-    except (OSError, TypeError, SyntaxError) as e:
-        raise Unsupported("no source") from e
-    fdef = tree.body[0]
-    if not isinstance(fdef, ast.FunctionDef) or fdef.args.vararg or fdef.args.kwarg \
-            or fdef.args.kwonlyargs or fdef.args.defaults or fdef.args.posonlyargs \
-            or len(fdef.args.args) != len(argtys):
-        raise Unsupported("signature")
+    fdef = _function_def(py_func, argtys)
     _codegen()
     fn = _Fn(cpu_target.typing_context, py_func.__globals__, symbol_of)
     fn.params = [a.arg for a in fdef.args.args]
+    fn.module = py_func.__module__
+    fn.stores = _store_counts(fdef)
     params = ["ptr %err", "ptr %ret"]
     for k, (name, t) in enumerate(zip(fn.params, argtys)):
         p = f"%a{k}"
@@ -927,11 +1485,13 @@ def translate(py_func, argtys, symbol: str, symbol_of):
     fn.stmts(fdef.body)
     if not fn.terminated:
         fn.returned(None)
-        fn.emit("ret i32 0")
+        fn.ret("i32 0")
     lines = [f"define i32 @\"{symbol}\"({', '.join(params)}) {{", "entry:"]
-    lines += ["  " + a for a in fn.allocas] + fn.body + ["}"]
-    text = "\n".join(list(fn.decls.values()) + lines
-                     + ['!0 = !{!"branch_weights", i32 1, i32 1048576}']) + "\n"
+    lines += ["  " + a for a in fn.allocas + fn.inits] + fn.body + ["}"]
+    decls = {**fn.decls, **{k: v for k, v in fn.defs.items() if v.startswith("declare")}}
+    defs = [v for v in fn.defs.values() if not v.startswith("declare")]
+    text = "\n".join(list(decls.values()) + defs + lines
+                      + ['!0 = !{!"branch_weights", i32 1, i32 1048576}']) + "\n"
     return text, fn.libraries, fn.returns, fn.callees
 
 
@@ -950,7 +1510,7 @@ class Translated:
 # Whether functions are translated (env TRACEGRAD_NUMBA_TRANSLATE=0: all go to Numba).
 ENABLED = os.environ.get("TRACEGRAD_NUMBA_TRANSLATE", "1") != "0"
 _LOADED: dict = {}  # symbol -> Translated, or None (Numba compiles it)
-_OF_FUNCTION: dict = {}  # (module, function name) -> [Translated]
+_OF_FUNCTION: dict = {}  # (module, function name) -> [Translated], as they were used
 _DEBUG = bool(os.environ.get("TRACEGRAD_LLVMGEN_DEBUG"))
 # `translated` here, `loaded` from the kernel cache, `unsupported`: left to Numba
 STATS = {"translated": 0, "loaded": 0, "unsupported": 0}
@@ -1078,7 +1638,9 @@ def _compile_locked(text: str, libraries, symbol: str):
     module.triple = llvm.get_process_triple()
     module.data_layout = codegen._data_layout
     module.verify()
-    library.add_llvm_module(module)
+    # linked as it is: the module pipeline `finalize` runs optimizes it (Numba's function
+    # passes on a module first, `add_llvm_module`, would do the same work twice)
+    library._final_module.link_in(module)
     for lib in libraries:
         library.add_linking_library(lib)
     library.finalize()
@@ -1096,10 +1658,15 @@ def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = N
     from numba.core.compiler_lock import global_compiler_lock
 
     found = _LOADED.get(symbol, False)
-    if found is not False:
-        return found
-    with global_compiler_lock:
-        return _load_or_compile(dispatcher, argtys, symbol, kind)
+    if found is False:
+        with global_compiler_lock:
+            found = _load_or_compile(dispatcher, argtys, symbol, kind)
+    if found is not None:
+        py_func = dispatcher.py_func
+        seen = _OF_FUNCTION.setdefault((py_func.__module__, py_func.__name__), [])
+        if found not in seen:
+            seen.append(found)
+    return found
 
 
 def _load_or_compile(dispatcher, argtys: tuple, symbol: str, kind) -> Translated | None:
@@ -1138,7 +1705,6 @@ def _load_or_compile(dispatcher, argtys: tuple, symbol: str, kind) -> Translated
             _save(path, argtys, found)
     llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
     _LOADED[symbol] = found
-    _OF_FUNCTION.setdefault((py_func.__module__, py_func.__name__), []).append(found)
     return found
 
 
@@ -1174,6 +1740,9 @@ def call(context, builder, argtys, values, symbol: str):
         found = tuple(builder.load(builder.gep(err, [i64(k)])) for k in range(3))
         context.call_conv.return_dynamic_user_exc(builder, IndexError, found,
                                                   (types.int64,) * 3)
+    with cgutils.if_unlikely(builder, builder.icmp_signed("==", rc, rc.type(MEMORY_ERROR))):
+        context.call_conv.return_user_exc(builder, MemoryError,
+                                          ("tracegrad: a kernel's buffer could not be allocated",))
     with cgutils.if_unlikely(builder, builder.icmp_signed("==", rc, rc.type(NUMBA_ERROR))):
         code = builder.trunc(builder.load(err), ir.IntType(32))
         info = builder.inttoptr(builder.load(builder.gep(err, [i64(1)])), excinfo_ptr_t)

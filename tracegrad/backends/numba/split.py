@@ -32,6 +32,17 @@ from tracegrad.backends.numba.records import CALLED_ONLY, direct_args
 SPLIT_ABOVE = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_ABOVE", "1000"))
 SPLIT_LOOPS = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LOOPS", "200"))
 SPLIT_LINES = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LINES", "200"))
+# An entry of at least ENTRY_LINES lines kept whole is made one part all the same: a part
+# is called by `_direct`, which translates it to LLVM IR when it can (llvmgen.py), and
+# Numba then compiles only the entry's one call (env TRACEGRAD_NUMBA_ENTRY_PART_LINES; 0,
+# the default for now: never).
+ENTRY_LINES = int(os.environ.get("TRACEGRAD_NUMBA_ENTRY_PART_LINES", "0"))
+
+
+def _one_part(lines: int) -> bool:
+    from tracegrad.backends.numba import llvmgen
+
+    return llvmgen.ENABLED and 0 < ENTRY_LINES <= lines
 
 
 def _names(stmt: ast.stmt) -> tuple[dict, dict]:
@@ -61,14 +72,19 @@ def split_entry(source: str, entry: str) -> str:
     (unchanged otherwise)."""
     max_lines = SPLIT_LINES
     # the whole source's lines and loops first, which bound the entry's, before parsing it
-    if max_lines <= 0 or _whole(source.count("\n"), lambda: source.count(" for ")):
+    if (max_lines <= 0 or _whole(source.count("\n"), lambda: source.count(" for "))) \
+            and not _one_part(source.count("\n")):
         return source
     module = ast.parse(source)
     fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == entry),
               None)
-    if fn is None or _whole(fn.end_lineno - fn.lineno,
-                            lambda: sum(isinstance(n, ast.For) for n in ast.walk(fn))):
+    if fn is None:
         return source
+    if max_lines <= 0 or _whole(fn.end_lineno - fn.lineno,
+                                lambda: sum(isinstance(n, ast.For) for n in ast.walk(fn))):
+        if not _one_part(fn.end_lineno - fn.lineno):
+            return source
+        max_lines = None  # the whole body, one part
     lines = source.splitlines()
     body = fn.body
     tail = len(body)
@@ -90,14 +106,14 @@ def split_entry(source: str, entry: str) -> str:
     chunks, current, size = [], [], 0
     for i in range(tail):
         n = body[i].end_lineno - body[i].lineno + 1
-        if current and size + n > max_lines:
+        if current and max_lines is not None and size + n > max_lines:
             chunks.append(current)
             current, size = [], 0
         current.append(i)
         size += n
     if current:
         chunks.append(current)
-    if len(chunks) < 2:
+    if len(chunks) < (1 if max_lines is None else 2):
         return source
     decorator = lines[fn.decorator_list[0].lineno - 1] if fn.decorator_list else "@njit"
     decorator = decorator.replace(", forceinline=True", "")

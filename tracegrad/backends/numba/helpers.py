@@ -805,14 +805,14 @@ def _direct_symbol(disp, argtys):
 
 def _direct_compile(disp, argtys):  # compiled, its machine code registered: (cres, symbol)
     argtys = tuple(argtys)
-    if _llvmgen.load_or_compile(disp, argtys, _direct_symbol(disp, argtys)) is not None:
-        return None, _direct_symbol(disp, argtys)  # translated to LLVM IR (llvmgen.py)
+    name = _direct_symbol(disp, argtys)
+    if _llvmgen.load_or_compile(disp, argtys, name) is not None:
+        return None, name  # translated to LLVM IR (llvmgen.py)
     disp.compile(argtys)
     cres = disp.overloads[argtys]
     address = cres.library.get_pointer_to_function(cres.fndesc.mangled_name)
     if not address:
         raise RuntimeError(f"no machine code for {disp.py_func.__name__}{argtys}")
-    name = _direct_symbol(disp, argtys)
     _llvm.add_symbol(name, address)
     return cres, name
 

@@ -47,10 +47,8 @@ _LL = {"float64": "double", "float32": "float", "int64": "i64", "int32": "i32",
        "uint8": "i8", "bool": "i1"}
 _SIZE = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
          "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
-_BITS = {"int64": 64, "int32": 32, "int16": 16, "int8": 8, "uint64": 64, "uint32": 32,
-         "uint16": 16, "uint8": 8, "bool": 1}
-_CASTS = {"float64", "float32", "int64", "int32", "int16", "int8", "uint64", "uint32",
-          "uint16", "uint8", "intp", "bool_"}
+_BITS = {n: 1 if n == "bool" else 8 * k for n, k in _SIZE.items()}
+_CASTS = set(_SIZE) - {"bool"} | {"intp", "bool_"}  # `np.<name>(x)`
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
            ast.BitXor: operator.xor, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
@@ -65,7 +63,7 @@ _INT_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
             operator.and_: "and", operator.or_: "or", operator.xor: "xor",
             operator.lshift: "shl"}
 _ARRAY = "array"
-_TUPLE = "tuple"  # of scalars: a list of (value, type)
+_TUPLE = "tuple"  # of scalars and arrays: a list of (value, type)
 _FLOAT_CONSTANTS = {"inf": float("inf"), "nan": float("nan"), "pi": 3.141592653589793,
                     "e": 2.718281828459045}
 
@@ -172,9 +170,9 @@ class _Fn:
         self.emit(f"{t} = {text}")
         return t
 
-    def alloca(self, ty: str, count: int = 1) -> str:
+    def alloca(self, ty: str) -> str:
         t = self.tmp()
-        self.allocas.append(f"{t} = alloca {ty}" + (f", i64 {count}" if count > 1 else ""))
+        self.allocas.append(f"{t} = alloca {ty}")
         return t
 
     def ret(self, value: str) -> None:
@@ -473,10 +471,28 @@ class _Fn:
         if not _is_signed(t):
             return self.cast(v, t, "uint64")
         v = self.cast(v, t, "int64")
-        if self.non_negative(x):
-            return v
+        return v if self.non_negative(x) else self.wrapped(v, n)
+
+    def wrapped(self, v: str, n: str) -> str:
+        """`v`, counted from the end (`v + n`) when negative."""
         neg = self.op(f"icmp slt i64 {v}, 0")
         return self.op(f"select i1 {neg}, i64 {self.op(f'add i64 {v}, {n}')}, i64 {v}")
+
+    def byte_offset(self, idx: list[str], strides: list[str]) -> str:
+        off = None
+        for v, st in zip(idx, strides):
+            term = self.op(f"mul i64 {v}, {st}")
+            off = term if off is None else self.op(f"add i64 {off}, {term}")
+        return off
+
+    def c_strides(self, dims: list[str], itemsize: int) -> list[str]:
+        """The byte strides of a C-contiguous array of shape `dims`."""
+        strides, step = [], str(itemsize)
+        for d in reversed(dims):
+            strides.insert(0, step)
+            step = str(int(step) * int(d)) if _is_literal(step) and _is_literal(d) else \
+                self.op(f"mul i64 {step}, {d}")
+        return strides
 
     def constant(self, x) -> int | None:
         """The value of an int literal or of a module's int constant, else None."""
@@ -508,11 +524,8 @@ class _Fn:
             for v, n in zip(idx[1:], arr.shape[1:]):
                 flat = self.op(f"add i64 {self.op(f'mul i64 {flat}, {n}')}, {v}")
             return self.op(f"getelementptr inbounds {elem}, ptr {arr.data}, i64 {flat}")
-        off = None
-        for v, st in zip(idx, arr.strides):
-            term = self.op(f"mul i64 {v}, {st}")
-            off = term if off is None else self.op(f"add i64 {off}, {term}")
-        return self.op(f"getelementptr inbounds i8, ptr {arr.data}, i64 {off}")
+        return self.op(f"getelementptr inbounds i8, ptr {arr.data}, "
+                       f"i64 {self.byte_offset(idx, arr.strides)}")
 
     def slice(self, arr: _Array, s) -> _Array:
         """The view `arr[lower:upper]` of its first axis (Python's clamped bounds)."""
@@ -526,9 +539,7 @@ class _Fn:
             v, t = self.scalar(x)
             if _is_float(t) or t == "bool" or not _is_signed(t):
                 raise Unsupported("slice bound type")
-            v = self.cast(v, t, "int64")
-            v = self.op(f"select i1 {self.op(f'icmp slt i64 {v}, 0')}, "
-                        f"i64 {self.op(f'add i64 {v}, {n}')}, i64 {v}")
+            v = self.wrapped(self.cast(v, t, "int64"), n)
             v = self.op(f"select i1 {self.op(f'icmp slt i64 {v}, 0')}, i64 0, i64 {v}")
             return self.op(f"select i1 {self.op(f'icmp sgt i64 {v}, {n}')}, i64 {n}, i64 {v}")
         lo, hi = bound(s.lower, "0"), bound(s.upper, n)
@@ -544,11 +555,8 @@ class _Fn:
         """The view `arr[idx]` of its leading axes."""
         from numba.core import types
 
-        off = None
-        for v, st in zip(idx, arr.strides):
-            term = self.op(f"mul i64 {v}, {st}")
-            off = term if off is None else self.op(f"add i64 {off}, {term}")
-        data = self.op(f"getelementptr inbounds i8, ptr {arr.data}, i64 {off}")
+        data = self.op(f"getelementptr inbounds i8, ptr {arr.data}, "
+                       f"i64 {self.byte_offset(idx, arr.strides)}")
         shape, strides = arr.shape[len(idx):], arr.strides[len(idx):]
         layout = "C" if arr.contiguous else "A"
         return _Array(arr.meminfo, arr.parent, self.product(shape), data, shape, strides,
@@ -583,9 +591,9 @@ class _Fn:
             raise Unsupported("keywords")
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
                 and f.value.id == "np" and f.attr in ("rint", "abs") and len(e.args) == 1:
-            v, t = self.scalar(e.args[0])
             if f.attr == "abs":
                 return self.c_abs(e.args)
+            v, t = self.scalar(e.args[0])
             if t != "float64":
                 raise Unsupported("np.rint")
             self.decls["llvm.rint.f64"] = "declare double @llvm.rint.f64(double)"
@@ -624,11 +632,7 @@ class _Fn:
         ok = self.fail_if(failed)
         self.ret(f"i32 {MEMORY_ERROR}")
         self.resume(ok)
-        strides, step = [], str(_SIZE[dtype])
-        for d in reversed(dims):
-            strides.insert(0, step)
-            step = self.op(f"mul i64 {step}, {d}")
-        return _Array("null", "null", nitems, data, list(dims), strides,
+        return _Array("null", "null", nitems, data, list(dims), self.c_strides(dims, _SIZE[dtype]),
                       types.Array(_nbtype(dtype), len(dims), "C"))
 
     def stack_array(self, dtype: str, dims: list[str]) -> _Array:
@@ -640,11 +644,8 @@ class _Fn:
         elem = "i8" if dtype == "bool" else _LL[dtype]
         data = self.tmp()
         self.allocas.append(f"{data} = alloca {elem}, i64 {max(nitems, 1)}, align 64")
-        strides, step = [], _SIZE[dtype]
-        for d in reversed(dims):
-            strides.insert(0, str(step))
-            step *= int(d)
-        return _Array("null", "null", str(nitems), data, list(dims), strides,
+        return _Array("null", "null", str(nitems), data, list(dims),
+                      self.c_strides(dims, _SIZE[dtype]),
                       types.Array(_nbtype(dtype), len(dims), "C"))
 
     def new_array(self, kind: str, e):
@@ -686,7 +687,7 @@ class _Fn:
         a scalar, or a tuple of arrays and scalars)."""
         if self.helper:
             raise Unsupported("call")
-        _function_def(disp.py_func, args)
+        _function_def(disp.py_func, args)  # (its arity, before its arguments' code)
         return self.inline_values(disp, [self.expr(a) for a in args])
 
     def inline_values(self, disp, values):
@@ -735,12 +736,12 @@ class _Fn:
                 raise Unsupported("returns of two kinds")
         else:
             value, t = self.expr(v)
-            if t == _TUPLE or t == _ARRAY:
+            if t == _ARRAY:
+                raise Unsupported("an array returned")
+            if t == _TUPLE:
                 if s is not found["last"] or found["slot"] is not None:
-                    raise Unsupported("a tuple or array returned before the end")
-                found["tuple"] = value if t == _TUPLE else None
-                if t == _ARRAY:
-                    raise Unsupported("an array returned")
+                    raise Unsupported("a tuple returned before the end")
+                found["tuple"] = value
             else:
                 t = _scalar(t)
                 if found["slot"] is None:
@@ -800,8 +801,7 @@ class _Fn:
             raise Unsupported("_index")
         g = self.cast(e, te, "int64")
         n = self.cast(n, tn, "int64")
-        neg = self.op(f"icmp slt i64 {g}, 0")
-        g2 = self.op(f"select i1 {neg}, i64 {self.op(f'add i64 {g}, {n}')}, i64 {g}")
+        g2 = self.wrapped(g, n)
         low = self.op(f"icmp slt i64 {g2}, 0")
         high = self.op(f"icmp sge i64 {g2}, {n}")
         ok = self.fail_if(self.op(f"or i1 {low}, {high}"))
@@ -810,15 +810,6 @@ class _Fn:
         self.ret(f"i32 {INDEX_ERROR}")
         self.resume(ok)
         return g2, "int64"
-
-    def arrays_of(self, args, count: int) -> list[_Array]:
-        if len(args) != count:
-            raise Unsupported("arguments")
-        found = []
-        for a in args:
-            v, t = self.expr(a)
-            found.append(v if t == _ARRAY else None)
-        return found
 
     def memcpy(self, dst: str, src: str, nbytes: str) -> None:
         self.decls["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
@@ -865,11 +856,8 @@ class _Fn:
             if _is_float(t) or t == "bool":
                 raise Unsupported("_cview")
             dims.append(self.cast(v, t, "int64"))
-        strides, step = [], str(_SIZE[src.dtype])
-        for d in reversed(dims):
-            strides.insert(0, step)
-            step = self.op(f"mul i64 {step}, {d}")
-        return _Array(src.meminfo, src.parent, src.nitems, src.data, dims, strides,
+        return _Array(src.meminfo, src.parent, src.nitems, src.data, dims,
+                      self.c_strides(dims, _SIZE[src.dtype]),
                       types.Array(src.nbtype.dtype, len(dims), "C",
                                   readonly=not src.nbtype.mutable)), _ARRAY
 
@@ -1058,7 +1046,8 @@ class _Fn:
 
     def inline_helper(self, disp, vals, argtys):
         """A call of a scalar helper translated too, as an internal function LLVM inlines."""
-        symbol, returns, defs = _helper_ir(disp, argtys)
+        symbol, returns, decls, defs = _helper_ir(disp, argtys)
+        self.decls.update(decls)
         self.defs.update(defs)
         args = ", ".join(f"{_LL[t]} {v}" for v, t in vals)
         if len(returns) == 1:
@@ -1314,11 +1303,13 @@ def _struct(types_) -> str:
     return "{" + ", ".join(_LL[t] for t in types_) + "}"
 
 
-_HELPER_IR: dict = {}  # (dispatcher, argtys) -> (symbol, return types, definitions)
+_HELPER_IR: dict = {}  # (dispatcher, argtys) -> (symbol, return types, declarations,
+# definitions)
 
 
 def _helper_ir(disp, argtys):
-    """`(symbol, return types, {symbol: definition})` of the helper `disp`'s function for
+    """`(symbol, return types, {symbol: declaration}, {symbol: definition})` of the
+    helper `disp`'s function for
     scalar `argtys`, translated as an internal function (with the helpers it calls), or
     Unsupported. Translated once per process."""
     key = (disp, argtys)
@@ -1344,8 +1335,6 @@ def _helper_ir(disp, argtys):
             raise Unsupported("a helper that may return nothing")
         if fn.libraries:
             raise Unsupported("a helper calling Numba's code")
-        if fn.decls:
-            fn.defs.update({k: v for k, v in fn.decls.items()})
     except Unsupported as e:
         _HELPER_IR[key] = e
         raise
@@ -1353,18 +1342,30 @@ def _helper_ir(disp, argtys):
     ret = _LL[returns[0]] if len(returns) == 1 else _struct(returns)
     lines = [f"define internal {ret} @\"{symbol}\"({', '.join(params)}) alwaysinline {{",
              "entry:"] + ["  " + a for a in fn.allocas] + fn.body + ["}"]
-    defs = dict(fn.defs)
-    defs[symbol] = "\n".join(lines)
-    found = _HELPER_IR[key] = (symbol, returns, defs)
+    defs = {**fn.defs, symbol: "\n".join(lines)}
+    found = _HELPER_IR[key] = (symbol, returns, fn.decls, defs)
+    return found
+
+
+_TREES: dict = {}  # function -> its syntax tree, or Unsupported
+
+
+def _tree(py_func) -> ast.Module:
+    """`py_func`'s source parsed (once per process)."""
+    found = _TREES.get(py_func)
+    if found is None:
+        try:
+            found = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
+        except (OSError, TypeError, SyntaxError):
+            found = Unsupported("no source")
+        _TREES[py_func] = found
+    if isinstance(found, Unsupported):
+        raise found
     return found
 
 
 def _function_def(py_func, argtys) -> ast.FunctionDef:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(py_func)))
-    except (OSError, TypeError, SyntaxError) as e:
-        raise Unsupported("no source") from e
-    fdef = tree.body[0]
+    fdef = _tree(py_func).body[0]
     if not isinstance(fdef, ast.FunctionDef) or fdef.args.vararg or fdef.args.kwarg \
             or fdef.args.kwonlyargs or fdef.args.defaults or fdef.args.posonlyargs \
             or len(fdef.args.args) != len(argtys):
@@ -1420,32 +1421,30 @@ def _can_raise(disp) -> bool:
         _CAN_RAISE[disp] = False  # (a cycle of names does not raise by itself)
         try:
             text = inspect.getsource(disp.py_func)
-        except (OSError, TypeError):
+            tree = _tree(disp.py_func)
+        except (OSError, TypeError, Unsupported):
             found = True
         else:
             names = disp.py_func.__globals__
             found = any(r in text for r in _RAISES) or any(
-                _can_raise(names[n.id]) for n in ast.walk(ast.parse(textwrap.dedent(text)))
+                _can_raise(names[n.id]) for n in ast.walk(tree)
                 if isinstance(n, ast.Name) and isinstance(names.get(n.id), CPUDispatcher)
                 and names[n.id] is not disp)
         _CAN_RAISE[disp] = found
     return found
 
 
-_HELPER_CRES: dict = {}
 _RESOLVED: dict = {}  # (operator, operand types) -> Numba's typing, or Unsupported
 
 
 def _helper(disp, argtys):
-    key = (disp, argtys)
-    found = _HELPER_CRES.get(key)
-    if found is None:
+    """The Numba compile result of the helper `disp` for `argtys`."""
+    if argtys not in disp.overloads:
         try:
             disp.compile(argtys)
         except Exception as e:  # noqa: BLE001 - Numba's typing errors vary
             raise Unsupported(f"{disp.py_func.__name__}{argtys}") from e
-        found = _HELPER_CRES[key] = disp.overloads[argtys]
-    return found
+    return disp.overloads[argtys]
 
 
 def translate(py_func, argtys, symbol: str, symbol_of):
@@ -1488,9 +1487,7 @@ def translate(py_func, argtys, symbol: str, symbol_of):
         fn.ret("i32 0")
     lines = [f"define i32 @\"{symbol}\"({', '.join(params)}) {{", "entry:"]
     lines += ["  " + a for a in fn.allocas + fn.inits] + fn.body + ["}"]
-    decls = {**fn.decls, **{k: v for k, v in fn.defs.items() if v.startswith("declare")}}
-    defs = [v for v in fn.defs.values() if not v.startswith("declare")]
-    text = "\n".join(list(decls.values()) + defs + lines
+    text = "\n".join(list(fn.decls.values()) + list(fn.defs.values()) + lines
                       + ['!0 = !{!"branch_weights", i32 1, i32 1048576}']) + "\n"
     return text, fn.libraries, fn.returns, fn.callees
 
@@ -1542,9 +1539,9 @@ def cached_argtys(dispatcher) -> list:
     for path in sorted(glob.glob(glob.escape(prefix) + "*" + _SUFFIX)):
         try:
             with open(path, "rb") as f:
-                entry = pickle.load(f)
-            if entry[0] == _FORMAT:
-                found.append(entry[1])
+                fmt, argtys = pickle.load(f)  # the header only
+            if fmt == _FORMAT:
+                found.append(argtys)
         except Exception:  # noqa: BLE001 - an unreadable entry is translated again
             continue
     return found
@@ -1569,7 +1566,9 @@ class StaleEntry(RuntimeError):
     compiled to call it must be compiled again."""
 
 
-_FORMAT = 1  # of the cache entries
+# Of the cache entries: a header `(format, argument types)`, then `(magic, returns,
+# callees, serialized library)`, two pickles one after the other.
+_FORMAT = 2
 
 
 def _load(path: str, argtys, names: dict):
@@ -1580,13 +1579,13 @@ def _load(path: str, argtys, names: dict):
     codegen = _codegen()
     try:
         with open(path, "rb") as f:
-            entry = pickle.load(f)
+            entry = pickle.load(f), pickle.load(f)
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - an unreadable entry is a stale one
         entry = None
     try:
-        fmt, saved_argtys, magic, returns, callees, state = entry
+        (fmt, saved_argtys), (magic, returns, callees, state) = entry
         if fmt != _FORMAT or saved_argtys != argtys or magic != codegen.magic_tuple():
             raise ValueError("another format, machine or signature")
         for name, types_, symbol in callees:  # their machine code first: this code calls it
@@ -1606,8 +1605,9 @@ def _load(path: str, argtys, names: dict):
 def _save(path: str, argtys, found: Translated) -> None:
     import pickle
 
-    data = pickle.dumps((_FORMAT, argtys, _codegen().magic_tuple(), found.returns,
-                         found.callees, found.library.serialize_using_object_code()))
+    data = pickle.dumps((_FORMAT, argtys)) + pickle.dumps((
+        _codegen().magic_tuple(), found.returns, found.callees,
+        found.library.serialize_using_object_code()))
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:

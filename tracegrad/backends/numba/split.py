@@ -72,8 +72,8 @@ def split_entry(source: str, entry: str) -> str:
     (unchanged otherwise)."""
     max_lines = SPLIT_LINES
     # the whole source's lines and loops first, which bound the entry's, before parsing it
-    if (max_lines <= 0 or _whole(source.count("\n"), lambda: source.count(" for "))) \
-            and not _one_part(source.count("\n")):
+    n = source.count("\n")
+    if (max_lines <= 0 or _whole(n, lambda: source.count(" for "))) and not _one_part(n):
         return source
     module = ast.parse(source)
     fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == entry),

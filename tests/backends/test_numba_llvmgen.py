@@ -82,6 +82,15 @@ def grid(out, a):
 
 def not_known(out, a):
     out[:] = a
+
+
+def allocs(out, n, m):
+    b = np.empty(n)
+    for k in range(n):
+        b[k] = k
+    c = np.empty(m)
+    c[0] = b[n - 1]
+    out[0] = c[0]
 '''
 
 
@@ -192,6 +201,21 @@ def test_strided_and_contiguous_arrays(module, order):
         run_translated(module.grid, out, src)
         module.grid(want, src)
         np.testing.assert_array_equal(out, want)
+
+
+def test_every_return_frees_the_buffers_at_one_exit(module):
+    import resource
+
+    argtys = (_typeof(np.zeros(1)), _typeof(1), _typeof(1))
+    text = llvmgen.translate(module.allocs, argtys, "tg_test.allocs_text", None)[0]
+    assert text.count("call void @free(") == 2  # not repeated at each error's return
+    out = np.zeros(1)
+    assert run_translated(module.allocs, out, 1 << 20, 1)[0] == 0
+    assert out[0] == (1 << 20) - 1
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(60):  # the second buffer cannot be had: the first (8 MB) is freed
+        assert run_translated(module.allocs, out, 1 << 20, 1 << 58)[0] == llvmgen.MEMORY_ERROR
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 200_000  # KiB
 
 
 def test_what_it_does_not_know_is_left_to_numba(module):

@@ -141,7 +141,8 @@ class _Fn:
         self.returns = False  # None: returns nothing; a list: the argument indices returned
         # (of a helper: the types it returns)
         self.defs: dict = {}  # symbol -> definition of the helpers translated with it
-        self.freed: list = []  # slots of the buffers allocated here, freed at every return
+        self.freed: list = []  # slots of the buffers allocated here, freed at the exit
+        self.exits: list = []  # (code, block) of the returns, which branch to the exit
         self.inits: list = []  # stores at entry, after the allocas
         self.counters: set = set()  # (scope, name) of int variables never negative
         self.stores: dict = {}  # name -> how many statements of the function assign it
@@ -176,11 +177,27 @@ class _Fn:
         return t
 
     def ret(self, value: str) -> None:
-        """Return `value` (`i32 <code>`), the buffers allocated here freed first."""
-        for slot in self.freed:
-            self.emit(f"call void @free(ptr {self.op(f'load ptr, ptr {slot}')})")
-        self.emit(f"ret {value}")
-        self.terminated = True
+        """Return `value` (`i32 <code>`) by the function's one exit, which frees the buffers
+        allocated here (each return freeing them would repeat those calls at every error
+        check)."""
+        if not self.terminated:
+            self.exits.append((value.split(" ", 1)[1], self.current()))
+        self.branch("exit")
+
+    def exit_block(self) -> list[str]:
+        """The function's exit: the buffers allocated freed (a slot not reached holds null),
+        then the code of the return that came here."""
+        if not self.exits:
+            return []
+        lines = ["exit:"]
+        if len(self.exits) == 1:
+            code = self.exits[0][0]
+        else:
+            code = "%rc"
+            lines.append("  %rc = phi i32 " + ", ".join(f"[ {v}, %{b} ]" for v, b in self.exits))
+        for k, slot in enumerate(self.freed):
+            lines += [f"  %fp{k} = load ptr, ptr {slot}", f"  call void @free(ptr %fp{k})"]
+        return lines + [f"  ret i32 {code}"]
 
     def branch(self, target: str) -> None:
         self.emit(f"br label %{target}")
@@ -755,13 +772,13 @@ class _Fn:
 
     def snapshot(self):
         return (len(self.body), len(self.allocas), len(self.inits), len(self.freed),
-                dict(self.decls), dict(self.defs), len(self.libraries), len(self.callees),
+                len(self.exits), dict(self.decls), dict(self.defs), len(self.libraries), len(self.callees),
                 self.terminated, set(self.counters), list(self.loops), self.branches)
 
     def restore(self, snap) -> None:
-        (nb, na, ni, nf, decls, defs, nl, nc, self.terminated, self.counters, self.loops,
+        (nb, na, ni, nf, ne, decls, defs, nl, nc, self.terminated, self.counters, self.loops,
          self.branches) = snap
-        del self.body[nb:], self.allocas[na:], self.inits[ni:], self.freed[nf:]
+        del self.body[nb:], self.allocas[na:], self.inits[ni:], self.freed[nf:], self.exits[ne:]
         del self.libraries[nl:], self.callees[nc:]
         self.decls, self.defs = decls, defs
 
@@ -1486,7 +1503,7 @@ def translate(py_func, argtys, symbol: str, symbol_of):
         fn.returned(None)
         fn.ret("i32 0")
     lines = [f"define i32 @\"{symbol}\"({', '.join(params)}) {{", "entry:"]
-    lines += ["  " + a for a in fn.allocas + fn.inits] + fn.body + ["}"]
+    lines += ["  " + a for a in fn.allocas + fn.inits] + fn.body + fn.exit_block() + ["}"]
     text = "\n".join(list(fn.decls.values()) + list(fn.defs.values()) + lines
                       + ['!0 = !{!"branch_weights", i32 1, i32 1048576}']) + "\n"
     return text, fn.libraries, fn.returns, fn.callees

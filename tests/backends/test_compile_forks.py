@@ -149,3 +149,52 @@ def test_a_loops_step_is_forked_at_once_its_return_type_declared(forking, monkey
     assert after["callees_compiled_apart"] - before["callees_compiled_apart"] >= 2
     typed = log.read_text().split() if log.exists() else []
     assert not [name for name in typed if name.startswith("while_step")], typed
+
+
+@pytest.fixture
+def translating(in_child, monkeypatch):
+    """`in_child`, a process for every function translated to LLVM IR (llvmgen.py), however
+    many still run: the steps, their loop nests (outlined) and the entry (one part)."""
+    monkeypatch.setattr(forks, "_cores", lambda: 64)
+    monkeypatch.setattr(forks, "MAX_PROCESSES", 64)
+    monkeypatch.setattr(fusion, "OUTLINE_OPS", 0)
+    monkeypatch.setattr(split, "ENTRY_LINES", 1)
+    monkeypatch.setattr(llvmgen, "ENABLED", True)
+    monkeypatch.setattr(llvmgen, "FORK_CHARS", 1)
+
+
+def _translated_entries() -> list:
+    root = os.path.join(os.environ["TRACEGRAD_CACHE_DIR"], "numba")
+    return [name for name in os.listdir(root) if name.endswith(".tgll")]
+
+
+def test_translated_functions_compile_in_processes_of_their_own(translating):
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1
+    entries = _translated_entries()
+    assert len(entries) >= 4, entries  # two steps, a loop nest, the entry's part
+    assert any("kernel_part0" in name for name in entries), entries
+    assert after["callees_compiled_apart"] - before["callees_compiled_apart"] == len(entries)
+    nb.clear_memory_cache()  # and they load back from the cache, callees first
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    assert nb.cache_info()["compiled"] == after["compiled"]
+
+
+@pytest.mark.parametrize("how", ["fails", "is killed"])
+def test_a_translated_function_whose_process_fails_is_compiled_by_the_child(
+        translating, monkeypatch, how):
+    def fail(*args):
+        if how == "fails":
+            raise RuntimeError("no machine code")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(llvmgen, "_object_code", fail)
+    before = nb.cache_info()
+    _check(tg.function(LOSS, backend="numba")(W, XS))
+    after = nb.cache_info()
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1, str(after)
+    assert after["compiled_in_child"] - before["compiled_in_child"] == 1
+    assert after["callees_compiled_apart"] == before["callees_compiled_apart"]
+    assert len(_translated_entries()) >= 4  # saved by the child

@@ -448,3 +448,20 @@ def test_a_helper_that_may_raise_leaves_its_caller_to_numba(entries_translated):
     assert not _entry_translated()
     with pytest.raises(ValueError, match="integers to negative integer powers"):
         f(a, np.array([0, -1, 2, 3]))
+
+
+def test_a_kernel_compiled_again_into_another_cache_leaves_its_entries_there(
+        entries_translated, monkeypatch, tmp_path):
+    # the same process compiles the same module twice: its translated functions, loaded
+    # already, are translated again, so the second cache holds every entry its kernel needs
+    f = tg.value_and_grad(rnn_loss)
+    want = tg.function(f, backend="numpy")(W, XS)
+    tg.function(f, backend="numba")(W, XS)
+    first = sorted(p.name for p in (tmp_path / "numba").glob("*.tgll"))
+    assert first
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path / "other"))
+    nb.clear_memory_cache()
+    got = tg.function(f, backend="numba")(W, XS)
+    assert sorted(p.name for p in (tmp_path / "other" / "numba").glob("*.tgll")) == first
+    assert float(got[0]) == pytest.approx(float(want[0]), rel=1e-13)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-14)

@@ -42,7 +42,7 @@ import time
 import types
 import warnings
 
-from tracegrad.backends.numba import child, forks
+from tracegrad.backends.numba import child, forks, llvmgen
 
 STATS = {"compiled": 0, "compiled_in_child": 0, "callees_compiled_apart": 0, "disk_hits": 0,
          "memory_hits": 0, "rebuilt": 0}
@@ -531,6 +531,7 @@ def _load_callees(module, source: str, path: str) -> None:
         for f in _numba_cache_files(path):
             with contextlib.suppress(OSError):
                 os.unlink(f)
+        llvmgen.forget(module.__name__)  # (loaded by this process, from another directory)
         return
     direct = sys.modules[helpers.MODULE]._direct_compile
     for dispatcher, sigs in found:

@@ -46,15 +46,16 @@ MAX_PROCESSES = 8
 
 
 class _Pending:
-    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine")
+    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine", "load")
 
-    def __init__(self, pid, read, dispatcher, argtys, restype, inner):
+    def __init__(self, pid, read, dispatcher, argtys, restype, inner, load=None):
         self.pid, self.read = pid, read
         self.dispatcher, self.argtys, self.restype = dispatcher, argtys, restype
         self.inner = inner  # (dispatcher, argtys) of the callees it calls by `_direct`, in
         # an order that puts a callee before its callers: its process compiles them too
         # (None: not typed here; its process compiles its callees as it meets them)
         self.mine = True  # forked by this process (so it reaps it)
+        self.load = load  # of a translated function (llvmgen.py): loads what it compiled
 
 
 _PENDING: dict = {}  # symbol -> _Pending, of the callees compiled elsewhere
@@ -144,6 +145,38 @@ def typed_elsewhere(dispatcher, argtys: tuple, declared=None):
     return restype, symbol
 
 
+def start(symbol: str, work, load) -> bool:
+    """Run `work()` in a process of its own when this process may fork and a core is free;
+    whether it was. `load()` is called once that process has ended, before machine code
+    that calls `symbol` is linked, and says whether the machine code came from there (a
+    `work` that failed is for `load` to see, and mend)."""
+    if not _STATE["slots"] or _running() >= _STATE["slots"]:
+        return False
+    parent = os.getpid()
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to be had
+        os.close(read)
+        os.close(write)
+        return False
+    if pid == 0:  # pragma: no cover - the forked process: never returns
+        _run_and_exit(work, parent, read)
+    os.close(write)
+    _PENDING[symbol] = _Pending(pid, read, None, None, None, (), load)
+    return True
+
+
+def pending(symbol: str) -> bool:
+    """Whether a process still compiles `symbol`'s machine code, not loaded yet."""
+    return symbol in _PENDING
+
+
+def wait(symbol: str) -> None:
+    """Wait for the process compiling `symbol` (if any), and load its machine code."""
+    _wait(symbol)
+
+
 def typed_only(dispatcher, argtys: tuple) -> bool:
     """Whether a `_direct` call being lowered calls a function that was only typed here
     and is compiled by no process: Numba remembers the types of an intrinsic's call, so a
@@ -172,8 +205,21 @@ def _lines(dispatcher) -> int:
 def _compile_and_exit(dispatcher, argtys, inner, parent: int, read: int) -> None:  # pragma: no cover
     """The forked process's life: compile into the cache the function and the callees
     typed inside it (`inner`: their calls' types are remembered from that typing, so its
-    compile would not compile them), exit 0 (1 when it failed: the caller's process then
-    compiles them itself, and reports what fails)."""
+    compile would not compile them)."""
+    def work():
+        from tracegrad.backends.numba import helpers
+
+        direct = sys.modules[helpers.MODULE]._direct_compile
+        for d, a in inner or ():
+            direct(d, a)
+        dispatcher.compile(argtys)
+
+    _run_and_exit(work, parent, read)
+
+
+def _run_and_exit(work, parent: int, read: int) -> None:  # pragma: no cover
+    """A forked process's life: `work()`, then exit 0 (1 when it failed: the process that
+    forked it then compiles itself what it should have, and reports what fails)."""
     status = 1
     try:
         os.close(read)
@@ -184,12 +230,7 @@ def _compile_and_exit(dispatcher, argtys, inner, parent: int, read: int) -> None
         for p in _PENDING.values():
             p.mine = False  # the processes forked before this one are its siblings
         _STATE["slots"] = _STATE["typing"] = 0
-        from tracegrad.backends.numba import helpers
-
-        direct = sys.modules[helpers.MODULE]._direct_compile
-        for d, a in inner or ():
-            direct(d, a)
-        dispatcher.compile(argtys)
+        work()
         status = 0
     except BaseException:  # noqa: BLE001, S110 - see above
         pass
@@ -263,7 +304,11 @@ def _wait(name: str) -> None:
     """Wait for the process compiling callee `name` and load its machine code, after
     those of the processes forked before it: its code may call theirs (a callee typed
     while it was typed, or before it and called by a function it calls directly)."""
-    if name not in _PENDING:
+    found = _PENDING.get(name)
+    if found is None:
+        return
+    if found.load is not None:  # translated: its loading loads what it calls (llvmgen.py)
+        _wait_one(name)
         return
     for other in list(_PENDING):
         if other == name:
@@ -286,6 +331,10 @@ def _wait_one(name: str) -> None:
         if found.mine:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(found.pid, 0)
+    if found.load is not None:
+        came = found.load()  # (it may load others first, and count them)
+        STATS["compiled"] += bool(came)
+        return
     direct = sys.modules[helpers.MODULE]._direct_compile
     inner = found.inner if found.inner is not None else _cached_callees(found.dispatcher)
     for dispatcher, argtys in [*inner, (found.dispatcher, found.argtys)]:  # callees first

@@ -27,6 +27,7 @@ called failed, with `err[0:2]` Numba's status code and exception-info pointer.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import operator
 import os
@@ -1512,8 +1513,9 @@ def translate(py_func, argtys, symbol: str, symbol_of):
 # -- compiled, cached and linked ---------------------------------------------------------
 
 class Translated:
-    """A function translated here and loaded: its code library, and what it returns
-    (None: nothing; else the indices of the arguments returned before its count)."""
+    """A function translated here and loaded: its code library (None while another process
+    compiles it: forks.py), and what it returns (None: nothing; else the indices of the
+    arguments returned before its count)."""
 
     __slots__ = ("library", "returns", "callees")
 
@@ -1525,6 +1527,7 @@ class Translated:
 ENABLED = os.environ.get("TRACEGRAD_NUMBA_TRANSLATE", "1") != "0"
 _LOADED: dict = {}  # symbol -> Translated, or None (Numba compiles it)
 _OF_FUNCTION: dict = {}  # (module, function name) -> [Translated], as they were used
+_MODULE_OF: dict = {}  # symbol -> the name of the module of the function it translates
 _DEBUG = bool(os.environ.get("TRACEGRAD_LLVMGEN_DEBUG"))
 # `translated` here, `loaded` from the kernel cache, `unsupported`: left to Numba
 STATS = {"translated": 0, "loaded": 0, "unsupported": 0}
@@ -1606,8 +1609,7 @@ def _load(path: str, argtys, names: dict):
         if fmt != _FORMAT or saved_argtys != argtys or magic != codegen.magic_tuple():
             raise ValueError("another format, machine or signature")
         for name, types_, symbol in callees:  # their machine code first: this code calls it
-            if name not in names or load_or_compile(names[name], types_, symbol,
-                                                    "call") is None:
+            if name not in names or load_or_compile(names[name], types_, symbol) is None:
                 raise ValueError(f"its callee {name} is not translated")
         return Translated(codegen.unserialize_library(state), returns, callees)
     except Exception as e:  # noqa: BLE001 - whatever it is, the entry is of no use
@@ -1619,12 +1621,11 @@ def _load(path: str, argtys, names: dict):
                           f"({type(e).__name__}: {e}); it was deleted")
 
 
-def _save(path: str, argtys, found: Translated) -> None:
+def _save(path: str, argtys, returns, callees, state) -> None:
     import pickle
 
     data = pickle.dumps((_FORMAT, argtys)) + pickle.dumps((
-        _codegen().magic_tuple(), found.returns, found.callees,
-        found.library.serialize_using_object_code()))
+        _codegen().magic_tuple(), returns, callees, state))
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:
@@ -1645,12 +1646,12 @@ def _compile(text: str, libraries, symbol: str):
         return _compile_locked(text, libraries, symbol)
 
 
-def _compile_locked(text: str, libraries, symbol: str):
+def _library(text: str, symbol: str):
+    """A Numba code library holding the module `text` (not optimized yet)."""
     import llvmlite.binding as llvm
 
     codegen = _codegen()
     library = codegen.create_library(symbol)
-    library.enable_object_caching()
     module = llvm.parse_assembly(text)
     module.triple = llvm.get_process_triple()
     module.data_layout = codegen._data_layout
@@ -1658,10 +1659,69 @@ def _compile_locked(text: str, libraries, symbol: str):
     # linked as it is: the module pipeline `finalize` runs optimizes it (Numba's function
     # passes on a module first, `add_llvm_module`, would do the same work twice)
     library._final_module.link_in(module)
+    return library
+
+
+def _compile_locked(text: str, libraries, symbol: str):
+    library = _library(text, symbol)
+    library.enable_object_caching()
     for lib in libraries:
         library.add_linking_library(lib)
     library.finalize()
     return library
+
+
+def _object_code(text: str, libraries, symbol: str):
+    """What `serialize_using_object_code` gives of the library `_compile` would build, made
+    without linking its machine code into this process (the functions it calls need not
+    be loaded)."""
+    import llvmlite.binding as llvm
+
+    library = _library(text, symbol)
+    final = library._final_module
+    for lib in libraries:
+        final.link_in(lib._get_module_for_linking(), preserve=True)
+    library._optimize_final_module()
+    final.verify()
+    obj = _codegen()._tm.emit_object(final)
+    for fn in final.functions:  # as `_get_module_for_linking` has it
+        if not fn.is_declaration and fn.linkage == llvm.Linkage.external:
+            fn.linkage = "linkonce_odr"
+    return symbol, "object", (obj, final.as_bitcode())
+
+
+# Translations of at least this many characters of IR compile in a process of their own
+# when the compile may fork (forks.py): a scan's steps, an entry and its loop nests then
+# compile side by side, each on a core.
+FORK_CHARS = int(os.environ.get("TRACEGRAD_TRANSLATED_FORK_CHARS", "20000"))
+
+
+def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, path: str,
+                       argtys, names: dict) -> bool:
+    """Compile `found`'s machine code in a forked process into the cache entry at `path`
+    (forks.py), loaded into `found` before code calling `symbol` is linked: whether it is."""
+    from tracegrad.backends.numba import forks
+
+    def work():
+        _save(path, argtys, found.returns, found.callees,
+              _object_code(text, libraries, symbol))
+
+    def load() -> bool:
+        import llvmlite.binding as llvm
+
+        loaded = _load(path, argtys, names)
+        came = isinstance(loaded, Translated)
+        if came:
+            found.library = loaded.library
+        else:  # that process failed: compiled here, where what fails is reported
+            found.library = _compile(text, libraries, symbol)
+            with contextlib.suppress(OSError):
+                _save(path, argtys, found.returns, found.callees,
+                      found.library.serialize_using_object_code())
+        llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
+        return came
+
+    return forks.start(symbol, work, load)
 
 
 def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = None
@@ -1678,6 +1738,11 @@ def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = N
     if found is False:
         with global_compiler_lock:
             found = _load_or_compile(dispatcher, argtys, symbol, kind)
+    elif kind is None and found is not None and found.library is None:
+        from tracegrad.backends.numba import forks
+
+        with global_compiler_lock:  # compiled by another process: its machine code now
+            forks.wait(symbol)
     if found is not None:
         py_func = dispatcher.py_func
         seen = _OF_FUNCTION.setdefault((py_func.__module__, py_func.__name__), [])
@@ -1692,6 +1757,7 @@ def _load_or_compile(dispatcher, argtys: tuple, symbol: str, kind) -> Translated
     if symbol in _LOADED:
         return _LOADED[symbol]
     py_func = dispatcher.py_func
+    _MODULE_OF[symbol] = py_func.__module__
     path = _cache_path(py_func, symbol)
     found = _load(path, argtys, py_func.__globals__) if path else None
     if isinstance(found, StaleEntry):
@@ -1716,13 +1782,29 @@ def _load_or_compile(dispatcher, argtys: tuple, symbol: str, kind) -> Translated
             STATS["unsupported"] += 1
             _LOADED[symbol] = None
             return None
-        found = Translated(_compile(text, libraries, symbol), returns, callees)
         STATS["translated"] += 1
+        found = Translated(None, returns, callees)
+        if path and len(text) >= FORK_CHARS and _compile_elsewhere(
+                found, text, libraries, symbol, path, argtys, py_func.__globals__):
+            _LOADED[symbol] = found  # its library comes when it is linked (forks.py)
+            return found
+        found.library = _compile(text, libraries, symbol)
         if path:
-            _save(path, argtys, found)
+            _save(path, argtys, returns, callees, found.library.serialize_using_object_code())
     llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
     _LOADED[symbol] = found
     return found
+
+
+def forget(module: str) -> None:
+    """Translate `module`'s functions again when they are next called for: their cache
+    entries are gone (a module compiled anew, into another cache directory or after a purge,
+    must leave its own). The machine code loaded stays in use where it is linked."""
+    for symbol in [s for s, m in _MODULE_OF.items() if m == module]:
+        _LOADED.pop(symbol, None)
+        del _MODULE_OF[symbol]
+    for key in [k for k in _OF_FUNCTION if k[0] == module]:
+        del _OF_FUNCTION[key]
 
 
 def inspect_llvm(dispatcher) -> str:

@@ -34,9 +34,9 @@ SPLIT_LOOPS = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LOOPS", "200"))
 SPLIT_LINES = int(os.environ.get("TRACEGRAD_NUMBA_SPLIT_LINES", "200"))
 # An entry of at least ENTRY_LINES lines kept whole is made one part all the same: a part
 # is called by `_direct`, which translates it to LLVM IR when it can (llvmgen.py), and
-# Numba then compiles only the entry's one call (env TRACEGRAD_NUMBA_ENTRY_PART_LINES; 0,
-# the default for now: never).
-ENTRY_LINES = int(os.environ.get("TRACEGRAD_NUMBA_ENTRY_PART_LINES", "0"))
+# Numba then compiles only the entry's one call (env TRACEGRAD_NUMBA_ENTRY_PART_LINES; 0:
+# never). The LSTM l=4 gradient's synchronous first call: 19-25 s -> 10.4-12.3 s.
+ENTRY_LINES = int(os.environ.get("TRACEGRAD_NUMBA_ENTRY_PART_LINES", "150"))
 
 
 def _one_part(lines: int) -> bool:

@@ -84,6 +84,16 @@ def not_known(out, a):
     out[:] = a
 
 
+def copies(dst, src, k, n):
+    for i in range(n):
+        dst[k, i] = src[i]
+
+
+def copy_1d(dst, src, n):
+    for i in range(n):
+        dst[i] = src[i]
+
+
 def allocs(out, n, m):
     b = np.empty(n)
     for k in range(n):
@@ -216,6 +226,35 @@ def test_every_return_frees_the_buffers_at_one_exit(module):
     for _ in range(60):  # the second buffer cannot be had: the first (8 MB) is freed
         assert run_translated(module.allocs, out, 1 << 20, 1 << 58)[0] == llvmgen.MEMORY_ERROR
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 200_000  # KiB
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 14])
+def test_a_copy_loop_is_one_memmove(module, n):
+    src = np.arange(1.0, 15.0)
+    dst, want = np.zeros((3, 14)), np.zeros((3, 14))
+    module.copies(want, src, 2, n)
+    assert run_translated(module.copies, dst, src, 2, n)[0] == 0
+    np.testing.assert_array_equal(dst, want)
+    argtys = tuple(_typeof(v) for v in (dst, src, 2, n))
+    text = llvmgen.translate(module.copies, argtys, "tg_test.copies_text", None)[0]
+    assert "llvm.memmove" in text
+    # strided: a loop as before
+    dst, want = np.zeros((3, 28))[:, ::2], np.zeros((3, 28))[:, ::2]
+    module.copies(want, src, 1, n)
+    assert run_translated(module.copies, dst, src, 1, n)[0] == 0
+    np.testing.assert_array_equal(dst, want)
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_copy_onto_its_own_source_is_pythons(module, ahead):
+    # copied forward onto a later part of its source, a loop repeats what it copied first
+    # (memmove would not); onto an earlier part, it shifts
+    buf, want = np.arange(10.0), np.arange(10.0)
+    views = (lambda b: (b[1:], b[:-1])) if ahead else (lambda b: (b[:-1], b[1:]))
+    module.copy_1d(*views(want), 9)
+    assert run_translated(module.copy_1d, *views(buf), 9)[0] == 0
+    np.testing.assert_array_equal(buf, want)
+    assert len(set(want.tolist())) == (1 if ahead else 9)
 
 
 def test_what_it_does_not_know_is_left_to_numba(module):

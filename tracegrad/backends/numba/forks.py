@@ -83,6 +83,10 @@ def enable() -> None:
     _STATE["slots"] = min(cores, MAX_PROCESSES)
     from numba.core import codegen
 
+    from tracegrad.backends.numba import llvmgen
+
+    llvmgen.use_processes(start, _wait)
+
     cls = codegen.CPUCodeLibrary
     if not getattr(cls._finalize_final_module, "_tg_waits", False):
         original = cls._finalize_final_module
@@ -165,16 +169,6 @@ def start(symbol: str, work, load) -> bool:
     os.close(write)
     _PENDING[symbol] = _Pending(pid, read, None, None, None, (), load)
     return True
-
-
-def pending(symbol: str) -> bool:
-    """Whether a process still compiles `symbol`'s machine code, not loaded yet."""
-    return symbol in _PENDING
-
-
-def wait(symbol: str) -> None:
-    """Wait for the process compiling `symbol` (if any), and load its machine code."""
-    _wait(symbol)
 
 
 def typed_only(dispatcher, argtys: tuple) -> bool:

@@ -153,6 +153,7 @@ class _Fn:
         self.module = None  # the name of the module of the function translated
         self.inline = None  # of the function inlined now: where its returns go
         self.terminated = False
+        self.metadata: list = []  # module-level metadata nodes after the fixed ones (!0-!2)
 
     # -- emission ------------------------------------------------------------------------
     def tmp(self) -> str:
@@ -1268,6 +1269,9 @@ class _Fn:
         if not step:
             raise Unsupported("range step")
         start, stop = ("0", vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+        if step == 1 and (len(vals) == 1 or self.non_negative(it.args[0])) \
+                and self.stores.get(s.target.id) == 1 and self.copy_loop(s, start, stop):
+            return
         down = step < 0
         counter = self.alloca("i64")
         self.emit(f"store i64 {start}, ptr {counter}")
@@ -1287,6 +1291,75 @@ class _Fn:
         self.emit(f"store i64 {self.op(f'add i64 {i}, {step}')}, ptr {counter}")
         self.branch(head)
         self.start(end)
+
+    def copy_loop(self, s, start: str, stop: str) -> bool:
+        """Translate `for i in range(start, stop): dst[..., i] = src[..., i]` along the
+        last axis of two C-contiguous arrays as one `memmove`, when it is that: a loop LLVM
+        would vectorize, check for overlap and copy again for its remainder (an LSTM step's
+        concatenations make dozens). Whether it was."""
+        body, var = s.body, s.target.id
+        if len(body) != 1 or not isinstance(body[0], ast.Assign) or len(body[0].targets) != 1:
+            return False
+        ends = []
+        for e in (body[0].targets[0], body[0].value):
+            if not isinstance(e, ast.Subscript) or not isinstance(e.value, ast.Name):
+                return False
+            items = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+            if not isinstance(items[-1], ast.Name) or items[-1].id != var or any(
+                    isinstance(n, ast.Slice) or (isinstance(n, ast.Name) and n.id == var)
+                    or (isinstance(n, ast.Call) and not _is_int_cast(n))
+                    for x in [e.value, *items[:-1]] for n in ast.walk(x)):
+                return False
+            ends.append((e.value, items[:-1]))
+        snap = self.snapshot()
+        try:
+            found = []
+            for name, prefix in ends:
+                arr, t = self.expr(name)
+                if t != _ARRAY or not arr.contiguous or len(prefix) + 1 != len(arr.shape):
+                    raise Unsupported("not a copy")
+                found.append((arr, [self.index(x, n) for x, n in zip(prefix, arr.shape)]))
+            (dst, at), (src, frm) = found
+            if dst.dtype != src.dtype:
+                raise Unsupported("not a copy")
+        except Unsupported:
+            self.restore(snap)
+            return False
+        n = self.op(f"sub i64 {stop}, {start}")
+        go, end = self.label(), self.label()
+        self.cbranch(self.op(f"icmp sgt i64 {n}, 0"), go, end)
+        self.start(go)
+        d, p = self.address(dst, at + [start]), self.address(src, frm + [start])
+        nbytes = self.op(f"mul i64 {n}, {_SIZE[dst.dtype]}")
+        # a forward copy onto a later part of its own source repeats what it copied first,
+        # as memmove does not: that case is copied element by element
+        di, pi = self.op(f"ptrtoint ptr {d} to i64"), self.op(f"ptrtoint ptr {p} to i64")
+        past = self.op(f"add i64 {pi}, {nbytes}")
+        ahead = self.op(f"and i1 {self.op(f'icmp ugt i64 {di}, {pi}')}, "
+                        f"{self.op(f'icmp ult i64 {di}, {past}')}")
+        fast, slow = self.label(), self.label()
+        self.cbranch(ahead, slow, fast)
+        self.start(fast)
+        self.decls["llvm.memmove"] = "declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)"
+        self.emit(f"call void @llvm.memmove.p0.p0.i64(ptr {d}, ptr {p}, i64 {nbytes}, i1 false)")
+        self.branch(end)
+        self.start(slow)
+        elem = "i8" if dst.dtype == "bool" else _LL[dst.dtype]
+        k, head = self.alloca("i64"), self.label()
+        self.emit(f"store i64 0, ptr {k}")
+        self.start(head)
+        i = self.op(f"load i64, ptr {k}")
+        v = self.op(f"load {elem}, ptr {self.op(f'getelementptr {elem}, ptr {p}, i64 {i}')}")
+        self.emit(f"store {elem} {v}, ptr {self.op(f'getelementptr {elem}, ptr {d}, i64 {i}')}")
+        nxt = self.op(f"add i64 {i}, 1")
+        self.emit(f"store i64 {nxt}, ptr {k}")
+        m = 3 + len(self.metadata)  # (not vectorized nor unrolled: it is rare)
+        self.metadata.append(f"!{m} = distinct !{{!{m}, !1, !2}}")
+        self.emit(f"br i1 {self.op(f'icmp slt i64 {nxt}, {n}')}, label %{head}, "
+                  f"label %{end}, !llvm.loop !{m}")
+        self.terminated = True
+        self.start(end)
+        return True
 
     def s_Break(self, s):
         if not self.loops:
@@ -1315,6 +1388,13 @@ _CALLS = {"abs": _Fn.c_abs, "min": _Fn.c_min, "max": _Fn.c_max, "_index": _Fn.c_
           "_fma": _Fn.c_fma, "_direct": _Fn.c_direct, "_bits_of_f64": _Fn.c_bits_of_f64,
           "_f64_from_bits": _Fn.c_f64_from_bits, "_direct_step": _Fn.c_direct_step,
           "_lanes8": _Fn.c_lanes8}
+
+
+def _is_int_cast(call) -> bool:
+    """Whether `call` is `np.<int type>(x)` (evaluated once or in every iteration alike)."""
+    f = call.func
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "np" and f.attr in ("int64", "uint64", "intp", "int32"))
 
 
 def _struct(types_) -> str:
@@ -1506,7 +1586,9 @@ def translate(py_func, argtys, symbol: str, symbol_of):
     lines = [f"define i32 @\"{symbol}\"({', '.join(params)}) {{", "entry:"]
     lines += ["  " + a for a in fn.allocas + fn.inits] + fn.body + fn.exit_block() + ["}"]
     text = "\n".join(list(fn.decls.values()) + list(fn.defs.values()) + lines
-                      + ['!0 = !{!"branch_weights", i32 1, i32 1048576}']) + "\n"
+                      + ['!0 = !{!"branch_weights", i32 1, i32 1048576}',
+                         '!1 = !{!"llvm.loop.vectorize.enable", i1 false}',
+                         '!2 = !{!"llvm.loop.unroll.disable"}'] + fn.metadata) + "\n"
     return text, fn.libraries, fn.returns, fn.callees
 
 
@@ -1696,11 +1778,24 @@ def _object_code(text: str, libraries, symbol: str):
 FORK_CHARS = int(os.environ.get("TRACEGRAD_TRANSLATED_FORK_CHARS", "20000"))
 
 
+# `(start, wait)` of forks.py, set by it (`use_processes`) where a compile may fork:
+# `start(symbol, work, load)` runs `work()` in a process of its own, `wait(symbol)` waits for
+# it and calls `load()`
+_PROCESSES: list = []
+
+
+def use_processes(start, wait) -> None:
+    """Let translated functions compile in processes of their own: forks.py's `start`
+    and `wait`."""
+    _PROCESSES[:] = [start, wait]
+
+
 def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, path: str,
                        argtys, names: dict) -> bool:
-    """Compile `found`'s machine code in a forked process into the cache entry at `path`
-    (forks.py), loaded into `found` before code calling `symbol` is linked: whether it is."""
-    from tracegrad.backends.numba import forks
+    """Compile `found`'s machine code in a forked process into the cache entry at `path`,
+    loaded into `found` before code calling `symbol` is linked: whether it is."""
+    if not _PROCESSES:
+        return False
 
     def work():
         _save(path, argtys, found.returns, found.callees,
@@ -1721,7 +1816,7 @@ def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, pat
         llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
         return came
 
-    return forks.start(symbol, work, load)
+    return _PROCESSES[0](symbol, work, load)
 
 
 def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = None
@@ -1739,10 +1834,8 @@ def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = N
         with global_compiler_lock:
             found = _load_or_compile(dispatcher, argtys, symbol, kind)
     elif kind is None and found is not None and found.library is None:
-        from tracegrad.backends.numba import forks
-
         with global_compiler_lock:  # compiled by another process: its machine code now
-            forks.wait(symbol)
+            _PROCESSES[1](symbol)
     if found is not None:
         py_func = dispatcher.py_func
         seen = _OF_FUNCTION.setdefault((py_func.__module__, py_func.__name__), [])

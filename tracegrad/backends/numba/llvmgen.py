@@ -1816,7 +1816,7 @@ def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, pat
         llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
         return came
 
-    return _PROCESSES[0](symbol, work, load, len(text))
+    return _PROCESSES[0](symbol, work, load)
 
 
 def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = None

@@ -774,8 +774,9 @@ class _Fn:
 
     def snapshot(self):
         return (len(self.body), len(self.allocas), len(self.inits), len(self.freed),
-                len(self.exits), dict(self.decls), dict(self.defs), len(self.libraries), len(self.callees),
-                self.terminated, set(self.counters), list(self.loops), self.branches)
+                len(self.exits), dict(self.decls), dict(self.defs), len(self.libraries),
+                len(self.callees), self.terminated, set(self.counters), list(self.loops),
+                self.branches)
 
     def restore(self, snap) -> None:
         (nb, na, ni, nf, ne, decls, defs, nl, nc, self.terminated, self.counters, self.loops,
@@ -1272,24 +1273,42 @@ class _Fn:
         if step == 1 and (len(vals) == 1 or self.non_negative(it.args[0])) \
                 and self.stores.get(s.target.id) == 1 and self.copy_loop(s, start, stop):
             return
-        down = step < 0
+        target = s.target.id
+
+        def body(i, latch, end):
+            if step > 0 and self.stores.get(target) == 1 and (
+                    start == "0" or self.non_negative(it.args[0])):
+                self.counters.add((self.scope, target))
+            self.assign_name(target, i, "int64")
+            self.loops.append((latch, end))
+            self.stmts(s.body)
+            self.loops.pop()
+
+        self.counted_loop(start, stop, step, body)
+
+    def counted_loop(self, start: str, stop: str, step: int, body, plain: bool = False
+                     ) -> None:
+        """A loop of an i64 `i` from `start` by `step` while it is before `stop`,
+        `body(i, latch, end)` emitting its body (`latch`: where `continue` goes, `end`:
+        where `break` goes). `plain`: not vectorized nor unrolled."""
         counter = self.alloca("i64")
         self.emit(f"store i64 {start}, ptr {counter}")
-        head, body, latch, end = self.label(), self.label(), self.label(), self.label()
+        head, inside, latch, end = self.label(), self.label(), self.label(), self.label()
         self.start(head)
         i = self.op(f"load i64, ptr {counter}")
-        self.cbranch(self.op(f"icmp {'sgt' if down else 'slt'} i64 {i}, {stop}"), body, end)
-        self.start(body)
-        if step > 0 and self.stores.get(s.target.id) == 1 and (
-                start == "0" or self.non_negative(it.args[0])):
-            self.counters.add((self.scope, s.target.id))
-        self.assign_name(s.target.id, i, "int64")
-        self.loops.append((latch, end))
-        self.stmts(s.body)
-        self.loops.pop()
+        self.cbranch(self.op(f"icmp {'sgt' if step < 0 else 'slt'} i64 {i}, {stop}"),
+                     inside, end)
+        self.start(inside)
+        body(i, latch, end)
         self.start(latch)
         self.emit(f"store i64 {self.op(f'add i64 {i}, {step}')}, ptr {counter}")
-        self.branch(head)
+        if plain:
+            m = 3 + len(self.metadata)
+            self.metadata.append(f"!{m} = distinct !{{!{m}, !1, !2}}")
+            self.emit(f"br label %{head}, !llvm.loop !{m}")
+            self.terminated = True
+        else:
+            self.branch(head)
         self.start(end)
 
     def copy_loop(self, s, start: str, stop: str) -> bool:
@@ -1345,19 +1364,14 @@ class _Fn:
         self.branch(end)
         self.start(slow)
         elem = "i8" if dst.dtype == "bool" else _LL[dst.dtype]
-        k, head = self.alloca("i64"), self.label()
-        self.emit(f"store i64 0, ptr {k}")
-        self.start(head)
-        i = self.op(f"load i64, ptr {k}")
-        v = self.op(f"load {elem}, ptr {self.op(f'getelementptr {elem}, ptr {p}, i64 {i}')}")
-        self.emit(f"store {elem} {v}, ptr {self.op(f'getelementptr {elem}, ptr {d}, i64 {i}')}")
-        nxt = self.op(f"add i64 {i}, 1")
-        self.emit(f"store i64 {nxt}, ptr {k}")
-        m = 3 + len(self.metadata)  # (not vectorized nor unrolled: it is rare)
-        self.metadata.append(f"!{m} = distinct !{{!{m}, !1, !2}}")
-        self.emit(f"br i1 {self.op(f'icmp slt i64 {nxt}, {n}')}, label %{head}, "
-                  f"label %{end}, !llvm.loop !{m}")
-        self.terminated = True
+
+        def element(i, *_):
+            at = self.op(f"getelementptr {elem}, ptr {p}, i64 {i}")
+            v = self.op(f"load {elem}, ptr {at}")
+            self.emit(f"store {elem} {v}, "
+                      f"ptr {self.op(f'getelementptr {elem}, ptr {d}, i64 {i}')}")
+
+        self.counted_loop("0", n, 1, element, plain=True)  # (rare: kept small)
         self.start(end)
         return True
 
@@ -1721,6 +1735,12 @@ def _save(path: str, argtys, returns, callees, state) -> None:
         raise
 
 
+def _save_library(path: str, argtys, found: Translated) -> None:
+    """Save `found`, compiled in this process, as the cache entry at `path`."""
+    _save(path, argtys, found.returns, found.callees,
+          found.library.serialize_using_object_code())
+
+
 def _compile(text: str, libraries, symbol: str):
     from numba.core.compiler_lock import global_compiler_lock
 
@@ -1811,8 +1831,7 @@ def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, pat
         else:  # that process failed: compiled here, where what fails is reported
             found.library = _compile(text, libraries, symbol)
             with contextlib.suppress(OSError):
-                _save(path, argtys, found.returns, found.callees,
-                      found.library.serialize_using_object_code())
+                _save_library(path, argtys, found)
         llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
         return came
 
@@ -1883,7 +1902,7 @@ def _load_or_compile(dispatcher, argtys: tuple, symbol: str, kind) -> Translated
             return found
         found.library = _compile(text, libraries, symbol)
         if path:
-            _save(path, argtys, returns, callees, found.library.serialize_using_object_code())
+            _save_library(path, argtys, found)
     llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
     _LOADED[symbol] = found
     return found

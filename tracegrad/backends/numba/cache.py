@@ -445,6 +445,7 @@ def _compile_in_child(d, key, source, signature, entry) -> None:
     """Compile the kernel into the cache in a forked child (child.py), for `_load_from_disk`
     to load. A child that could not write the cache raises OSError here (load_kernel then
     compiles in memory)."""
+    llvmgen.numba_contexts()  # made once, before the fork, for the child and for the load
     try:
         STATS["callees_compiled_apart"] += child.run(_compile_with_forks, d, key, source,
                                                      signature, entry)

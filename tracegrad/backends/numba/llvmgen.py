@@ -1666,15 +1666,21 @@ def cached_argtys(dispatcher) -> list:
 _READY: list = []
 
 
-def _codegen():
+def numba_contexts():
+    """Numba's CPU target context, its typing and target registries loaded (and its
+    runtime, NRT, which linked helpers may call)."""
     from numba.core.registry import cpu_target
 
     ctx = cpu_target.target_context
-    if not _READY:  # Numba's typing, and its runtime (NRT), which linked helpers may call
+    if not _READY:
         cpu_target.typing_context.refresh()
         ctx.refresh()
         _READY.append(True)
-    return ctx.codegen()
+    return ctx
+
+
+def _codegen():
+    return numba_contexts().codegen()
 
 
 class StaleEntry(RuntimeError):

@@ -198,3 +198,50 @@ def test_a_translated_function_whose_process_fails_is_compiled_by_the_child(
     assert after["compiled_in_child"] - before["compiled_in_child"] == 1
     assert after["callees_compiled_apart"] == before["callees_compiled_apart"]
     assert len(_translated_entries()) >= 4  # saved by the child
+
+
+def test_work_waits_for_a_free_core_the_largest_first(monkeypatch, tmp_path):
+    # one core to spare: "a" starts at once; "b" and "c" wait, and when "a" ends the larger
+    # one ("c") takes its core; "b", waited for before any core freed again, is done here
+    # (its work, then its load)
+    monkeypatch.setitem(forks._STATE, "slots", 1)
+    loaded = []
+
+    def job(name):
+        def work():
+            (tmp_path / name).write_text(str(os.getpid()))
+
+        def load():
+            loaded.append((name, (tmp_path / name).exists()))
+            return (tmp_path / name).exists()
+        return work, load
+
+    for name, size in (("a", 1), ("b", 20), ("c", 30)):
+        assert forks.start(name, *job(name), size)
+    assert forks._PENDING["a"].pid is not None
+    assert forks._PENDING["b"].work is not None and forks._PENDING["c"].work is not None
+    forks._wait("a")
+    assert forks._PENDING["c"].pid is not None and forks._PENDING["b"].work is not None
+    forks._wait("b")
+    forks._wait("c")
+    assert loaded == [("a", True), ("b", True), ("c", True)]
+    assert int((tmp_path / "b").read_text()) == os.getpid()
+    assert int((tmp_path / "c").read_text()) != os.getpid()
+    assert not forks._PENDING
+
+
+def test_a_numba_callee_is_loaded_after_the_translated_functions_started_before_it(
+        monkeypatch):
+    # a Numba-compiled callee's machine code is linked as Numba's cache loads it, so what
+    # it may call (a translated function whose process started earlier) is loaded first
+    waited = []
+    monkeypatch.setattr(forks, "_wait_one", lambda name: waited.append(name))
+    monkeypatch.setattr(forks, "_PENDING", {
+        "translated": forks._Pending(None, None, None, None, None, (), lambda: True),
+        "numba": forks._Pending(None, None, "dispatcher", (), None, ()),
+        "later": forks._Pending(None, None, "dispatcher", (), None, ())})
+    forks._wait("numba")
+    assert waited == ["translated", "numba"]
+    waited.clear()
+    forks._wait("translated")  # its own loading loads what it calls
+    assert waited == ["translated"]

@@ -46,7 +46,8 @@ MAX_PROCESSES = 8
 
 
 class _Pending:
-    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine", "load")
+    __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine", "load",
+                 "work")
 
     def __init__(self, pid, read, dispatcher, argtys, restype, inner, load=None):
         self.pid, self.read = pid, read
@@ -56,6 +57,8 @@ class _Pending:
         # (None: not typed here; its process compiles its callees as it meets them)
         self.mine = True  # forked by this process (so it reaps it)
         self.load = load  # of a translated function (llvmgen.py): loads what it compiled
+        self.work = None  # what a process is to do once a core is free (none started yet;
+        # `restype` is then its size)
 
 
 _PENDING: dict = {}  # symbol -> _Pending, of the callees compiled elsewhere
@@ -149,26 +152,40 @@ def typed_elsewhere(dispatcher, argtys: tuple, declared=None):
     return restype, symbol
 
 
-def start(symbol: str, work, load) -> bool:
-    """Run `work()` in a process of its own when this process may fork and a core is free;
-    whether it was. `load()` is called once that process has ended, before machine code
-    that calls `symbol` is linked, and says whether the machine code came from there (a
-    `work` that failed is for `load` to see, and mend)."""
-    if not _STATE["slots"] or _running() >= _STATE["slots"]:
+def start(symbol: str, work, load, size: int = 0) -> bool:
+    """Run `work()` in a process of its own, at once when a core is free, else when one
+    is, the largest `size` first (or here, when it is waited for first); False when this
+    process may not fork.
+    `load()` is called once that process has ended, before machine code that calls
+    `symbol` is linked, and says whether the machine code came from there (a `work` that
+    failed, or never ran, is for `load` to see, and do here)."""
+    if not _STATE["slots"]:
         return False
-    parent = os.getpid()
-    read, write = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:  # no process to be had
-        os.close(read)
-        os.close(write)
-        return False
-    if pid == 0:  # pragma: no cover - the forked process: never returns
-        _run_and_exit(work, parent, read)
-    os.close(write)
-    _PENDING[symbol] = _Pending(pid, read, None, None, None, (), load)
+    found = _Pending(None, None, None, None, None, (), load)
+    found.work, found.restype = work, size
+    _PENDING[symbol] = found
+    _fill()
     return True
+
+
+def _fill() -> None:
+    """Start the work waiting for a core while there are free ones."""
+    free = _STATE["slots"] - _running()
+    queued = sorted((p for p in _PENDING.values() if p.work is not None),
+                    key=lambda p: -p.restype)
+    for found in queued[:max(free, 0)]:
+        parent = os.getpid()
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had: done here when waited for
+            os.close(read)
+            os.close(write)
+            return
+        if pid == 0:  # pragma: no cover - the forked process: never returns
+            _run_and_exit(found.work, parent, read)
+        os.close(write)
+        found.pid, found.read, found.work = pid, read, None
 
 
 def typed_only(dispatcher, argtys: tuple) -> bool:
@@ -184,7 +201,7 @@ def typed_only(dispatcher, argtys: tuple) -> bool:
 
 def _running() -> int:
     """How many of the processes this one forked still compile."""
-    mine = [p.read for p in _PENDING.values() if p.mine]
+    mine = [p.read for p in _PENDING.values() if p.mine and p.read is not None]
     ended = select.select(mine, [], [], 0)[0] if mine else []
     return len(mine) - len(ended)
 
@@ -304,6 +321,8 @@ def _wait(name: str) -> None:
     if found.load is not None:  # translated: its loading loads what it calls (llvmgen.py)
         _wait_one(name)
         return
+    # translated ones too: a Numba-compiled callee's machine code comes from Numba's cache,
+    # linked as it loads, so every symbol it may call must be defined by then
     for other in list(_PENDING):
         if other == name:
             break
@@ -317,7 +336,16 @@ def _wait_one(name: str) -> None:
     found = _PENDING.pop(name, None)
     if found is None:
         return
+    if found.read is None:  # never started: done here, where it would only be waited for
+        _fill()  # (the cores that freed meanwhile take the next)
+        try:  # (its machine code made before what it calls is waited for)
+            found.work()
+        except Exception:  # noqa: BLE001 - `load` compiles it again, reporting what fails
+            pass
+        found.load()
+        return
     try:
+        _await(found.read)
         while os.read(found.read, 1):  # the pipe reads as closed once the process has ended
             pass
     finally:
@@ -325,6 +353,7 @@ def _wait_one(name: str) -> None:
         if found.mine:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(found.pid, 0)
+    _fill()  # its core is free
     if found.load is not None:
         came = found.load()  # (it may load others first, and count them)
         STATS["compiled"] += bool(came)
@@ -335,6 +364,20 @@ def _wait_one(name: str) -> None:
         hits = dispatcher.stats.cache_hits.get(argtys, 0)
         direct(dispatcher, argtys)
         STATS["compiled"] += dispatcher.stats.cache_hits.get(argtys, 0) > hits
+
+
+def _await(read: int) -> None:
+    """Wait until the process whose pipe end is `read` has ended, starting the work that
+    waits for a core whenever another of this process's ends."""
+    ended: set = set()
+    while any(p.work is not None for p in _PENDING.values()):
+        others = [p.read for p in _PENDING.values()
+                  if p.mine and p.read is not None and p.read not in ended]
+        ready = select.select([read, *others], [], [])[0]
+        if read in ready:
+            return
+        ended.update(ready)
+        _fill()
 
 
 def _cached_callees(dispatcher) -> list:
@@ -409,6 +452,8 @@ def abandon() -> None:
     """Stop every process still compiling (the compile they served failed)."""
     for name, found in list(_PENDING.items()):
         _PENDING.pop(name, None)
+        if found.read is None:  # never started
+            continue
         if found.mine:
             with contextlib.suppress(OSError):
                 os.kill(found.pid, signal.SIGKILL)

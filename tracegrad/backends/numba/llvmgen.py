@@ -1841,7 +1841,7 @@ def _compile_elsewhere(found: Translated, text: str, libraries, symbol: str, pat
         llvm.add_symbol(symbol, found.library.get_pointer_to_function(symbol))
         return came
 
-    return _PROCESSES[0](symbol, work, load)
+    return _PROCESSES[0](symbol, work, load, len(text))
 
 
 def load_or_compile(dispatcher, argtys: tuple, symbol: str, kind: str | None = None

@@ -47,7 +47,7 @@ MAX_PROCESSES = 8
 
 class _Pending:
     __slots__ = ("pid", "read", "dispatcher", "argtys", "restype", "inner", "mine", "load",
-                 "work")
+                 "work", "size")
 
     def __init__(self, pid, read, dispatcher, argtys, restype, inner, load=None):
         self.pid, self.read = pid, read
@@ -57,8 +57,8 @@ class _Pending:
         # (None: not typed here; its process compiles its callees as it meets them)
         self.mine = True  # forked by this process (so it reaps it)
         self.load = load  # of a translated function (llvmgen.py): loads what it compiled
-        self.work = None  # what a process is to do once a core is free (none started yet;
-        # `restype` is then its size)
+        self.work = None  # what a process is to do once a core is free (none started yet)
+        self.size = 0  # of that work: the largest starts first
 
 
 _PENDING: dict = {}  # symbol -> _Pending, of the callees compiled elsewhere
@@ -162,7 +162,7 @@ def start(symbol: str, work, load, size: int = 0) -> bool:
     if not _STATE["slots"]:
         return False
     found = _Pending(None, None, None, None, None, (), load)
-    found.work, found.restype = work, size
+    found.work, found.size = work, size
     _PENDING[symbol] = found
     _fill()
     return True
@@ -172,7 +172,7 @@ def _fill() -> None:
     """Start the work waiting for a core while there are free ones."""
     free = _STATE["slots"] - _running()
     queued = sorted((p for p in _PENDING.values() if p.work is not None),
-                    key=lambda p: -p.restype)
+                    key=lambda p: -p.size)
     for found in queued[:max(free, 0)]:
         parent = os.getpid()
         read, write = os.pipe()

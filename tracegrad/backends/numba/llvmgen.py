@@ -1326,7 +1326,7 @@ class _Fn:
             items = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
             if not isinstance(items[-1], ast.Name) or items[-1].id != var or any(
                     isinstance(n, ast.Slice) or (isinstance(n, ast.Name) and n.id == var)
-                    or (isinstance(n, ast.Call) and not _is_int_cast(n))
+                    or (isinstance(n, ast.Call) and not _is_cast(n))
                     for x in [e.value, *items[:-1]] for n in ast.walk(x)):
                 return False
             ends.append((e.value, items[:-1]))
@@ -1404,11 +1404,12 @@ _CALLS = {"abs": _Fn.c_abs, "min": _Fn.c_min, "max": _Fn.c_max, "_index": _Fn.c_
           "_lanes8": _Fn.c_lanes8}
 
 
-def _is_int_cast(call) -> bool:
-    """Whether `call` is `np.<int type>(x)` (evaluated once or in every iteration alike)."""
+def _is_cast(call) -> bool:
+    """Whether `call` is a conversion `np.<type>(x)` (evaluated once or in every iteration
+    alike)."""
     f = call.func
     return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-            and f.value.id == "np" and f.attr in ("int64", "uint64", "intp", "int32"))
+            and f.value.id == "np" and f.attr in _CASTS and len(call.args) == 1)
 
 
 def _struct(types_) -> str:
@@ -1805,8 +1806,8 @@ FORK_CHARS = int(os.environ.get("TRACEGRAD_TRANSLATED_FORK_CHARS", "20000"))
 
 
 # `(start, wait)` of forks.py, set by it (`use_processes`) where a compile may fork:
-# `start(symbol, work, load)` runs `work()` in a process of its own, `wait(symbol)` waits for
-# it and calls `load()`
+# `start(symbol, work, load, size)` runs `work()` in a process of its own (the largest first
+# when every core is taken), `wait(symbol)` waits for it and calls `load()`
 _PROCESSES: list = []
 
 
